@@ -1,0 +1,170 @@
+"""Planar contact geometry of the pusher (a disc), objects (discs and rectangles) and obstacles.
+
+Shared by scene validation, the analytical coarse model and the projection of infeasible (penetrating) states,
+so every part of parapush agrees on what "touching" means. All functions are vectorised over leading batch axes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_EPS = 1e-12
+
+
+def rotate(v, yaw):
+    """Rotate planar vectors ``v`` (..., 2) by ``yaw`` (...) counter-clockwise."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], axis=-1)
+
+
+def to_local(points, pose):
+    """Express world points (..., 2) in the frame of ``pose`` (..., 3) = [x, y, yaw]."""
+    return rotate(points - pose[..., :2], -pose[..., 2])
+
+
+def box_sdf(p_local, half):
+    """Signed distance from local points to a rectangle with half extents ``half`` = (hx, hy), and its gradient.
+
+    The gradient is the outward unit normal of the closest boundary point (well defined inside and outside).
+    """
+    q = np.abs(p_local) - half
+    outside = np.maximum(q, 0.0)
+    out_norm = np.linalg.norm(outside, axis=-1)
+    inside = np.minimum(np.maximum(q[..., 0], q[..., 1]), 0.0)
+    sdf = out_norm + inside
+    # gradient: outside -> direction of the clamped excess; inside -> axis of the nearest face
+    sign = np.where(p_local < 0.0, -1.0, 1.0)
+    grad_out = outside / np.maximum(out_norm, _EPS)[..., None]
+    face_x = (q[..., 0] >= q[..., 1])[..., None]
+    grad_in = np.where(face_x, np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+    grad = np.where((out_norm > 0.0)[..., None], grad_out, grad_in) * sign
+    return sdf, grad
+
+
+def circle_sdf(p_local, radius):
+    norm = np.linalg.norm(p_local, axis=-1)
+    grad = np.where((norm > _EPS)[..., None], p_local / np.maximum(norm, _EPS)[..., None], np.array([1.0, 0.0]))
+    return norm - radius, grad
+
+
+class Footprint:
+    """The planar outline of a body: a disc (``radius``) or a rectangle (``half_extents`` = (hx, hy))."""
+
+    def __init__(self, shape: str, radius: float = 0.0, half_extents=(0.0, 0.0)):
+        if shape not in ("box", "cylinder"):
+            raise ValueError(f"unknown footprint shape {shape!r}")
+        self.shape = shape
+        self.radius = float(radius)
+        self.half_extents = np.asarray(half_extents, dtype=float)
+
+    @property
+    def bounding_radius(self) -> float:
+        return self.radius if self.shape == "cylinder" else float(np.linalg.norm(self.half_extents))
+
+    def sdf(self, points, pose):
+        """Signed distance (m) from world ``points`` to the outline at ``pose`` and the outward world normal."""
+        local = to_local(points, pose)
+        if self.shape == "cylinder":
+            d, g = circle_sdf(local, self.radius)
+        else:
+            d, g = box_sdf(local, self.half_extents)
+        return d, rotate(g, pose[..., 2])
+
+    def corners(self, pose):
+        """(..., 4, 2) world corners of a rectangle."""
+        hx, hy = self.half_extents
+        local = np.array([[hx, hy], [-hx, hy], [-hx, -hy], [hx, -hy]])
+        return rotate(np.broadcast_to(local, pose.shape[:-1] + (4, 2)), pose[..., None, 2]) + pose[..., None, :2]
+
+
+def disc_penetration(center, radius, footprint: Footprint, pose):
+    """Penetration depth (> 0 when overlapping) of a disc into an outline and the unit normal pointing from the
+    outline toward the disc (the direction that separates them)."""
+    d, n = footprint.sdf(center, pose)
+    return radius - d, n
+
+
+def _obb_axes(pose):
+    c, s = np.cos(pose[..., 2]), np.sin(pose[..., 2])
+    return np.stack([np.stack([c, s], -1), np.stack([-s, c], -1)], axis=-2)  # (..., 2, 2)
+
+
+def _box_box_penetration(fa: Footprint, pa, fb: Footprint, pb):
+    """Separating-axis test for two rectangles: penetration depth and unit normal from a toward b."""
+    axes = np.concatenate([_obb_axes(pa), _obb_axes(pb)], axis=-2)  # (..., 4, 2)
+    ca, cb = fa.corners(pa), fb.corners(pb)  # (..., 4, 2)
+    proj_a = np.einsum("...kd,...cd->...kc", axes, ca)
+    proj_b = np.einsum("...kd,...cd->...kc", axes, cb)
+    overlap = np.minimum(proj_a.max(-1), proj_b.max(-1)) - np.maximum(proj_a.min(-1), proj_b.min(-1))
+    k = np.argmin(overlap, axis=-1)
+    depth = np.take_along_axis(overlap, k[..., None], -1)[..., 0]
+    axis = np.take_along_axis(axes, k[..., None, None].repeat(2, -1), -2)[..., 0, :]
+    direction = np.sign(np.einsum("...d,...d->...", axis, pb[..., :2] - pa[..., :2]))
+    direction = np.where(direction == 0.0, 1.0, direction)
+    return depth, axis * direction[..., None]
+
+
+def pair_penetration(fa: Footprint, pa, fb: Footprint, pb):
+    """Penetration depth (> 0 when overlapping) between two outlines and the unit normal from a toward b."""
+    if fa.shape == "cylinder" and fb.shape == "cylinder":
+        delta = pb[..., :2] - pa[..., :2]
+        dist = np.linalg.norm(delta, axis=-1)
+        n = np.where((dist > _EPS)[..., None], delta / np.maximum(dist, _EPS)[..., None], np.array([1.0, 0.0]))
+        return fa.radius + fb.radius - dist, n
+    if fa.shape == "cylinder":  # disc a against outline b: normal from b toward a, flip it
+        depth, n = disc_penetration(pa[..., :2], fa.radius, fb, pb)
+        return depth, -n
+    if fb.shape == "cylinder":
+        return disc_penetration(pb[..., :2], fb.radius, fa, pa)
+    return _box_box_penetration(fa, pa, fb, pb)
+
+
+def ray_entry(origin, direction, length, footprint: Footprint, pose, inflate: float):
+    """Distance along a planar ray at which a disc of radius ``inflate`` moving from ``origin`` along the unit
+    ``direction`` first touches the outline; ``inf`` where it does not within ``length``.
+
+    A disc that starts touching or overlapping returns 0 when it moves inward (contact from the start) and
+    ``inf`` when it moves away. Exact for discs and for rectangles (the Minkowski sum of a rectangle and a
+    disc is a rounded rectangle: two slabs and four corner circles).
+    """
+    o = to_local(origin, pose)
+    d = rotate(direction, -pose[..., 2])
+    if footprint.shape == "cylinder":
+        entry = _ray_circle(o, d, np.zeros_like(o), footprint.radius + inflate)
+    else:
+        hx, hy = footprint.half_extents
+        entry = np.minimum(_ray_aabb(o, d, np.array([hx + inflate, hy])),
+                           _ray_aabb(o, d, np.array([hx, hy + inflate])))
+        for cx, cy in ((hx, hy), (-hx, hy), (-hx, -hy), (hx, -hy)):
+            entry = np.minimum(entry, _ray_circle(o, d, np.array([cx, cy]), inflate))
+    # discs that start in contact: contact iff moving into the outline
+    sdf, normal = footprint.sdf(origin, pose)
+    starts_inside = sdf <= inflate
+    moving_in = np.einsum("...d,...d->...", direction, normal) < 0.0
+    entry = np.where(starts_inside, np.where(moving_in, 0.0, np.inf), entry)
+    return np.where(entry <= length, entry, np.inf)
+
+
+def _ray_circle(o, d, c, r):
+    """Entry distance (>= 0) of the ray o + s d into the circle (c, r); inf if missed (o assumed outside)."""
+    oc = o - c
+    b = np.einsum("...d,...d->...", oc, d)
+    cc = np.einsum("...d,...d->...", oc, oc) - r * r
+    disc = b * b - cc
+    s = -b - np.sqrt(np.maximum(disc, 0.0))
+    return np.where((disc >= 0.0) & (s >= 0.0), s, np.inf)
+
+
+def _ray_aabb(o, d, half):
+    """Entry distance (>= 0) of the ray into the centred box with half extents ``half``; inf if missed."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = 1.0 / d
+        t1 = (-half - o) * inv
+        t2 = (half - o) * inv
+    # a zero direction component: inside the slab -> (-inf, inf), outside -> empty
+    parallel = np.abs(d) < _EPS
+    inside_slab = np.abs(o) <= half
+    tmin = np.where(parallel, np.where(inside_slab, -np.inf, np.inf), np.minimum(t1, t2))
+    tmax = np.where(parallel, np.where(inside_slab, np.inf, -np.inf), np.maximum(t1, t2))
+    t_enter = tmin.max(axis=-1)
+    t_exit = tmax.min(axis=-1)
+    return np.where((t_enter <= t_exit) & (t_enter >= 0.0), t_enter, np.inf)

@@ -1,0 +1,362 @@
+"""Scene description: the one source of truth for table, pusher, objects, obstacles and goal.
+
+Scenes are YAML files (``config/scenes/*.yaml``). Loading validates every field and raises ``SceneError`` whose
+message names the file and the offending field, e.g. ``box_slider.yaml: objects[0].size[1]: must be > 0``.
+Sizes are full extents in metres, masses in kg, poses in the table frame (origin at the centre of the table top).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .geometry import Footprint, disc_penetration, pair_penetration
+from .state import StateLayout
+
+# Facts from the authors' setup (../shared/reference/reference-implementation.md).
+DEFAULT_PUSHER_RADIUS = 0.0145
+DEFAULT_FRICTION = {"object_table": 1.0, "pusher_object": 0.2, "object_object": 0.2}
+
+
+class SceneError(ValueError):
+    """A scene file or dictionary is invalid; the message names the source and the field."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    size: tuple[float, float]  # full extents along x and y (m), centred on the table frame origin
+    height: float  # table top above the floor (m)
+
+    @property
+    def half(self) -> np.ndarray:
+        return np.asarray(self.size) / 2.0
+
+    def contains(self, xy, margin: float = 0.0):
+        """True where planar points lie on the table top, at least ``margin`` inside its edges."""
+        return np.all(np.abs(np.asarray(xy)) <= self.half - margin, axis=-1)
+
+
+@dataclass(frozen=True)
+class PusherSpec:
+    radius: float
+    height: float
+    mass: float
+    start: tuple[float, float]
+
+    @property
+    def footprint(self) -> Footprint:
+        return Footprint("cylinder", radius=self.radius)
+
+
+@dataclass(frozen=True)
+class BodySpec:
+    """A movable object or a static obstacle. ``size`` is (x, y, z) full extents; a cylinder has x = y = 2 r."""
+
+    name: str
+    shape: str  # "box" | "cylinder"
+    size: tuple[float, float, float]
+    mass: float  # kg (ignored for obstacles)
+    pose: tuple[float, float, float]  # start pose of an object / fixed pose of an obstacle: x, y, yaw
+
+    @property
+    def radius(self) -> float:
+        return self.size[0] / 2.0
+
+    @property
+    def half_height(self) -> float:
+        return self.size[2] / 2.0
+
+    @property
+    def footprint(self) -> Footprint:
+        if self.shape == "cylinder":
+            return Footprint("cylinder", radius=self.radius)
+        return Footprint("box", half_extents=(self.size[0] / 2.0, self.size[1] / 2.0))
+
+
+@dataclass(frozen=True)
+class GoalSpec:
+    object: str
+    position: tuple[float, float]
+    radius: float  # goal region: disc around ``position`` (m)
+
+
+@dataclass(frozen=True)
+class Scene:
+    name: str
+    table: TableSpec
+    pusher: PusherSpec
+    objects: tuple[BodySpec, ...]
+    obstacles: tuple[BodySpec, ...] = ()
+    goal: GoalSpec | None = None
+    friction: dict = field(default_factory=lambda: dict(DEFAULT_FRICTION))
+    source: str = "<dict>"
+
+    @property
+    def layout(self) -> StateLayout:
+        return StateLayout(len(self.objects))
+
+    def object_index(self, name: str) -> int:
+        for i, o in enumerate(self.objects):
+            if o.name == name:
+                return i
+        raise KeyError(f"scene {self.name!r} has no object named {name!r} "
+                       f"(objects: {', '.join(o.name for o in self.objects)})")
+
+    def initial_state(self) -> np.ndarray:
+        return self.layout.compose(np.array(self.pusher.start), np.array([o.pose for o in self.objects]))
+
+    def with_poses(self, pusher_start=None, object_poses=None, obstacle_poses=None, goal=None) -> "Scene":
+        """A copy with other start poses (e.g. a random benchmark scene); not re-validated."""
+        pusher = self.pusher if pusher_start is None else replace(self.pusher, start=tuple(map(float, pusher_start)))
+        objects = self.objects if object_poses is None else tuple(
+            replace(o, pose=tuple(map(float, p))) for o, p in zip(self.objects, object_poses))
+        obstacles = self.obstacles if obstacle_poses is None else tuple(
+            replace(o, pose=tuple(map(float, p))) for o, p in zip(self.obstacles, obstacle_poses))
+        return replace(self, pusher=pusher, objects=objects, obstacles=obstacles,
+                       goal=self.goal if goal is None else goal)
+
+    def to_dict(self) -> dict:
+        """The scene as a plain dict that ``scene_from_dict`` accepts (round trip)."""
+        def body(b, key):
+            d = {"name": b.name, "shape": b.shape}
+            if b.shape == "cylinder":
+                d.update(radius=b.radius, height=b.size[2])
+            else:
+                d["size"] = list(b.size)
+            if key == "start":
+                d["mass"] = b.mass
+                d["start"] = list(b.pose)
+            else:
+                d["pose"] = list(b.pose)
+            return d
+        out = {
+            "name": self.name,
+            "table": {"size": list(self.table.size), "height": self.table.height},
+            "pusher": {"radius": self.pusher.radius, "height": self.pusher.height, "mass": self.pusher.mass,
+                       "start": list(self.pusher.start)},
+            "friction": dict(self.friction),
+            "objects": [body(o, "start") for o in self.objects],
+            "obstacles": [body(o, "pose") for o in self.obstacles],
+        }
+        if self.goal is not None:
+            out["goal"] = {"object": self.goal.object, "position": list(self.goal.position),
+                           "radius": self.goal.radius}
+        return out
+
+
+# ----------------------------------------------------------------------------------------------- loading
+_TOP_KEYS = {"name", "description", "table", "pusher", "friction", "objects", "obstacles", "goal"}
+_TABLE_KEYS = {"size", "height"}
+_PUSHER_KEYS = {"radius", "height", "mass", "start"}
+_OBJECT_KEYS = {"name", "shape", "size", "radius", "height", "mass", "start"}
+_OBSTACLE_KEYS = {"name", "shape", "size", "radius", "height", "pose"}
+_GOAL_KEYS = {"object", "position", "radius"}
+_SHAPES = ("box", "cylinder")
+
+
+class _Ctx:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, path: str, msg: str):
+        raise SceneError(f"{self.source}: {path}: {msg}" if path else f"{self.source}: {msg}")
+
+    def mapping(self, value, path, allowed, required):
+        if not isinstance(value, dict):
+            self.fail(path, f"must be a mapping, got {type(value).__name__}")
+        for k in value:
+            if k not in allowed:
+                self.fail(f"{path}.{k}" if path else str(k),
+                          f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        for k in required:
+            if k not in value:
+                self.fail(f"{path}.{k}" if path else k, "missing required key")
+        return value
+
+    def number(self, value, path, positive=False, nonneg=False):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(path, f"must be a number, got {value!r}")
+        value = float(value)
+        if not math.isfinite(value):
+            self.fail(path, f"must be finite, got {value}")
+        if positive and value <= 0.0:
+            self.fail(path, f"must be > 0, got {value}")
+        if nonneg and value < 0.0:
+            self.fail(path, f"must be >= 0, got {value}")
+        return value
+
+    def vector(self, value, path, n, positive=False):
+        if not isinstance(value, (list, tuple)) or len(value) != n:
+            self.fail(path, f"must be a list of {n} numbers, got {value!r}")
+        return tuple(self.number(v, f"{path}[{i}]", positive=positive) for i, v in enumerate(value))
+
+    def string(self, value, path):
+        if not isinstance(value, str) or not value.strip():
+            self.fail(path, f"must be a non-empty string, got {value!r}")
+        return value
+
+
+def _body(ctx: _Ctx, d, path, obstacle: bool) -> BodySpec:
+    allowed = _OBSTACLE_KEYS if obstacle else _OBJECT_KEYS
+    pose_key = "pose" if obstacle else "start"
+    required = ["name", "shape", pose_key] + ([] if obstacle else ["mass"])
+    ctx.mapping(d, path, allowed, required)
+    name = ctx.string(d["name"], f"{path}.name")
+    shape = d["shape"]
+    if shape not in _SHAPES:
+        ctx.fail(f"{path}.shape", f"must be one of {', '.join(_SHAPES)}, got {shape!r}")
+    if shape == "cylinder":
+        if "size" in d:
+            ctx.fail(f"{path}.size", "a cylinder takes 'radius' and 'height', not 'size'")
+        for k in ("radius", "height"):
+            if k not in d:
+                ctx.fail(f"{path}.{k}", "missing required key for a cylinder")
+        r = ctx.number(d["radius"], f"{path}.radius", positive=True)
+        size = (2 * r, 2 * r, ctx.number(d["height"], f"{path}.height", positive=True))
+    else:
+        for k in ("radius", "height"):
+            if k in d:
+                ctx.fail(f"{path}.{k}", "a box takes 'size: [x, y, z]' (full extents), not radius/height")
+        if "size" not in d:
+            ctx.fail(f"{path}.size", "missing required key for a box")
+        size = ctx.vector(d["size"], f"{path}.size", 3, positive=True)
+    mass = 0.0 if obstacle else ctx.number(d["mass"], f"{path}.mass", positive=True)
+    pose = d[pose_key]
+    if not isinstance(pose, (list, tuple)) or len(pose) not in (2, 3):
+        ctx.fail(f"{path}.{pose_key}", f"must be [x, y] or [x, y, yaw], got {pose!r}")
+    pose = ctx.vector(list(pose) + [0.0] * (3 - len(pose)), f"{path}.{pose_key}", 3)
+    return BodySpec(name=name, shape=shape, size=size, mass=mass, pose=pose)
+
+
+def scene_from_dict(data, source: str = "<dict>") -> Scene:
+    """Build and validate a scene from a parsed YAML mapping."""
+    ctx = _Ctx(source)
+    ctx.mapping(data, "", _TOP_KEYS, ["table", "objects"])
+    name = ctx.string(data.get("name", Path(source).stem), "name")
+
+    t = ctx.mapping(data["table"], "table", _TABLE_KEYS, ["size", "height"])
+    table = TableSpec(size=ctx.vector(t["size"], "table.size", 2, positive=True),
+                      height=ctx.number(t["height"], "table.height", positive=True))
+
+    p = ctx.mapping(data.get("pusher", {}), "pusher", _PUSHER_KEYS, ["start"])
+    pusher = PusherSpec(radius=ctx.number(p.get("radius", DEFAULT_PUSHER_RADIUS), "pusher.radius", positive=True),
+                        height=ctx.number(p.get("height", 0.11), "pusher.height", positive=True),
+                        mass=ctx.number(p.get("mass", 8.0), "pusher.mass", positive=True),
+                        start=ctx.vector(p["start"], "pusher.start", 2))
+
+    fr = ctx.mapping(data.get("friction", {}), "friction", set(DEFAULT_FRICTION), [])
+    friction = {k: ctx.number(fr.get(k, v), f"friction.{k}", positive=True) for k, v in DEFAULT_FRICTION.items()}
+
+    if not isinstance(data["objects"], list) or not data["objects"]:
+        ctx.fail("objects", "must be a non-empty list")
+    objects = tuple(_body(ctx, o, f"objects[{i}]", obstacle=False) for i, o in enumerate(data["objects"]))
+    obs_raw = data.get("obstacles") or []
+    if not isinstance(obs_raw, list):
+        ctx.fail("obstacles", "must be a list")
+    obstacles = tuple(_body(ctx, o, f"obstacles[{i}]", obstacle=True) for i, o in enumerate(obs_raw))
+
+    goal = None
+    if data.get("goal") is not None:
+        g = ctx.mapping(data["goal"], "goal", _GOAL_KEYS, ["object", "position", "radius"])
+        goal = GoalSpec(object=ctx.string(g["object"], "goal.object"),
+                        position=ctx.vector(g["position"], "goal.position", 2),
+                        radius=ctx.number(g["radius"], "goal.radius", positive=True))
+
+    scene = Scene(name=name, table=table, pusher=pusher, objects=objects, obstacles=obstacles, goal=goal,
+                  friction=friction, source=source)
+    _check_consistency(ctx, scene)
+    return scene
+
+
+def _check_consistency(ctx: _Ctx, s: Scene):
+    names = {}
+    for kind, bodies in (("objects", s.objects), ("obstacles", s.obstacles)):
+        for i, b in enumerate(bodies):
+            if b.name in names:
+                ctx.fail(f"{kind}[{i}].name", f"duplicate name {b.name!r} (also {names[b.name]})")
+            names[b.name] = f"{kind}[{i}]"
+    # everything on the table: the whole footprint for objects/obstacles, the disc for the pusher
+    if not s.table.contains(np.array(s.pusher.start), margin=s.pusher.radius):
+        ctx.fail("pusher.start", f"{list(s.pusher.start)} is not on the table "
+                                 f"(x within ±{s.table.half[0]:.3f}, y within ±{s.table.half[1]:.3f} minus radius)")
+    for kind, bodies in (("objects", s.objects), ("obstacles", s.obstacles)):
+        for i, b in enumerate(bodies):
+            pts = _outline_points(b)
+            if not np.all(s.table.contains(pts)):
+                key = "start" if kind == "objects" else "pose"
+                ctx.fail(f"{kind}[{i}].{key}", f"{b.name!r} at {list(b.pose)} is (partly) off the table")
+    # no overlaps at the start
+    bodies = [("objects", i, b) for i, b in enumerate(s.objects)] + \
+             [("obstacles", i, b) for i, b in enumerate(s.obstacles)]
+    for kind, i, b in bodies:
+        depth, _ = disc_penetration(np.array(s.pusher.start), s.pusher.radius, b.footprint, np.array(b.pose))
+        if depth > 0.0:
+            ctx.fail("pusher.start", f"pusher overlaps {kind}[{i}] {b.name!r} by {depth * 1e3:.1f} mm")
+    for a in range(len(bodies)):
+        for c in range(a + 1, len(bodies)):
+            ka, ia, ba = bodies[a]
+            kc, ic, bc = bodies[c]
+            if ka == kc == "obstacles":
+                continue
+            depth, _ = pair_penetration(ba.footprint, np.array(ba.pose), bc.footprint, np.array(bc.pose))
+            if depth > 0.0:
+                key = "start" if kc == "objects" else "pose"
+                ctx.fail(f"{kc}[{ic}].{key}", f"{bc.name!r} overlaps {ka}[{ia}] {ba.name!r} "
+                                               f"by {depth * 1e3:.1f} mm")
+    if s.goal is not None:
+        if s.goal.object not in {o.name for o in s.objects}:
+            ctx.fail("goal.object", f"{s.goal.object!r} is not one of the objects "
+                                    f"({', '.join(o.name for o in s.objects)})")
+        if not s.table.contains(np.array(s.goal.position)):
+            ctx.fail("goal.position", f"{list(s.goal.position)} is off the table")
+
+
+def _outline_points(b: BodySpec) -> np.ndarray:
+    pose = np.array(b.pose)
+    if b.shape == "box":
+        return b.footprint.corners(pose)
+    ang = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+    return pose[:2] + b.radius * np.stack([np.cos(ang), np.sin(ang)], -1)
+
+
+def load_scene(path) -> Scene:
+    """Load and validate a scene YAML file. A bare name (``box_slider``) is looked up in the shipped scenes."""
+    path = resolve_scene_path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SceneError(f"{path.name}: not valid YAML: {e}") from None
+    return scene_from_dict(data, source=path.name)
+
+
+def scenes_dir() -> Path:
+    """Directory of the shipped scenes: the installed share dir when available, else the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
+        d = Path(get_package_share_directory("parapush_ros")) / "config" / "scenes"
+        if d.is_dir():
+            return d
+    except Exception:  # ament index absent (plain Python) or package not installed
+        pass
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        d = parent / "config" / "scenes"
+        if d.is_dir():
+            return d
+    raise SceneError("cannot find the shipped scenes directory (config/scenes)")
+
+
+def resolve_scene_path(path) -> Path:
+    p = Path(path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    if p.exists() and p.is_file():
+        return p
+    candidate = scenes_dir() / (p.name if p.suffix else f"{p.name}.yaml")
+    if candidate.exists():
+        return candidate
+    available = ", ".join(sorted(f.stem for f in scenes_dir().glob("*.yaml")))
+    raise SceneError(f"{path}: no such scene file (shipped scenes: {available})")

@@ -25,9 +25,19 @@ from .scene import Scene
 from .state import StateLayout
 
 TIMESTEP = 0.001  # s; the largest step that is stable and accurate for this contact problem (paper 000)
-PUSHER_KV = 1.0e6  # velocity servo gain (N s/m): the pusher tracks its command within one step
+# The pusher is position-servoed along the integral of its velocity command (MuJoCo ``intvelocity``), as a
+# real arm under MoveIt Servo is: no steady-state lag under load, and a critically damped response of this
+# bandwidth to a change of command. An ideal velocity servo (kv -> inf) would change the pusher's velocity within
+# one step and hammer a touching slider off the table at every control switch.
+PUSHER_BANDWIDTH_HZ = 30.0
+PUSHER_REACH = 2.0  # m: the servo's setpoint range around the table centre (MuJoCo requires one)
 PUSHER_CLEARANCE = 0.001  # gap between pusher bottom and table top (m): the pusher never drags on the table
 TABLE_THICKNESS = 0.04  # m
+
+
+# MuJoCo resets the simulation (or zeroes the control) after these: the result would be silently wrong
+_DIVERGENCE_WARNINGS = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS),
+                        int(mujoco.mjtWarning.mjWARN_BADQVEL), int(mujoco.mjtWarning.mjWARN_BADCTRL)]
 
 
 class FineModelDiverged(RuntimeError):
@@ -48,9 +58,12 @@ def build_mjcf(scene: Scene) -> str:
     fr = scene.friction
     hx, hy = scene.table.half
     p = scene.pusher
+    omega = 2.0 * np.pi * PUSHER_BANDWIDTH_HZ
+    kp, kv = p.mass * omega ** 2, 2.0 * p.mass * omega  # critically damped
     lines = [
         f'<mujoco model="parapush_{scene.name}">',
-        f'  <option timestep="{TIMESTEP}" integrator="implicitfast"/>',
+        # elliptic cones: isotropic Coulomb friction (pyramidal cones make a central push drift sideways)
+        f'  <option timestep="{TIMESTEP}" integrator="implicitfast" cone="elliptic"/>',
         '  <default><geom condim="3" solref="0.02 1" solimp="0.9 0.95 0.001"/></default>',
         '  <worldbody>',
         # the floor is where fallen objects end up; the table is a finite box whose top is z = 0
@@ -83,8 +96,8 @@ def build_mjcf(scene: Scene) -> str:
     lines += [
         '  </worldbody>',
         '  <actuator>',
-        f'    <velocity name="pusher_vx" joint="pusher_x" kv="{PUSHER_KV}"/>',
-        f'    <velocity name="pusher_vy" joint="pusher_y" kv="{PUSHER_KV}"/>',
+        *[f'    <intvelocity name="pusher_v{a}" joint="pusher_{a}" kp="{kp}" kv="{kv}" '
+          f'actrange="{-PUSHER_REACH} {PUSHER_REACH}"/>' for a in "xy"],
         '  </actuator>',
         '</mujoco>',
     ]
@@ -114,11 +127,14 @@ class PlanarMapping:
             self.obj_qpos.append(model.jnt_qposadr[jid])
             self.obj_qvel.append(model.jnt_dofadr[jid])
 
-    def to_mujoco(self, x: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        """Write one planar state into qpos/qvel (objects flat at rest height, no vertical motion)."""
+    def to_mujoco(self, x: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray | None = None) -> None:
+        """Write one planar state into qpos/qvel (objects flat at rest height, no vertical motion) and the pusher
+        servo setpoint into ``act``."""
         L = self.layout
         qpos[self.pusher_qpos] = x[0:2]
         qvel[self.pusher_qvel] = L.pusher_vel(x)
+        if act is not None:
+            act[:] = x[0:2]  # servo setpoint starts where the pusher is
         poses, vels = L.object_poses(x), L.object_vels(x)
         for i, (a, v) in enumerate(zip(self.obj_qpos, self.obj_qvel)):
             half = 0.5 * poses[i, 2]
@@ -164,7 +180,7 @@ class FineModel:
         slices at the settled height avoids a bounce transient at every slice start."""
         d = mujoco.MjData(self.model)
         heights = np.array([o.half_height for o in self.scene.objects])
-        PlanarMapping(self.model, self.scene, heights).to_mujoco(self.scene.initial_state(), d.qpos, d.qvel)
+        PlanarMapping(self.model, self.scene, heights).to_mujoco(self.scene.initial_state(), d.qpos, d.qvel, d.act)
         mujoco.mj_step(self.model, d, nstep=500)
         return np.array([d.qpos[adr + 2] for adr in PlanarMapping(self.model, self.scene, heights).obj_qpos])
 
@@ -195,12 +211,14 @@ class FineModel:
         """Run one slice in this thread's MjData; return an error string instead of raising (called in workers)."""
         m, d = self.model, self._data()
         mujoco.mj_resetData(m, d)
-        self.mapping.to_mujoco(x, d.qpos, d.qvel)
+        self.mapping.to_mujoco(x, d.qpos, d.qvel, d.act)
         d.ctrl[:] = u
         mujoco.mj_step(m, d, nstep=nstep)
-        bad = d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number
-        if bad or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
-            return "unstable simulation (MuJoCo bad acceleration warning or non-finite state)"
+        for w in _DIVERGENCE_WARNINGS:
+            if d.warning[w].number:
+                return f"unstable simulation (MuJoCo warning {mujoco.mjtWarning(w).name})"
+        if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+            return "unstable simulation (non-finite state)"
         if abs(d.time - nstep * m.opt.timestep) > 1e-9:
             return "simulation time did not advance (MuJoCo reset the state)"
         self.mapping.from_mujoco(d.qpos, d.qvel, out, self.layout.object_poses(x)[:, 2])
@@ -215,6 +233,8 @@ class FineModel:
         u = np.ascontiguousarray(np.atleast_2d(u), dtype=float)
         if x.shape[0] != u.shape[0] or u.shape[1] != 2 or x.shape[1] != self.layout.dim:
             raise ValueError(f"fine model: expected x (B, {self.layout.dim}) and u (B, 2), got {x.shape}, {u.shape}")
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(u))):
+            raise ValueError("fine model: states or controls contain NaN or infinite values")
         nstep = self.steps_for(dt)
         out = np.empty_like(x)
         if self._pool is None or len(x) == 1:

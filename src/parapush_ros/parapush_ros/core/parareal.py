@@ -130,4 +130,6 @@ class Parareal:
         result.wall_time = time.perf_counter() - t_start
         if single:
             result.states = X[0]
+            if keep_history:
+                result.history = [h[0] for h in result.history]
         return result

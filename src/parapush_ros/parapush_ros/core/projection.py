@@ -18,7 +18,7 @@ from .scene import Scene
 DEFAULT_PROJECTION_TOLERANCE = 1.0e-3  # m; see the module docstring
 
 
-def project_feasible(scene: Scene, x, tolerance: float = DEFAULT_PROJECTION_TOLERANCE, sweeps: int = 3):
+def project_feasible(scene: Scene, x, tolerance: float = DEFAULT_PROJECTION_TOLERANCE, sweeps: int = 12):
     """Return (projected copy of the states ``x`` (..., D), boolean mask (...) of states that were changed)."""
     if tolerance < 1.0e-3:
         raise ValueError(f"projection tolerance {tolerance} m is below 1 mm: contact makes that meaningless")

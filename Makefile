@@ -1,0 +1,36 @@
+# parapush — workspace entry points. Everything runs inside .venv + the colcon overlay (see env.sh).
+#   make setup      create .venv, install pinned requirements, build the colcon workspace (incremental, idempotent)
+#   make test       run the test suite
+#   make demo       run the end-to-end demo (parapush demo)
+#   make build      force a colcon build
+#   make clean      remove build/ install/ log/ (keeps .venv)
+#   make distclean  clean + remove .venv and caches
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := setup
+
+# Per-test timeout (s, pytest-timeout) and a wall-clock cap for the whole run (s).
+TEST_TIMEOUT ?= 120
+TEST_WALL_TIMEOUT ?= 1800
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo build clean distclean
+
+setup:
+	@./scripts/setup.sh
+
+test: setup
+	timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) ./env.sh python -m pytest test -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+
+demo: setup
+	./env.sh parapush demo
+
+build:
+	@PARAPUSH_FORCE_BUILD=1 ./scripts/setup.sh
+
+clean:
+	rm -rf build install log
+
+distclean: clean
+	rm -rf .venv .pytest_cache
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +

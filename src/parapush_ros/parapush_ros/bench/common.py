@@ -1,0 +1,115 @@
+"""Shared plumbing of the benchmarks: output paths, tables, JSON, plots, progress and machine facts."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def machine_info() -> dict:
+    import mujoco  # noqa: PLC0415
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"python": platform.python_version(), "mujoco": mujoco.__version__, "numpy": np.__version__,
+            "cpus": cpus, "machine": platform.machine(), "processor": _cpu_model()}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def output_paths(args, name: str) -> tuple[Path, Path]:
+    """(json path, directory for plots). ``--json`` wins; else ``<out>/bench_<name>.json``."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = Path(args.json) if args.json else out / f"bench_{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path, out
+
+
+def write_json(path: Path, payload: dict) -> None:
+    payload = {"machine": machine_info(), "command": " ".join(["parapush"] + sys.argv[1:]), **payload}
+    path.write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
+    print(f"wrote {path}")
+
+
+def _jsonable(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+def print_table(headers, rows, title: str | None = None) -> None:
+    cells = [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) if cells else len(str(h)) for i, h in enumerate(headers)]
+    if title:
+        print(f"\n{title}")
+    print("  ".join(str(h).rjust(w) for h, w in zip(headers, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+
+
+def _fmt(c) -> str:
+    if isinstance(c, (float, np.floating)):
+        a = abs(float(c))
+        if a == 0.0:
+            return "0"
+        if a >= 1e4 or a < 1e-3:
+            return f"{float(c):.3e}"
+        return f"{float(c):.4g}" if a < 100 else f"{float(c):.1f}"
+    return str(c)
+
+
+def pyplot():
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    return plt
+
+
+def save_figure(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+    print(f"wrote {path}")
+
+
+class Progress:
+    """One-line progress on stderr for long jobs (no dependency on a progress-bar package)."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label, self.done = max(1, total), label, 0
+        self.t0 = time.perf_counter()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        el = time.perf_counter() - self.t0
+        eta = el / self.done * (self.total - self.done)
+        sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} ({el:.0f} s, ~{eta:.0f} s left)   ")
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def median_time(fn, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))

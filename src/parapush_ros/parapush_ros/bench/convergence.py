@@ -1,0 +1,126 @@
+"""``parapush bench convergence``: Parareal error per iteration (paper 000 Fig. 5 and random single-cylinder pushes).
+
+Error = RMS over the trajectory (all N+1 states) of the slider's xy distance to the fine model, in mm; for the
+random pushes, the mean of that over the pushes (the authors' protocol in ``reference-implementation.md``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.coarse import AnalyticalCoarseModel
+from ..core.fine import FineModel
+from ..core.parareal import Parareal
+from ..core.scene import load_scene
+from .common import output_paths, print_table, pyplot, save_figure, write_json
+
+AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4
+FIG5_CASES = {  # name: (scene, pusher offset across the push (m))
+    "cylinder_centre": ("cylinder_slider", 0.0),
+    "cylinder_side": ("cylinder_slider", 0.03),
+    "box_centre": ("box_slider", 0.0),
+    "box_side": ("box_slider", 0.05),
+}
+
+
+def random_pushes(scene, pushes: int, n_controls: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Random contact-rich pushes of the first object: the pusher starts 0-10 mm from it at a random bearing,
+    each control has a speed of 10-40 mm/s and a heading within 30 deg of the direction to the slider centre."""
+    obj = scene.objects[0]
+    L = scene.layout
+    x0 = np.repeat(scene.initial_state()[None], pushes, 0)
+    bearing = rng.uniform(-np.pi, np.pi, pushes)
+    dist = obj.footprint.bounding_radius + scene.pusher.radius + rng.uniform(0.0, 0.01, pushes)
+    centre = np.asarray(obj.pose[:2])
+    L.pusher_pos(x0)[:] = centre + dist[:, None] * np.stack([np.cos(bearing), np.sin(bearing)], -1)
+    heading = (bearing + np.pi)[:, None] + rng.uniform(-np.pi / 6, np.pi / 6, (pushes, n_controls))
+    speed = rng.uniform(0.01, 0.04, (pushes, n_controls))
+    U = speed[..., None] * np.stack([np.cos(heading), np.sin(heading)], -1)
+    return x0, U
+
+
+def trajectory_rms_mm(states, ref, obj_index: int = 0) -> np.ndarray:
+    """(M,) RMS over the trajectory of the object's xy error (mm)."""
+    sl = slice(2 + 3 * obj_index, 4 + 3 * obj_index)
+    err = np.linalg.norm(states[..., sl] - ref[..., sl], axis=-1)
+    return np.sqrt(np.mean(err ** 2, axis=-1)) * 1e3
+
+
+def errors_per_iteration(solver: Parareal, x0, U, dt) -> np.ndarray:
+    """(K+1, M) trajectory RMS error at k = 0..N (one batched solve; the K = N iterate is the fine model)."""
+    N = U.shape[1]
+    r = solver.solve(x0, U, dt, max_iterations=N, keep_history=True)
+    ref = r.history[N]
+    return np.stack([trajectory_rms_mm(h, ref) for h in r.history])
+
+
+def run(args) -> dict:
+    rng = np.random.default_rng(args.seed)
+    res = {"seed": args.seed, "slice_s": 1.0, "fig5": {}, "random": {}}
+    models = {}
+    for name, (scene_name, offset) in FIG5_CASES.items():
+        if scene_name not in models:
+            sc = load_scene(scene_name)
+            models[scene_name] = (sc, Parareal(sc, AnalyticalCoarseModel(sc), FineModel(sc, threads=args.threads or None)))
+        sc, solver = models[scene_name]
+        x0 = sc.initial_state()
+        x0[1] = offset
+        U = np.array([[0.025, 0.0]] * 4)
+        err = errors_per_iteration(solver, x0[None], U[None], 1.0)[:, 0]
+        res["fig5"][name] = {"rms_mm": err.tolist()}
+    print_table(["case"] + [f"k={k}" for k in range(5)],
+                [(n, *v["rms_mm"]) for n, v in res["fig5"].items()],
+                title="bench convergence: paper 000 Fig. 5 cases, trajectory RMS error (mm)")
+
+    sc, solver = models["cylinder_slider"]
+    rows = []
+    for n_controls in args.actions:
+        x0, U = random_pushes(sc, args.pushes, n_controls, rng)
+        err = errors_per_iteration(solver, x0, U, 1.0)
+        mean = err.mean(axis=1)
+        res["random"][f"N{n_controls}"] = {"pushes": args.pushes, "mean_rms_mm": mean.tolist(),
+                                           "median_rms_mm": np.median(err, axis=1).tolist()}
+        rows.append((f"random N={n_controls}", *[f"{v:.2f}" for v in mean]))
+    rows.append(("authors N=4 (analytical)", *AUTHORS_ANALYTICAL_N4))
+    n4 = res["random"].get("N4", {}).get("mean_rms_mm")
+    if n4:
+        res["beats_authors_N4"] = bool(all(n4[k] < AUTHORS_ANALYTICAL_N4[k] for k in (1, 2, 3)))
+    width = max(args.actions) + 1
+    print_table(["case"] + [f"k={k}" for k in range(width)], [r + ("",) * (width + 1 - len(r)) for r in rows],
+                title=f"bench convergence: random single-cylinder pushes, mean trajectory RMS error (mm), "
+                      f"{args.pushes} pushes")
+    path, out = output_paths(args, "convergence")
+    write_json(path, res)
+    _plot(res, out / "convergence.png")
+    for _, s in models.values():
+        s.fine.close()
+    return res
+
+
+def _plot(res, path):
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    floor = 1e-4  # exact zeros at k = N cannot be drawn on a log axis
+    for name, v in res["fig5"].items():
+        e = np.maximum(v["rms_mm"], floor)
+        axes[0].semilogy(range(len(e)), e, "o-", label=name)
+    axes[0].set_title("Fig. 5 cases (4 x 25 mm/s, 1 s)")
+    for name, v in res["random"].items():
+        e = np.maximum(v["mean_rms_mm"], floor)
+        axes[1].semilogy(range(len(e)), e, "o-", label=f"parapush, {name}")
+    axes[1].semilogy(range(5), np.maximum(AUTHORS_ANALYTICAL_N4, floor), "k--", label="authors' code, N4")
+    axes[1].set_title("random single-cylinder pushes (mean)")
+    for ax in axes:
+        ax.set_xlabel("Parareal iteration k")
+        ax.set_ylabel("trajectory RMS error (mm), 0 drawn at 1e-4")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def add_parser(sub, parent):
+    p = sub.add_parser("convergence", parents=[parent], help="Parareal convergence (paper 000 Fig. 5)")
+    p.add_argument("--pushes", type=int, default=20, help="random pushes per horizon")
+    p.add_argument("--actions", type=int, nargs="+", default=[4, 8], help="horizons N of the random pushes")
+    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    p.set_defaults(func=run)
+    return p

@@ -1,0 +1,38 @@
+"""The ``parapush`` command line: home of every entry point that is not a ROS node."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="parapush", description="parapush: fast physics-based pushing with Parareal")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    from . import demo  # noqa: PLC0415
+    demo.add_parser(sub)
+
+    bench = sub.add_parser("bench", help="benchmarks: print a table, write JSON and PNG plots")
+    bsub = bench.add_subparsers(dest="bench", required=True)
+    outputs = argparse.ArgumentParser(add_help=False)
+    outputs.add_argument("--out", default="out", help="directory for JSON and plots (default: ./out)")
+    outputs.add_argument("--json", default=None, help="JSON result file (default: <out>/bench_<name>.json)")
+    outputs.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic given it)")
+    from .bench import calibrate, convergence, physics, speedup, table1  # noqa: PLC0415
+    for mod in (physics, table1, convergence, speedup, calibrate):
+        mod.add_parser(bsub, outputs)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

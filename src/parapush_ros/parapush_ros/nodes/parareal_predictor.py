@@ -1,0 +1,126 @@
+"""``parareal_predictor``: serves PredictTrajectory with any model (coarse, learned, fine, Parareal-K).
+
+Every bad request is answered with ``success = false`` and a message naming the problem; the node keeps serving.
+The latest prediction is published for RViz: a MarkerArray (one namespace per Parareal iterate) and the first
+object's predicted path. Both topics are transient-local so RViz shows the last prediction when it connects.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import rclpy
+from nav_msgs.msg import Path
+from parapush_msgs.srv import PredictTrajectory
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import Header
+from visualization_msgs.msg import MarkerArray
+
+from .. import markers
+from ..conversions import ConversionError, array_to_scene_state, controls_to_arrays, scene_state_to_array
+from ..core.fine import FineModelDiverged
+from ..core.parareal import Parareal
+from ..core.predict import COARSE_KINDS, Predictor, parse_model
+from ..core.scene import load_scene
+from ..params import PREDICTOR, declare_all
+
+LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class PararealPredictorNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("parareal_predictor", **kwargs)
+        self.p = declare_all(self, PREDICTOR)
+        self.scene = load_scene(self.p["scene"])
+        if self.p["coarse_model"] not in COARSE_KINDS:
+            raise ValueError(f"parameter coarse_model: {self.p['coarse_model']!r} is not one of {COARSE_KINDS}")
+        self.predictor = Predictor(self.scene, coarse=self.p["coarse_model"],
+                                   iterations=self.p["max_iterations"], tolerance=self.p["tolerance"],
+                                   threads=self.p["threads"] or None,
+                                   learned_weights=self.p["learned_weights"] or None)
+        self.marker_pub = self.create_publisher(MarkerArray, "~/prediction_markers", LATCHED)
+        self.path_pub = self.create_publisher(Path, "~/predicted_path", LATCHED)
+        self.srv = self.create_service(PredictTrajectory, "predict_trajectory", self._on_predict)
+        self.get_logger().info(f"serving predict_trajectory for scene {self.scene.name!r} "
+                               f"({len(self.scene.objects)} object(s), default K={self.p['max_iterations']}, "
+                               f"{self.predictor.fine.threads} fine threads)")
+
+    def destroy_node(self):
+        self.predictor.close()
+        super().destroy_node()
+
+    def _on_predict(self, req, res):
+        t0 = time.perf_counter()
+        try:
+            res = self._predict(req, res)
+        except (ConversionError, ValueError) as e:
+            res.success, res.message = False, f"invalid request: {e}"
+        except FineModelDiverged as e:
+            res.success, res.message = False, f"prediction failed: {e}"
+        except Exception as e:  # noqa: BLE001 - the service must answer and stay up whatever happens
+            self.get_logger().error(f"unexpected error: {e!r}")
+            res.success, res.message = False, f"internal error: {e!r}"
+        res.wall_time = time.perf_counter() - t0
+        if not res.success:
+            self.get_logger().warning(res.message)
+        return res
+
+    def _predict(self, req, res):
+        x0 = scene_state_to_array(req.initial_state, self.scene)
+        u, dt = controls_to_arrays(req.controls, self.p["max_speed"], self.p["max_slice_duration"])
+        if len(u) > self.p["max_controls"]:
+            raise ConversionError(f"controls: {len(u)} controls exceed max_controls = {self.p['max_controls']}")
+        kind, k_in_name = parse_model(req.model or "parareal", default_iterations=0)  # "parareal3" names K
+        coarse = req.coarse_model or None
+        if coarse is not None and coarse not in COARSE_KINDS:
+            raise ConversionError(f"coarse_model: {coarse!r} is not one of {COARSE_KINDS}")
+        header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
+        history = None
+        if kind == "parareal":
+            K = k_in_name or (req.max_iterations if req.max_iterations > 0 else min(self.p["max_iterations"], len(u)))
+            if not 1 <= K <= len(u):
+                raise ConversionError(f"max_iterations: {K} is out of range 1..{len(u)} (the number of controls)")
+            tol = req.tolerance if req.tolerance > 0 else self.p["tolerance"]
+            if not np.isfinite(tol):
+                raise ConversionError(f"tolerance: {req.tolerance} is not finite")
+            solver = Parareal(self.scene, self.predictor.coarse_model(coarse), self.predictor.fine)
+            r = solver.solve(x0, u, dt, K, tol, keep_history=self.p["publish_iterations"])
+            states, history = r.states, r.history
+            res.iterations = r.iterations
+            res.iteration_change = [float(c) for c in r.position_change]
+            model_name = f"parareal{r.iterations}"
+        else:
+            pred = self.predictor.predict(x0, u, dt, model=req.model, coarse=coarse)
+            states, model_name = pred.states, pred.model
+        res.predicted_states = [array_to_scene_state(s, self.scene, header) for s in states[1:]]
+        res.success = True
+        res.message = f"{model_name}: {len(u)} slices of {dt:g} s"
+        self._publish(states, history, header)
+        return res
+
+    def _publish(self, states, history, header):
+        ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header)
+        if history:
+            for k, h in enumerate(history[:-1]):
+                ms += markers.trajectory_markers(self.scene, h, header, f"iteration_{k}", alpha=0.25, pusher=False)
+        ms += markers.trajectory_markers(self.scene, states, header, "prediction")
+        self.marker_pub.publish(markers.marker_array(ms))
+        self.path_pub.publish(markers.object_path(self.scene, states, header))
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = PararealPredictorNode()
+    try:
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Shared pytest fixtures for parapush.
+
+ROS isolation: every test run gets its own ROS_DOMAIN_ID (derived from the pid, set here, before any rclpy.init,
+and inherited by subprocesses) and discovery is limited to this host, so parallel runs do not see each other's
+nodes. rclpy is imported lazily: the ROS-free core tests do not need it.
+
+Fixtures / helpers for ROS tests:
+  ros_context        session-scoped rclpy context (rclpy.init / rclpy.shutdown of the default context)
+  ros_executor       function-scoped BackgroundExecutor (MultiThreadedExecutor spinning in a thread)
+  BackgroundExecutor context manager: add nodes, spin in a daemon thread, clean teardown (nodes destroyed)
+  wait_for           poll a predicate until it holds or a timeout passes (no fixed sleeps)
+  wait_future        wait for an rclpy Future completed by the background executor and return its result
+"""
+import os
+import threading
+import time
+
+import pytest
+
+# ---------------------------------------------------------------------------------------------------------------
+# ROS isolation (must happen before rclpy.init anywhere in this process or its children).
+# Domain ids 1..100 keep Fast DDS ports valid; 0 (the default everyone uses) is avoided.
+# Set PARAPUSH_TEST_DOMAIN_ID to force a specific domain.
+# ---------------------------------------------------------------------------------------------------------------
+_DOMAIN_ID = int(os.environ.get("PARAPUSH_TEST_DOMAIN_ID", str(1 + os.getpid() % 100)))
+os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
+if os.environ.get("ROS_DISTRO", "") in ("humble", "iron"):
+    os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")  # pre-Jazzy spelling
+else:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # Jazzy+; ROS_LOCALHOST_ONLY is deprecated
+
+
+def pytest_report_header(config):
+    return f"ROS_DOMAIN_ID={_DOMAIN_ID} (isolated per test run)"
+
+
+def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):
+    """Poll ``predicate()`` until it is truthy; return its value or fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.1f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_future(future, timeout=5.0, what="future"):
+    """Wait until an rclpy Future (completed by a background executor) is done and return its result."""
+    wait_for(future.done, timeout=timeout, what=what)
+    exc = future.exception()
+    if exc is not None:
+        raise exc
+    return future.result()
+
+
+class BackgroundExecutor:
+    """Spin a MultiThreadedExecutor in a background thread.
+
+    Usage::
+
+        with BackgroundExecutor(context) as ex:
+            node = ex.add(rclpy.create_node("x", context=context))
+            ...
+
+    On exit the executor is shut down, the thread joined and every added node destroyed.
+    """
+
+    def __init__(self, context=None, num_threads=4):
+        from rclpy.executors import MultiThreadedExecutor
+
+        self.context = context
+        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
+        self.nodes = []
+        self._thread = None
+
+    def add(self, node):
+        self.executor.add_node(node)
+        self.nodes.append(node)
+        return node
+
+    def start(self):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._spin, name="ros-executor", daemon=True)
+            self._thread.start()
+        return self
+
+    def _spin(self):
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self.executor.spin()
+        except (ExternalShutdownException, KeyboardInterrupt):
+            pass
+
+    def shutdown(self, timeout=5.0):
+        try:
+            self.executor.shutdown(timeout_sec=timeout)
+        finally:
+            if self._thread is not None:
+                self._thread.join(timeout=timeout)
+                self._thread = None
+            for node in self.nodes:
+                try:
+                    node.destroy_node()
+                except Exception:  # noqa: BLE001 - teardown must not mask the test's own failure
+                    pass
+            self.nodes.clear()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.shutdown()
+        return False
+
+
+@pytest.fixture(scope="session")
+def ros_context():
+    """The default rclpy context, initialised once per test session (on the isolated ROS_DOMAIN_ID)."""
+    rclpy = pytest.importorskip("rclpy")
+    rclpy.init()
+    context = rclpy.get_default_context()
+    try:
+        yield context
+    finally:
+        if context.ok():
+            rclpy.shutdown(context=context)
+
+
+@pytest.fixture
+def ros_executor(ros_context):
+    """A started BackgroundExecutor; nodes added to it are destroyed at teardown."""
+    ex = BackgroundExecutor(ros_context).start()
+    try:
+        yield ex
+    finally:
+        ex.shutdown()

@@ -1,0 +1,29 @@
+"""Default topic, service and action names: the single place nodes, launch files and tests take them from.
+
+Relative names resolve in the node's namespace, so a launch file can push the whole stack into one namespace.
+Every node exposes its names as parameters too where a robot may need other ones (mocap, arm interfaces).
+"""
+SCENE_STATE = "scene_state"  # parapush_msgs/SceneState, mocap_ingest -> planner (reliable)
+GOAL_POSE = "/goal_pose"  # geometry_msgs/PoseStamped from RViz "2D Goal Pose" (global name, as RViz publishes it)
+PUSHER_CMD = "pusher_cmd"  # geometry_msgs/TwistStamped, planner -> velocity_commander, table frame
+PLAN_PATH = "plan/path"  # nav_msgs/Path of the planned target-object path
+PLAN_MARKERS = "plan/markers"  # visualization_msgs/MarkerArray of the plan, scene, goal
+PLAN = "plan"  # parapush_msgs/PushPlan, the latest plan
+PLANNER_STATUS = "planner/status"  # std_msgs/String, human-readable planner state
+PREDICT_SERVICE = "predict_trajectory"  # parapush_msgs/srv/PredictTrajectory
+PUSH_ACTION = "push_object"  # parapush_msgs/action/PushObject
+SERVO_TWIST = "/servo_node/delta_twist_cmds"  # MoveIt Servo input (geometry_msgs/TwistStamped)
+SERVO_SWITCH_COMMAND_TYPE = "/servo_node/switch_command_type"  # moveit_msgs/srv/ServoCommandType
+FORWARD_VELOCITY_COMMANDS = "/forward_velocity_controller/commands"  # std_msgs/Float64MultiArray (ros2_control)
+GRIPPER_ACTION = "/robotiq_gripper_controller/gripper_cmd"  # control_msgs/action/GripperCommand
+DIAGNOSTICS = "/diagnostics"  # diagnostic_msgs/DiagnosticArray
+CLOCK = "/clock"  # rosgraph_msgs/Clock, published by mujoco_sim for use_sim_time
+
+
+def mocap_pose_topic(body: str, driver: str = "natnet") -> str:
+    """Default PoseStamped topic of a rigid body for the common OptiTrack drivers."""
+    if driver == "natnet":  # natnet_ros2: /<Motive body name>/pose
+        return f"/{body}/pose"
+    if driver == "vrpn":  # vrpn_mocap: /vrpn_mocap/<tracker>/pose (best effort!)
+        return f"/vrpn_mocap/{body}/pose"
+    raise ValueError(f"unknown mocap driver {driver!r} (expected natnet or vrpn)")

@@ -30,6 +30,10 @@ else:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # Jazzy+; ROS_LOCALHOST_ONLY is deprecated
 
 
+if os.environ.get("PARAPUSH_REQUIRE_ROS", "0") == "1":
+    import rclpy  # noqa: F401  (`make test` sets this: a missing ROS must fail the run, not skip its tests)
+
+
 def pytest_report_header(config):
     return f"ROS_DOMAIN_ID={_DOMAIN_ID} (isolated per test run)"
 

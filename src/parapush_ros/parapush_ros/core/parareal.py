@@ -7,8 +7,9 @@ Engineering rules (see ``parallel-mujoco.md``):
 * converged prefix: after iteration k the first k slices are exact; slice ``start`` (the first one not yet
   converged) starts from an exact state, so its new value *is* its fine result, taken unchanged — computing
   ``C + F - C`` there would leave rounding noise that contact amplifies to millimetres;
-* only unconverged slices are recomputed; a slice whose start state changed by no more than ``tolerance``
-  since the previous iterate keeps its fine result (with tolerance 0 this is the exact-prefix rule);
+* only unconverged slices are recomputed: with tolerance 0 one more slice is exact after every iteration
+  (exact-prefix rule); with a tolerance, a slice whose start state moved by no more than it since the previous
+  iterate is converged and takes its fine value;
 * every coarse value is computed once and cached for the next iteration;
 * corrected (not exact) states are projected out of penetration (``projection_tolerance`` >= 1 mm);
 * the change between iterates (max-norm over positions and over yaw) is reported per iteration.
@@ -117,12 +118,7 @@ class Parareal:
             result.position_change.append(float(dpos.max()))
             result.yaw_change.append(float(dyaw.max()))
             result.iterations = k
-            # advance the converged prefix: the first slice whose start state moved more than the tolerance
-            for j, m in enumerate(active):
-                moved = (dpos[j, start[m] + 1:N] > tolerance) | (dyaw[j, start[m] + 1:N] > yaw_tol)
-                hits = np.flatnonzero(moved)
-                start[m] = start[m] + 1 + (hits[0] if hits.size else N)
-                start[m] = min(start[m], N)
+            self._advance_prefix(X, Fv, start, active, dpos, dyaw, tolerance, yaw_tol)
             if keep_history:
                 result.history.append(X.copy())
         result.converged = start >= N
@@ -133,3 +129,23 @@ class Parareal:
             if keep_history:
                 result.history = [h[0] for h in result.history]
         return result
+
+    @staticmethod
+    def _advance_prefix(X, Fv, start, active, dpos, dyaw, tolerance, yaw_tol):
+        """Move each trajectory's first unconverged slice forward after an iteration.
+
+        With zero tolerances this is the exact-prefix rule (one more slice is exact after every iteration), which
+        keeps the prefix bitwise equal to the serial fine model. Otherwise a slice whose start state moved by no
+        more than the tolerance since the previous iterate is converged: its end state becomes its fine value
+        (the Parareal fixed point), and the prefix extends to the first slice whose start moved more.
+        """
+        N = Fv.shape[1]
+        if tolerance == 0.0 and yaw_tol == 0.0:
+            start[active] += 1
+            return
+        for j, m in enumerate(active):
+            n = start[m] + 1
+            while n < N and dpos[j, n] <= tolerance and dyaw[j, n] <= yaw_tol:
+                X[m, n + 1] = Fv[m, n]
+                n += 1
+            start[m] = n

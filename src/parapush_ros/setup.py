@@ -52,6 +52,10 @@ CLI_ENTRY_POINTS = [
 # ---- node work; launch files refer to these executable names).
 NODE_ENTRY_POINTS = [
     "parareal_predictor = parapush_ros.nodes.parareal_predictor:main",
+    "mpc_planner = parapush_ros.nodes.mpc_planner:main",
+    "mocap_ingest = parapush_ros.nodes.mocap_ingest:main",
+    "velocity_commander = parapush_ros.nodes.velocity_commander:main",
+    "mujoco_sim = parapush_ros.nodes.mujoco_sim:main",
 ]
 
 setup(

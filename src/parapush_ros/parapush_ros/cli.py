@@ -11,6 +11,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import demo  # noqa: PLC0415
     demo.add_parser(sub)
+    from . import sim_runner  # noqa: PLC0415 (rclpy is imported only when `sim` runs)
+    sim_runner.add_parser(sub)
+    from .learning import datagen, train  # noqa: PLC0415 (torch is imported only when `train` runs)
+    datagen.add_parser(sub)
+    train.add_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks: print a table, write JSON and PNG plots")
     bsub = bench.add_subparsers(dest="bench", required=True)
@@ -19,8 +24,11 @@ def build_parser() -> argparse.ArgumentParser:
     outputs.add_argument("--json", default=None, help="JSON result file (default: <out>/bench_<name>.json)")
     outputs.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic given it)")
     from .bench import calibrate, convergence, physics, speedup, table1  # noqa: PLC0415
-    for mod in (physics, table1, convergence, speedup, calibrate):
+    from .bench import mpc as bench_mpc  # noqa: PLC0415
+    for mod in (physics, table1, convergence, speedup, calibrate, bench_mpc):
         mod.add_parser(bsub, outputs)
+    from .bench import learned as bench_learned  # noqa: PLC0415
+    bench_learned.add_parser(bsub, outputs)
     return p
 
 

@@ -20,8 +20,10 @@ class ConversionError(ValueError):
 
 def scene_state_to_array(msg: SceneState, scene: Scene, require_valid: bool = True) -> np.ndarray:
     """The planar state vector of ``msg``. Raises ConversionError naming missing, unknown, non-finite or (with
-    ``require_valid``) untracked objects."""
+    ``require_valid``) untracked objects or an untracked pusher."""
     L = scene.layout
+    if require_valid and not msg.pusher_tracking_valid:
+        raise ConversionError("initial_state.pusher_tracking_valid is false (pusher tracking lost or invalid)")
     x = np.zeros(L.dim)
     x[0:2] = (msg.pusher_x, msg.pusher_y)
     L.pusher_vel(x)[:] = (msg.pusher_vx, msg.pusher_vy)
@@ -68,6 +70,7 @@ def array_to_scene_state(x: np.ndarray, scene: Scene, header=None, valid: bool =
         msg.header = header
     msg.pusher_x, msg.pusher_y = float(x[0]), float(x[1])
     msg.pusher_vx, msg.pusher_vy = (float(v) for v in L.pusher_vel(x))
+    msg.pusher_tracking_valid = bool(valid)
     poses, vels = L.object_poses(x), L.object_vels(x)
     for k, spec in enumerate(scene.objects):
         o = ObjectState(name=spec.name, shape=SHAPES[spec.shape], tracking_valid=valid)

@@ -18,6 +18,17 @@ FORWARD_VELOCITY_COMMANDS = "/forward_velocity_controller/commands"  # std_msgs/
 GRIPPER_ACTION = "/robotiq_gripper_controller/gripper_cmd"  # control_msgs/action/GripperCommand
 DIAGNOSTICS = "/diagnostics"  # diagnostic_msgs/DiagnosticArray
 CLOCK = "/clock"  # rosgraph_msgs/Clock, published by mujoco_sim for use_sim_time
+UR_TWIST = "/twist_controller/twist"  # geometry_msgs/TwistStamped, UR driver's twist controller (frame "base")
+MOCAP_MARKERS = "~/markers"  # visualization_msgs/MarkerArray of the tracked bodies (mocap_ingest/markers)
+COMMANDER_STATUS = "~/status"  # std_msgs/String, velocity_commander state (ok / limited / watchdog / estop ...)
+ESTOP_SERVICE = "~/estop"  # std_srvs/Trigger on velocity_commander: latch zero output
+ESTOP_RESET_SERVICE = "~/reset"  # std_srvs/Trigger on velocity_commander: clear the e-stop
+SIM_RESET_SERVICE = "~/reset"  # std_srvs/Trigger on mujoco_sim: back to the scene's initial state
+SIM_LOAD_SCENE_SERVICE = "~/load_scene"  # parapush_msgs/srv/LoadScene on mujoco_sim
+
+# Frames (REP-105 style names; parameters where a robot needs others)
+TABLE_FRAME = "table"  # the planar table frame all states, plans and markers are in
+MOCAP_FRAME = "world"  # the frame mocap drivers stream in (natnet_ros2, vrpn_mocap)
 
 
 def mocap_pose_topic(body: str, driver: str = "natnet") -> str:

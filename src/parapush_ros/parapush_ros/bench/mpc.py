@@ -1,0 +1,261 @@
+"""``parapush bench mpc``: closed-loop push-around-obstacle MPC with every predictive model (paper 000 Sec. 4.3).
+
+N random scenes like ``config/scenes/obstacle_push.yaml``: the cylinder slider on the left of the table, the goal
+on the right, the obstacle near the middle ON the straight line between them (so the straight push, the first
+candidate, hits it), the pusher right behind the slider. For every model the same scenes are solved by the MPC
+loop of ``core.mpc`` (plan -> execute the first control in a MuJoCo world -> observe -> re-plan) and scored by
+the shared outcome monitor: success rate, failures by reason, mean actions, planning wall time per step and
+total task time (planning + the pushes themselves). ``--mismatch`` adds a second world whose friction and masses
+differ randomly from the planner's scene, observed with noise.
+
+Timing study (``--timing``, on by default): one optimiser iteration (all samples x N slices) of each model timed
+as samples one after another (how paper 000 ran, with Parareal parallel across time only) and as ONE batch of
+samples x slices, each on 1 thread and on all cores.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from ..core.fine import default_threads
+from ..core.mpc import MPCPlanner, PlannerConfig, SimWorld, WorldConfig, run_closed_loop
+from ..core.outcome import Outcome
+from ..core.predict import Predictor, parse_model
+from ..core.scene import GoalSpec, load_scene, scene_from_dict
+from ..core.tasks import PushTask, load_cost_weights
+from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
+
+DEFAULT_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
+FAILURES = (Outcome.HIT_OBSTACLE, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)
+
+
+def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
+    """``n`` valid random obstacle scenes (validated by the scene loader); deterministic given ``seed``."""
+    rng = np.random.default_rng(seed)
+    template = load_scene(base)
+    slider, obstacle = template.objects[0], template.obstacles[0]
+    blocking = slider.radius + obstacle.footprint.bounding_radius
+    scenes = []
+    while len(scenes) < n:
+        s = np.array([rng.uniform(-0.30, -0.20), rng.uniform(-0.12, 0.12)])
+        g = np.array([rng.uniform(0.20, 0.30), rng.uniform(-0.12, 0.12)])
+        d = (g - s) / np.linalg.norm(g - s)
+        normal = np.array([-d[1], d[0]])
+        # obstacle on the segment, offset sideways by at most half the blocking distance: the straight push hits
+        o = s + rng.uniform(0.45, 0.55) * (g - s) + normal * rng.uniform(-0.5, 0.5) * blocking
+        pusher = s - d * (slider.radius + template.pusher.radius + 0.002)
+        scene = template.with_poses(pusher_start=pusher, object_poses=[(s[0], s[1], 0.0)],
+                                    obstacle_poses=[(o[0], o[1], 0.0)],
+                                    goal=GoalSpec(template.goal.object, (float(g[0]), float(g[1])),
+                                                  template.goal.radius))
+        data = scene.to_dict()
+        data["name"] = f"random_obstacle_{seed}_{len(scenes)}"
+        scenes.append(scene_from_dict(data, source=f"bench mpc scene {len(scenes)}"))
+    return scenes
+
+
+def mismatch_world(index: int, seed: int, spread: float, position_noise: float, yaw_noise: float) -> WorldConfig:
+    """Per scene, friction and masses off by up to +-``spread`` (uniform), plus observation noise."""
+    rng = np.random.default_rng([seed, index, 7])
+    f, pf, m = rng.uniform(1.0 - spread, 1.0 + spread, 3)
+    return WorldConfig(friction_scale=float(f), pusher_friction_scale=float(pf), mass_scale=float(m),
+                       position_noise=position_noise, yaw_noise=yaw_noise, seed=seed * 1000 + index)
+
+
+def summarise(records: list) -> dict:
+    n = len(records)
+    ok = [r for r in records if r["outcome"] == Outcome.REACHED.value]
+    steps = [t for r in records for t in r["plan_times"]]
+    return {
+        "runs": n,
+        "success_rate": len(ok) / n if n else 0.0,
+        "failures": {o.value: sum(r["outcome"] == o.value for r in records) for o in FAILURES},
+        "mean_actions_success": float(np.mean([r["actions"] for r in ok])) if ok else None,
+        "mean_actions": float(np.mean([r["actions"] for r in records])) if records else None,
+        "plan_time_per_step_s": float(np.mean(steps)) if steps else None,
+        "plan_time_per_task_s": float(np.mean([r["planning_time"] for r in records])) if records else None,
+        "task_time_s": float(np.mean([r["task_time"] for r in records])) if records else None,
+        "task_time_success_s": float(np.mean([r["task_time"] for r in ok])) if ok else None,
+    }
+
+
+def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weights, args, progress) -> list:
+    records = []
+    for i, scene in enumerate(scenes):
+        wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
+            i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
+        predictor = Predictor(scene, threads=args.threads or None)
+        planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
+        world = SimWorld(scene, wc)
+        t0 = time.perf_counter()
+        rec = run_closed_loop(planner, world, max_actions=args.max_actions)
+        predictor.close()
+        records.append({
+            "scene": i, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
+            "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
+            "planning_time": rec.planning_time, "execution_time": rec.execution_time, "task_time": rec.task_time,
+            "wall_time": time.perf_counter() - t0, "world_config": asdict(wc),
+            "path": rec.path[:, :5].round(5).tolist(),  # pusher xy + slider pose, for the plots
+        })
+        if args.verbose:
+            print(f"\n  {world_kind}/{model} scene {i}: {rec.outcome.value} after {rec.actions} action(s), "
+                  f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
+        progress.update()
+    return records
+
+
+def timing_study(scene, models, config: PlannerConfig, weights, repeats: int) -> dict:
+    """Wall time of one optimiser iteration's rollouts (samples x N slices) per model and execution mode."""
+    P = default_threads()
+    task = PushTask(scene, weights)
+    rng = np.random.default_rng(0)
+    x0 = scene.initial_state()
+    base = task.straight_push(x0, config.nominal_speed, config.horizon)
+    U = base[None] + rng.normal(0.0, np.sqrt(config.variance), (config.samples, config.horizon, 2))
+    X0 = np.repeat(x0[None], config.samples, 0)
+    out = {"cores": P, "samples": config.samples, "horizon": config.horizon, "repeats": repeats, "models": {}}
+    predictors = {1: Predictor(scene, threads=1), P: Predictor(scene, threads=P)}
+    modes = [("one after another, 1 thread", 1, False), (f"one after another, {P} threads", P, False),
+             ("batched, 1 thread", 1, True), (f"batched, {P} threads", P, True)]
+    for model in models:
+        entry = {}
+        for label, threads, batched in modes:
+            pr = predictors[threads]
+            if batched:
+                def job():
+                    pr.predict(X0, U, config.dt, model=model)
+            else:
+                def job():
+                    for m in range(config.samples):
+                        pr.predict(x0, U[m], config.dt, model=model)
+            job()  # warm-up (models built on first use)
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                job()
+                times.append(time.perf_counter() - t)
+            entry[label] = float(np.median(times))
+        serial = entry["one after another, 1 thread"]
+        out["models"][model] = {"seconds": entry, "speedup_vs_serial": {k: serial / v for k, v in entry.items()}}
+    for pr in predictors.values():
+        pr.close()
+    out["modes"] = [m[0] for m in modes]
+    return out
+
+
+def run(args) -> dict:
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    for m in models:
+        parse_model(m)  # fail early, naming a bad model
+    worlds = [w.strip() for w in (args.worlds or ("nominal,mismatch" if args.mismatch else "nominal")).split(",")]
+    for w in worlds:
+        if w not in ("nominal", "mismatch"):
+            raise ValueError(f"--worlds: unknown world {w!r} (expected nominal and/or mismatch)")
+    config = PlannerConfig(optimiser=args.optimiser, samples=args.samples, iterations=args.iterations,
+                           horizon=args.horizon, dt=args.dt, nominal_speed=args.nominal_speed,
+                           approach_speed=args.approach_speed, primitive=args.primitive, seed=args.seed)
+    weights = load_cost_weights(args.costs)
+    scenes = random_scenes(args.scenes, args.seed)
+    print(f"bench mpc: {len(scenes)} random obstacle scenes x {len(models)} models x {len(worlds)} world(s); "
+          f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
+          f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions", flush=True)
+    res = {"seed": args.seed, "scenes": len(scenes), "models": models, "worlds": worlds,
+           "planner": asdict(config), "weights": weights.as_dict(), "max_actions": args.max_actions,
+           "mismatch": {"spread": args.spread, "position_noise_m": args.obs_noise,
+                        "yaw_noise_deg": args.obs_noise_yaw_deg},
+           "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
+    rows = []
+    path, out = output_paths(args, "mpc")
+    for world in worlds:
+        for model in models:
+            progress = Progress(len(scenes), f"{world} world, {model}")
+            records = run_model(scenes, model, world, PlannerConfig(**{**asdict(config), "model": model}),
+                                weights, args, progress)
+            s = summarise(records)
+            res["summary"][f"{world}/{model}"] = s
+            res["runs"] += records
+            f = s["failures"]
+            rows.append((world, model, f"{100 * s['success_rate']:.0f}%", f["hit_obstacle"], f["off_table"],
+                         f["timeout"], f["failed"], s["mean_actions_success"] or "-", s["plan_time_per_step_s"],
+                         s["task_time_s"]))
+            _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
+    print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
+                 "plan s/step", "task s"], rows,
+                title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed})")
+    if args.timing:
+        print("bench mpc: timing one optimiser iteration ...", flush=True)
+        t = timing_study(scenes[0], [m for m in models if m != "coarse"] or models,
+                         PlannerConfig(**{**asdict(config)}), weights, args.timing_repeats)
+        res["timing"] = t
+        trows = [(m, *[v["seconds"][k] * 1e3 for k in t["modes"]], v["speedup_vs_serial"][t["modes"][-1]])
+                 for m, v in t["models"].items()]
+        print_table(["model"] + [f"{k} (ms)" for k in t["modes"]] + ["batched speedup"], trows,
+                    title=f"bench mpc: one optimiser iteration = {t['samples']} samples x {t['horizon']} slices "
+                          f"(median of {t['repeats']}, {t['cores']} cores)")
+    write_json(path, res)
+    return res
+
+
+def _plot_runs(scenes, records, path, title):
+    from matplotlib.patches import Circle  # noqa: PLC0415
+    plt = pyplot()
+    n = len(scenes)
+    cols = min(n, 5)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    colors = {"reached": "tab:green", "hit_obstacle": "tab:red", "off_table": "tab:orange",
+              "timeout": "tab:purple", "failed": "k"}
+    for ax, scene, rec in zip(axes.flat, scenes, records):
+        p = np.asarray(rec["path"])
+        ob, g, sl = scene.obstacles[0], scene.goal, scene.objects[0]
+        ax.add_patch(Circle(ob.pose[:2], ob.radius, color="0.3"))
+        ax.add_patch(Circle(g.position, g.radius, color="tab:green", alpha=0.25))
+        ax.add_patch(Circle(sl.pose[:2], sl.radius, fill=False, ec="0.5", ls="--"))
+        ax.plot(p[:, 0], p[:, 1], color="0.5", lw=0.8, label="pusher")
+        c = colors.get(rec["outcome"], "k")
+        ax.plot(p[:, 2], p[:, 3], color=c, lw=1.6, label="slider")
+        ax.add_patch(Circle(p[-1, 2:4], sl.radius, fill=False, ec=c))
+        hx, hy = scene.table.half
+        ax.set_xlim(-hx, hx)
+        ax.set_ylim(-0.3, 0.3)
+        ax.set_aspect("equal")
+        ax.set_title(f"scene {rec['scene']}: {rec['outcome']} ({rec['actions']})", fontsize=8)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(f"bench mpc: {title} (slider path coloured by outcome, pusher grey)")
+    save_figure(fig, path)
+
+
+def add_parser(sub, parent):
+    p = sub.add_parser("mpc", parents=[parent], help="closed-loop MPC around an obstacle (paper 000 Sec. 4.3)")
+    p.add_argument("--scenes", type=int, default=3, help="random obstacle scenes (paper goal: 50)")
+    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated models (default {DEFAULT_MODELS})")
+    p.add_argument("--mismatch", action="store_true",
+                   help="also run in a world with other friction/masses and observation noise")
+    p.add_argument("--worlds", default=None, help="comma-separated worlds to run: nominal, mismatch (overrides "
+                                                  "--mismatch)")
+    p.add_argument("--spread", type=float, default=0.25, help="mismatch: friction and masses x U(1-s, 1+s)")
+    p.add_argument("--obs-noise", type=float, default=0.001, help="mismatch: observed position noise std (m)")
+    p.add_argument("--obs-noise-yaw-deg", type=float, default=1.0, help="mismatch: observed yaw noise std (deg)")
+    p.add_argument("--optimiser", default="stochastic", choices=["stochastic", "mppi"])
+    p.add_argument("--samples", type=int, default=PlannerConfig.samples)
+    p.add_argument("--iterations", type=int, default=PlannerConfig.iterations)
+    p.add_argument("--horizon", type=int, default=PlannerConfig.horizon)
+    p.add_argument("--dt", type=float, default=PlannerConfig.dt)
+    p.add_argument("--nominal-speed", type=float, default=PlannerConfig.nominal_speed)
+    p.add_argument("--approach-speed", type=float, default=PlannerConfig.approach_speed)
+    p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=PlannerConfig.primitive,
+                   help="try the push primitive as a candidate every plan")
+    p.add_argument("--max-actions", type=int, default=20)
+    p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")
+    p.add_argument("--threads", type=int, default=0, help="threads for the fine model; 0 = all cores")
+    p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
+                   help="time one optimiser iteration per model and execution mode")
+    p.add_argument("--timing-repeats", type=int, default=1)
+    p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
+    p.set_defaults(func=run)
+    return p

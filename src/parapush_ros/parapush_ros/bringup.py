@@ -1,0 +1,238 @@
+"""The node set of the parapush stack and how each node gets its parameters: the one description that
+``launch/sim.launch.py``, ``launch/robot.launch.py`` (real ROS 2 installs) and ``parapush sim`` (one process, no
+``ros2 launch`` needed) all read, so the three cannot drift apart.
+
+Parameters of a node come from, in order (later wins):
+  0. inherited parameters               (``NodeSpec.inherit``) what another node's files set for a parameter this
+                                       node declares too: mujoco_sim takes mocap_ingest's transform and topics;
+  1. ``config/<node>.yaml``            the node's parameters (``<node>: ros__parameters:``), shared by sim and robot;
+  2. ``config/<mode>.yaml``            per-mode overrides for several nodes (``sim.yaml``: the simulated robot;
+                                       ``robot.yaml``: the real one), sections named after the nodes;
+  3. launch arguments                  ``scene``, ``model``, ``mocap_driver``, ``output`` set the parameter of that
+                                       name on every node that declares it (empty = keep the YAML value);
+                                       ``use_sim_time`` is set on every node.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+PACKAGE = "parapush_ros"
+RVIZ_CONFIG = "parapush.rviz"
+MODES = ("sim", "robot")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str  # node name, and the section name in the YAML files
+    executable: str  # console script (setup.py NODE_ENTRY_POINTS)
+    module: str  # Python module defining the rclpy Node subclass and main()
+    params: str  # name of the node's parameter dict in parapush_ros.params
+    modes: tuple = MODES  # launch files / runners that start it
+    inherit: tuple = ()  # nodes whose parameters this node takes too where it declares the same name
+
+    @property
+    def config(self) -> str:
+        return f"{self.name}.yaml"
+
+    def param_spec(self) -> dict:
+        from . import params  # noqa: PLC0415
+        spec = getattr(params, self.params, None)
+        if spec is None:
+            raise LookupError(f"parapush_ros.params has no {self.params} (parameters of node {self.name!r})")
+        return spec
+
+    def node_class(self):
+        """The rclpy Node subclass defined in ``module`` (exactly one)."""
+        from rclpy.node import Node  # noqa: PLC0415
+        mod = importlib.import_module(self.module)
+        found = [c for _, c in inspect.getmembers(mod, inspect.isclass)
+                 if issubclass(c, Node) and c is not Node and c.__module__ == mod.__name__]
+        if len(found) != 1:
+            raise LookupError(f"{self.module}: expected exactly one rclpy Node subclass, found "
+                              f"{[c.__name__ for c in found]}")
+        return found[0]
+
+
+NODES = (
+    # the sim publishes mocap poses through the inverse of mocap_ingest's transform, with its topic names: it
+    # takes those parameters from mocap_ingest's files, so the two cannot disagree
+    NodeSpec("mujoco_sim", "mujoco_sim", "parapush_ros.nodes.mujoco_sim", "MUJOCO_SIM", modes=("sim",),
+             inherit=("mocap_ingest",)),
+    NodeSpec("mocap_ingest", "mocap_ingest", "parapush_ros.nodes.mocap_ingest", "MOCAP_INGEST"),
+    NodeSpec("parareal_predictor", "parareal_predictor", "parapush_ros.nodes.parareal_predictor", "PREDICTOR"),
+    NodeSpec("mpc_planner", "mpc_planner", "parapush_ros.nodes.mpc_planner", "PLANNER"),
+    NodeSpec("velocity_commander", "velocity_commander", "parapush_ros.nodes.velocity_commander",
+             "VELOCITY_COMMANDER"),
+)
+
+# Launch arguments: name -> (default per mode, description). Empty string = keep the YAML value.
+LAUNCH_ARGUMENTS = {
+    "scene": ({"sim": "", "robot": ""}, "scene name (config/scenes/<name>.yaml) or path, for every node; empty = "
+                                        "the config files' scene"),
+    "model": ({"sim": "", "robot": ""}, "planner prediction model (coarse, learned, fine, parareal<K>); empty = "
+                                        "config/mpc_planner.yaml"),
+    "use_sim_time": ({"sim": "true", "robot": "false"}, "use the /clock topic (the simulator's) on every node"),
+    "rviz": ({"sim": "true", "robot": "true"}, "start RViz with rviz/parapush.rviz"),
+    "mocap_driver": ({"sim": "", "robot": ""}, "natnet (/<body>/pose) or vrpn (/vrpn_mocap/<body>/pose); empty = "
+                                               "config/mocap_ingest.yaml"),
+    "output": ({"sim": "", "robot": ""}, "arm interface of velocity_commander: servo, ur_twist or joint_velocity; "
+                                         "empty = config/velocity_commander.yaml"),
+}
+# launch arguments that are not node parameters
+_NOT_PARAMETERS = ("use_sim_time", "rviz")
+
+
+def nodes(mode: str) -> list:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+    return [n for n in NODES if mode in n.modes]
+
+
+def spec(name: str) -> NodeSpec:
+    for n in NODES:
+        if n.name == name:
+            return n
+    raise KeyError(f"no node named {name!r} (nodes: {', '.join(n.name for n in NODES)})")
+
+
+def launch_argument_defaults(mode: str) -> dict:
+    return {name: (d[mode], desc) for name, (d, desc) in LAUNCH_ARGUMENTS.items()}
+
+
+# ------------------------------------------------------------------------------------------------ files
+def share_dir() -> Path:
+    """Where launch/, config/ and rviz/ are: the installed share directory, else the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
+        d = Path(get_package_share_directory(PACKAGE))
+        if (d / "config").is_dir():
+            return d
+    except Exception:  # ament index absent (plain Python) or package not installed
+        pass
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "config").is_dir() and (parent / "launch").is_dir():
+            return parent
+    raise FileNotFoundError("cannot find the parapush_ros share directory (config/, launch/)")
+
+
+def parameter_files(spec_: NodeSpec, mode: str, share=None) -> list:
+    """The YAML files of a node in a mode, in the order they apply (missing mode overlay skipped)."""
+    share = Path(share) if share is not None else share_dir()
+    files = [share / "config" / spec_.config]
+    overlay = share / "config" / f"{mode}.yaml"
+    if overlay.exists():
+        files.append(overlay)
+    return files
+
+
+def read_parameters(path, node_name: str) -> dict:
+    """The ``ros__parameters`` of ``node_name`` in a ROS 2 parameter file (sections ``/**``, ``node`` or
+    ``/node``; later sections override earlier ones as in rcl). Raises ValueError naming the file and section."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of node names")
+    out = {}
+    for section, body in data.items():
+        if str(section).lstrip("/") not in ("**", node_name):
+            continue
+        if not isinstance(body, dict) or set(body) != {"ros__parameters"} or not isinstance(
+                body["ros__parameters"], dict):
+            raise ValueError(f"{path}: section {section!r} must hold exactly 'ros__parameters:' with a mapping")
+        out.update(_flatten(body["ros__parameters"]))
+    return out
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    """Nested mappings are dotted parameter names in ROS 2 (``weights: {a: 1.0}`` is ``weights.a``)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def coerce(value: str, default, name: str):
+    """A launch-argument string as the type of a parameter's default."""
+    if isinstance(default, bool):
+        if value.lower() in ("true", "1", "yes"):
+            return True
+        if value.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError(f"launch argument {name}: {value!r} is not a boolean")
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
+
+
+def argument_overrides(spec_: NodeSpec, arguments: dict) -> dict:
+    """Parameter overrides of a node from launch arguments (see the module docstring)."""
+    pspec = spec_.param_spec()
+    out = {}
+    for name, value in arguments.items():
+        if name in _NOT_PARAMETERS or value in ("", None) or name not in pspec:
+            continue
+        out[name] = coerce(str(value), pspec[name].default, name)
+    if "use_sim_time" in arguments and arguments["use_sim_time"] not in ("", None):
+        out["use_sim_time"] = coerce(str(arguments["use_sim_time"]), False, "use_sim_time")
+    return out
+
+
+def inherited_parameters(spec_: NodeSpec, mode: str, share=None) -> dict:
+    """What the files of ``spec_.inherit`` nodes set for parameters ``spec_`` declares as well."""
+    own = spec_.param_spec()
+    out = {}
+    for other in spec_.inherit:
+        o = spec(other)
+        for f in parameter_files(o, mode, share):
+            out.update({k: v for k, v in read_parameters(f, o.name).items() if k in own})
+    return out
+
+
+def launch_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> list:
+    """``parameters=`` of a launch_ros Node: inherited values, the YAML file paths, launch-argument overrides."""
+    return ([inherited_parameters(spec_, mode, share)] + [str(f) for f in parameter_files(spec_, mode, share)]
+            + [argument_overrides(spec_, arguments)])
+
+
+def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
+    """All parameters a node gets in ``mode``, merged as ROS would (for starting it without ``ros2 launch``)."""
+    out = inherited_parameters(spec_, mode, share)
+    for f in parameter_files(spec_, mode, share):
+        out.update(read_parameters(f, spec_.name))
+    out.update(argument_overrides(spec_, arguments))
+    return out
+
+
+def mocap_static_transform_arguments(mode: str, arguments: dict, share=None) -> list:
+    """``static_transform_publisher`` arguments for the mocap frame -> table frame, from mocap_ingest's parameters
+    (the same transform the ingest applies and the sim inverts, so TF agrees with the scene state and the table
+    frame exists in TF for RViz)."""
+    from .core.mocap import MocapToTable  # noqa: PLC0415
+    s = spec("mocap_ingest")
+    p = {k: v.default for k, v in s.param_spec().items()}
+    p.update(node_parameters(s, mode, arguments, share))
+    origin, q = MocapToTable.from_params(p["table_origin_in_mocap"], p["table_rotation_in_mocap"],
+                                         p["up_axis"]).table_pose_in_mocap()
+    values = [("--x", origin[0]), ("--y", origin[1]), ("--z", origin[2]),
+              ("--qx", q[0]), ("--qy", q[1]), ("--qz", q[2]), ("--qw", q[3])]
+    out = [a for k, v in values for a in (k, repr(float(v)))]
+    return out + ["--frame-id", p["mocap_frame_id"] or "world", "--child-frame-id", p["frame_id"]]
+
+
+def rviz_config(share=None) -> str:
+    share = Path(share) if share is not None else share_dir()
+    return os.fspath(share / "rviz" / RVIZ_CONFIG)

@@ -1,0 +1,212 @@
+"""Safety layer between the planner's pusher velocity and the robot, without ROS.
+
+``CommandSafety.step(t)`` is called every control period and returns the velocity to send. In order:
+
+1. e-stop latched -> zeros until ``reset()`` (and a command newer than the reset);
+2. watchdog: no command received within ``command_timeout`` -> zeros (immediately, every period: a ros2_control
+   forward velocity controller would otherwise hold the last command forever);
+3. workspace enforcement needs the pusher position: no valid pusher state within ``state_timeout`` -> zeros;
+4. the command is limited to ``max_speed`` (direction kept), then to ``max_acceleration`` relative to the last
+   output, then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
+   ``workspace_margin`` of clearance: the speed toward a boundary may be at most
+   ``(clearance - margin) / braking_horizon`` (zero inside the margin; moving away is always allowed).
+
+All velocities are planar (vx, vy) in m/s in the table frame; times are seconds on one clock.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class SafetyConfigError(ValueError):
+    """A safety parameter is invalid; the message names it."""
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    max_speed: float = 0.1  # m/s
+    max_acceleration: float = 1.0  # m/s^2
+    command_timeout: float = 0.2  # s
+    state_timeout: float = 0.2  # s
+    workspace_margin: float = 0.01  # m of clearance kept between the pusher disc and table edges / obstacles
+    braking_horizon: float = 0.2  # s
+    enforce_workspace: bool = True
+
+    def __post_init__(self):
+        for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0.0):
+                raise SafetyConfigError(f"{name}: must be > 0, got {v!r}")
+        if not (math.isfinite(self.workspace_margin) and self.workspace_margin >= 0.0):
+            raise SafetyConfigError(f"workspace_margin: must be >= 0, got {self.workspace_margin!r}")
+
+
+class Workspace:
+    """Where the pusher disc may go: on the table top, clear of the obstacles."""
+
+    def __init__(self, table_half, pusher_radius: float, obstacles=()):
+        """``obstacles``: iterable of (name, Footprint, pose (x, y, yaw))."""
+        self.table_half = np.asarray(table_half, dtype=float)
+        self.radius = float(pusher_radius)
+        self.obstacles = [(n, f, np.asarray(p, dtype=float)) for n, f, p in obstacles]
+
+    @classmethod
+    def from_scene(cls, scene) -> "Workspace":
+        return cls(scene.table.half, scene.pusher.radius,
+                   [(o.name, o.footprint, o.pose) for o in scene.obstacles])
+
+    def boundaries(self, p):
+        """[(name, clearance (m), unit normal pointing away from the boundary)] for pusher centre ``p``."""
+        x, y = float(p[0]), float(p[1])
+        hx, hy = self.table_half - self.radius
+        out = [("table +x edge", hx - x, np.array([-1.0, 0.0])), ("table -x edge", hx + x, np.array([1.0, 0.0])),
+               ("table +y edge", hy - y, np.array([0.0, -1.0])), ("table -y edge", hy + y, np.array([0.0, 1.0]))]
+        for name, fp, pose in self.obstacles:
+            d, n = fp.sdf(np.array([x, y]), pose)
+            out.append((f"obstacle {name!r}", float(d) - self.radius, np.asarray(n, dtype=float)))
+        return out
+
+    def clamp(self, p, v, margin: float, horizon: float):
+        """(clamped velocity, names of the boundaries that limited it). Each boundary allows at most
+        ``max(0, clearance - margin) / horizon`` of speed toward it; a velocity that cannot satisfy all of them
+        (e.g. wedged in a corner between constraints) becomes zero."""
+        v = np.array(v, dtype=float)
+        bounds = self.boundaries(p)
+        active = []
+        for _ in range(3):  # projections onto one constraint can disturb another: a few passes settle it
+            changed = False
+            for name, clearance, n in bounds:
+                toward = -float(v @ n)
+                allowed = max(0.0, clearance - margin) / horizon
+                if toward > allowed + 1e-12:
+                    v += (toward - allowed) * n
+                    changed = True
+                    if name not in active:
+                        active.append(name)
+            if not changed:
+                break
+        for name, clearance, n in bounds:
+            if -float(v @ n) > max(0.0, clearance - margin) / horizon + 1e-9:
+                return np.zeros(2), active or [name]
+        return v, active
+
+
+@dataclass
+class SafetyOutput:
+    vx: float
+    vy: float
+    status: str  # "ok", "limited", "estop", "watchdog", "waiting for command", "no pusher state"
+    detail: str = ""  # what limited the command / why it is zero
+
+    @property
+    def zero(self) -> bool:
+        return self.vx == 0.0 and self.vy == 0.0
+
+
+class CommandSafety:
+    def __init__(self, config: SafetyConfig, workspace: Workspace | None = None):
+        if config.enforce_workspace and workspace is None:
+            raise SafetyConfigError("enforce_workspace is true but no workspace was given")
+        self.cfg = config
+        self.workspace = workspace
+        self._cmd = None  # (t, v)
+        self._pusher = None  # (t, position)
+        self._prev = np.zeros(2)
+        self._prev_t = None
+        self.estopped = False
+        self.estop_reason = ""
+
+    # --- inputs
+    def command(self, t: float, vx: float, vy: float) -> str | None:
+        """Record a command received at ``t``; returns a reason when it is rejected (non-finite)."""
+        if not (math.isfinite(vx) and math.isfinite(vy)):
+            return f"non-finite command ({vx}, {vy}) rejected"
+        self._cmd = (float(t), np.array([vx, vy], dtype=float))
+        return None
+
+    def pusher_state(self, t: float, x: float, y: float, valid: bool):
+        if valid and math.isfinite(x) and math.isfinite(y):
+            self._pusher = (float(t), np.array([x, y], dtype=float))
+        else:
+            self._pusher = None
+
+    def estop(self, reason: str = "e-stop"):
+        self.estopped = True
+        self.estop_reason = reason
+        self._stop()
+
+    def reset(self):
+        """Clear the e-stop. The command held before it is discarded: motion resumes only on a new command."""
+        self.estopped = False
+        self.estop_reason = ""
+        self._cmd = None
+        self._stop()
+
+    def _stop(self):
+        self._prev = np.zeros(2)
+
+    # --- output
+    def step(self, t: float) -> SafetyOutput:
+        dt = 0.0 if self._prev_t is None else max(0.0, t - self._prev_t)
+        self._prev_t = t
+        out = self._step(t, dt)
+        self._prev = np.array([out.vx, out.vy])
+        return out
+
+    def _step(self, t: float, dt: float) -> SafetyOutput:
+        c = self.cfg
+        if self.estopped:
+            return SafetyOutput(0.0, 0.0, "estop", self.estop_reason)
+        if self._cmd is None:
+            return SafetyOutput(0.0, 0.0, "waiting for command")
+        age = t - self._cmd[0]
+        if age > c.command_timeout:
+            return SafetyOutput(0.0, 0.0, "watchdog",
+                                f"no command for {age:.3f} s (command_timeout {c.command_timeout:g} s)")
+        if c.enforce_workspace:
+            if self._pusher is None:
+                return SafetyOutput(0.0, 0.0, "no pusher state", "pusher position unknown or tracking invalid")
+            state_age = t - self._pusher[0]
+            if state_age > c.state_timeout:
+                return SafetyOutput(0.0, 0.0, "no pusher state",
+                                    f"pusher state is {state_age:.3f} s old (state_timeout {c.state_timeout:g} s)")
+        v = self._cmd[1].copy()
+        limits = []
+        speed = float(np.linalg.norm(v))
+        if speed > c.max_speed:
+            v *= c.max_speed / speed
+            limits.append(f"speed {speed:.3f} > {c.max_speed:g} m/s")
+        dv = v - self._prev
+        dv_norm = float(np.linalg.norm(dv))
+        max_dv = c.max_acceleration * dt
+        if dv_norm > max_dv + 1e-12:
+            v = self._prev + dv * (max_dv / dv_norm)
+            limits.append(f"acceleration (max {c.max_acceleration:g} m/s^2)")
+        if c.enforce_workspace:
+            v, active = self.workspace.clamp(self._pusher[1], v, c.workspace_margin, c.braking_horizon)
+            if active:
+                limits.append("workspace: " + ", ".join(active))
+        return SafetyOutput(float(v[0]), float(v[1]), "limited" if limits else "ok", "; ".join(limits))
+
+
+# ------------------------------------------------------------------------------------------------ output mapping
+def rotate_planar(v, yaw: float) -> np.ndarray:
+    """Express a table-frame planar vector in a frame in which the table frame is rotated by ``yaw`` about z."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1]])
+
+
+def joint_matrix(values) -> np.ndarray:
+    """The 2x2 map from table-frame (vx, vy) to the joint velocities of a 2-axis Cartesian stage, from a row-major
+    list of 4 numbers; it must be invertible (each joint moves the pusher in its own direction)."""
+    m = np.asarray(list(values), dtype=float)
+    if m.shape != (4,) or not np.all(np.isfinite(m)):
+        raise SafetyConfigError(f"joint_matrix: expected 4 finite numbers (row-major 2x2), got {list(values)}")
+    m = m.reshape(2, 2)
+    if abs(np.linalg.det(m)) < 1e-9:
+        raise SafetyConfigError(f"joint_matrix: {m.tolist()} is singular")
+    return m
+

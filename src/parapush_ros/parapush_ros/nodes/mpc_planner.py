@@ -1,0 +1,396 @@
+"""``mpc_planner``: closed-loop push planning (paper 000 Sec. 3) behind a ``PushObject`` action.
+
+Inputs: the scene state (``scene_state``), goals from the ``push_object`` action or from RViz's "2D Goal Pose"
+(``/goal_pose``: with ``goal_pose_starts_push`` it starts a push of ``target_object`` to that pose, pre-empting
+a running push; otherwise it only moves the goal of the running push, and is ignored when idle).
+
+Each step the planner optimises a control sequence from the latest observed state (in the action's execute
+thread, off the command timer's callback group), holds the first control for ``control_duration`` on
+``pusher_cmd`` (TwistStamped, table frame, at ``control_rate``), then commands zero while it re-plans from the
+newest state (stop-and-plan, as on the paper's robot). Feedback follows every step; the plan is published as a
+``PushPlan``, a ``nav_msgs/Path`` of the target and a ``MarkerArray``; ``planner/status`` says what it is doing.
+
+Safety: a stale (older than ``state_timeout`` since reception) or invalid (tracking lost, NaN, unknown objects)
+scene state, a planning failure, a cancel, a pre-emption or the end of the task make it publish a zero twist at
+once and report the outcome; zeros keep coming for ``stop_hold`` seconds. A non-finite command is never sent.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from nav_msgs.msg import Path
+from parapush_msgs.action import PushObject
+from parapush_msgs.msg import PushPlan, SceneState
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.duration import Duration
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Header, String
+from visualization_msgs.msg import MarkerArray
+
+from .. import markers, topics
+from ..conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
+from ..core.fine import FineModelDiverged
+from ..core.mpc import MPCPlanner, PlannerConfig
+from ..core.optimisers import OPTIMISERS
+from ..core.outcome import Outcome, OutcomeMonitor
+from ..core.predict import COARSE_KINDS, Predictor, parse_model
+from ..core.scene import load_scene
+from ..core.tasks import CostWeights, PushTask, goal_for
+from ..params import PLANNER, declare_all
+
+LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
+                Outcome.OFF_TABLE: PushObject.Result.OFF_TABLE, Outcome.TIMEOUT: PushObject.Result.TIMEOUT,
+                Outcome.ABORTED: PushObject.Result.ABORTED, Outcome.FAILED: PushObject.Result.FAILED}
+
+
+@dataclass
+class PushRun:
+    """One push in progress: its goal, how it is stopped from outside, and its bookkeeping."""
+
+    request: PushObject.Goal
+    goal_handle: object = None  # ServerGoalHandle for action goals; None for /goal_pose pushes
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    stop_outcome: Outcome | None = None  # set by whoever stops it from outside (cancel, pre-emption, fault)
+    stop_reason: str = ""
+    new_goal: object = None  # a Goal that /goal_pose wants the running push to move to
+    plan_times: list = field(default_factory=list)
+
+    def stop(self, outcome: Outcome, reason: str):
+        if self.stop_outcome is None:
+            self.stop_outcome, self.stop_reason = outcome, reason
+        self.stop_event.set()
+
+
+class MPCPlannerNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("mpc_planner", **kwargs)
+        self.p = declare_all(self, PLANNER)
+        p = self.p
+        self.scene = load_scene(p["scene"])
+        self.config = self._planner_config()
+        weights = CostWeights.from_mapping({k[len("weights."):]: v for k, v in p.items() if k.startswith("weights.")},
+                                           source="parameters weights.*")
+        for name in ("control_rate", "state_timeout"):
+            if not p[name] > 0.0:
+                raise ValueError(f"parameter {name}: must be > 0, got {p[name]}")
+        if p["stop_hold"] < 0.0:
+            raise ValueError(f"parameter stop_hold: must be >= 0, got {p['stop_hold']}")
+        if p["coarse_model"] not in COARSE_KINDS:
+            raise ValueError(f"parameter coarse_model: {p['coarse_model']!r} is not one of {COARSE_KINDS}")
+        self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
+                                                  self.scene.objects[0].name)
+        self.scene.object_index(self.target_name)  # raises naming the scene's objects
+        self.predictor = Predictor(self.scene, coarse=p["coarse_model"], threads=p["threads"] or None,
+                                   learned_weights=p["learned_weights"] or None)
+        goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
+        try:
+            self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
+                                      predictor=self.predictor)
+        except ValueError as e:  # e.g. "optimiser parameter nominal_speed: must be in (0, max_speed=0.1]"
+            raise ValueError(f"planner parameters: {e}") from None
+
+        self._lock = threading.Lock()
+        self._state = None  # (x or None, error message or "", receive time (rclpy Time))
+        self._run: PushRun | None = None
+        self._run_lock = threading.Lock()  # one push at a time
+        self._command = None  # (u (2,), until (rclpy Time)) while a planned control is being held
+        self._zero_until = None  # rclpy Time until which zeros are sent after a stop
+
+        self.cmd_pub = self.create_publisher(TwistStamped, topics.PUSHER_CMD, RELIABLE)
+        self.path_pub = self.create_publisher(Path, topics.PLAN_PATH, LATCHED)
+        self.marker_pub = self.create_publisher(MarkerArray, topics.PLAN_MARKERS, LATCHED)
+        self.plan_pub = self.create_publisher(PushPlan, topics.PLAN, RELIABLE)
+        self.status_pub = self.create_publisher(String, topics.PLANNER_STATUS, LATCHED)
+        io = ReentrantCallbackGroup()
+        self.state_sub = self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, RELIABLE,
+                                                  callback_group=io)
+        self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose, 10, callback_group=io)
+        self.timer = self.create_timer(1.0 / p["control_rate"], self._on_timer,
+                                       callback_group=MutuallyExclusiveCallbackGroup())
+        self.action = ActionServer(self, PushObject, topics.PUSH_ACTION, execute_callback=self._execute,
+                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
+                                   cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+        self._set_status(f"idle: scene {self.scene.name!r}, model {self.config.model}, {self.config.optimiser} "
+                         f"optimiser, target {self.target_name!r}")
+        self.get_logger().info(self._status)
+
+    def _planner_config(self) -> PlannerConfig:
+        p = self.p
+        try:
+            parse_model(p["model"])
+        except ValueError as e:
+            raise ValueError(f"parameter model: {e}") from None
+        if p["optimiser"] not in OPTIMISERS:
+            raise ValueError(f"parameter optimiser: {p['optimiser']!r} is not one of {OPTIMISERS}")
+        for name in ("horizon", "samples", "iterations", "max_actions"):
+            if p[name] < 1:
+                raise ValueError(f"parameter {name}: must be >= 1, got {p[name]}")
+        steps = p["control_duration"] / 0.001
+        if not (p["control_duration"] > 0.0 and abs(steps - round(steps)) < 1e-6):
+            raise ValueError(f"parameter control_duration: {p['control_duration']} s must be a positive multiple "
+                             f"of the 0.001 s physics step")
+        return PlannerConfig(model=p["model"], optimiser=p["optimiser"], horizon=p["horizon"],
+                             dt=p["control_duration"], samples=p["samples"], iterations=p["iterations"],
+                             variance=p["exploration_variance"], max_speed=p["max_speed"],
+                             nominal_speed=p["nominal_speed"], approach_speed=p["approach_speed"],
+                             primitive=p["primitive"], sensitivity=p["sensitivity"], temperature=p["temperature"],
+                             decay=p["decay"], seed=p["seed"])
+
+    def _default_goal_xy(self):
+        g = self.scene.goal
+        return g.position if g is not None else self.scene.objects[self.scene.object_index(self.target_name)].pose[:2]
+
+    def destroy_node(self):
+        run = self._run
+        if run is not None:
+            run.stop(Outcome.ABORTED, "planner shutting down")
+        self._send_zero()
+        self.predictor.close()
+        super().destroy_node()
+
+    # ----------------------------------------------------------------------------------------------- inputs
+    def _on_state(self, msg: SceneState):
+        now = self.get_clock().now()
+        try:
+            x, err = scene_state_to_array(msg, self.scene, require_valid=True), ""
+        except ConversionError as e:
+            x, err = None, f"invalid scene state: {e}"
+        with self._lock:
+            self._state = (x, err, now)
+
+    def _state_problem(self) -> str:
+        """Why the latest state must not be acted on ('' when it is fine)."""
+        with self._lock:
+            st = self._state
+        if st is None:
+            return f"no scene state received on {self.state_sub.topic_name}"
+        x, err, t = st
+        age = (self.get_clock().now() - t).nanoseconds * 1e-9
+        if age > self.p["state_timeout"]:
+            return f"stale scene state: last one {age:.2f} s ago (state_timeout {self.p['state_timeout']} s)"
+        return err
+
+    def _latest_state(self):
+        with self._lock:
+            return None if self._state is None else self._state[0]
+
+    def _on_goal_pose(self, msg: PoseStamped):
+        frame = msg.header.frame_id
+        if frame not in ("", self.p["frame_id"]):
+            self.get_logger().warning(f"/goal_pose in frame {frame!r} ignored: expected {self.p['frame_id']!r}")
+            return
+        q = msg.pose.orientation
+        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+        req = PushObject.Goal(target_object=self.target_name, goal_x=float(msg.pose.position.x),
+                              goal_y=float(msg.pose.position.y), goal_yaw=float(yaw), yaw_tolerance=-1.0)
+        if self.p["goal_pose_starts_push"]:
+            threading.Thread(target=self._run_push, args=(req, None), name="mpc-goal-pose", daemon=True).start()
+            return
+        run = self._run
+        if run is None:
+            self.get_logger().info("/goal_pose ignored: no push running (goal_pose_starts_push is false)")
+            return
+        try:
+            run.new_goal = self._goal_of(req)
+        except ValueError as e:
+            self.get_logger().warning(f"/goal_pose ignored: {e}")
+
+    def _on_cancel(self, goal_handle):
+        run = self._run
+        if run is not None and run.goal_handle is goal_handle:
+            run.stop(Outcome.ABORTED, "cancelled by the client")
+            self._send_zero()
+        return CancelResponse.ACCEPT
+
+    # ----------------------------------------------------------------------------------------------- commands
+    def _on_timer(self):
+        now = self.get_clock().now()
+        run, cmd = self._run, self._command
+        if run is not None:
+            problem = self._state_problem()
+            if problem and cmd is not None:  # acting on a bad state: stop now, the push loop reports it
+                run.stop(Outcome.FAILED, problem)
+                self._send_zero()
+                return
+            if cmd is not None and now < cmd[1] and not run.stop_event.is_set():
+                self._publish_twist(cmd[0])
+            else:
+                self._publish_twist(np.zeros(2))
+            return
+        if self._zero_until is not None and now < self._zero_until:
+            self._publish_twist(np.zeros(2))
+
+    def _publish_twist(self, u):
+        u = np.asarray(u, dtype=float)
+        if not np.all(np.isfinite(u)):  # never command NaN: stop instead
+            u = np.zeros(2)
+        msg = TwistStamped()
+        msg.header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
+        msg.twist.linear.x, msg.twist.linear.y = float(u[0]), float(u[1])
+        self.cmd_pub.publish(msg)
+
+    def _send_zero(self):
+        """Zero velocity at once, and from the timer for ``stop_hold`` seconds."""
+        self._command = None
+        self._zero_until = self.get_clock().now() + Duration(seconds=self.p["stop_hold"])
+        self._publish_twist(np.zeros(2))
+
+    # ----------------------------------------------------------------------------------------------- the push
+    def _goal_of(self, req):
+        tol = req.position_tolerance if req.position_tolerance > 0.0 else (self.p["position_tolerance"] or None)
+        for name in ("goal_x", "goal_y", "goal_yaw", "position_tolerance", "yaw_tolerance"):
+            if not math.isfinite(getattr(req, name)):
+                raise ValueError(f"goal.{name}: not finite ({getattr(req, name)})")
+        try:
+            return goal_for(self.scene, req.target_object or self.target_name, (req.goal_x, req.goal_y), tol,
+                            req.goal_yaw, req.yaw_tolerance)
+        except KeyError as e:
+            raise ValueError(f"goal.target_object: {e.args[0]}") from None
+
+    def _execute(self, goal_handle):
+        return self._run_push(goal_handle.request, goal_handle)
+
+    def _run_push(self, req, goal_handle):
+        """Run one push to the end; returns the PushObject result (and finishes the action goal, if any)."""
+        run = PushRun(req, goal_handle)
+        old = self._run
+        if old is not None:
+            old.stop(Outcome.ABORTED, "pre-empted by a new goal")
+        with self._run_lock:
+            self._run = run
+            try:
+                outcome, reason, actions, dist = self._push(run)
+            except Exception as e:  # noqa: BLE001 - whatever happens, stop the pusher and report it
+                self.get_logger().error(f"push failed: {e!r}")
+                outcome, reason, actions, dist = Outcome.FAILED, f"internal error: {e!r}", 0, float("nan")
+            finally:
+                self._send_zero()
+                self._run = None
+        result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {reason}",
+                                   actions_executed=int(actions),
+                                   final_distance=float(dist) if math.isfinite(dist) else -1.0,
+                                   mean_planning_time=float(np.mean(run.plan_times)) if run.plan_times else 0.0)
+        if goal_handle is not None:
+            if outcome is Outcome.REACHED:
+                goal_handle.succeed()
+            elif outcome is Outcome.ABORTED and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+        self._set_status(result.message)
+        if outcome is Outcome.REACHED:
+            self.get_logger().info(result.message)
+        else:
+            self.get_logger().warning(result.message)
+        return result
+
+    def _push(self, run: PushRun):
+        """The MPC loop; returns (outcome, reason, actions executed, final distance)."""
+        try:
+            goal = self._goal_of(run.request)
+        except ValueError as e:
+            return Outcome.FAILED, f"invalid goal: {e}", 0, float("nan")
+        max_actions = run.request.max_actions or self.p["max_actions"]
+        self.planner.set_goal(goal)
+        monitor = OutcomeMonitor(self.scene, goal, max_actions)
+        clock = self.get_clock()
+        # the first state may still be on its way: wait up to state_timeout for one
+        deadline = clock.now() + Duration(seconds=self.p["state_timeout"])
+        while self._state_problem() and clock.now() < deadline and not run.stop_event.is_set():
+            run.stop_event.wait(0.01)
+        actions, dist = 0, float("nan")
+        while True:
+            if run.goal_handle is not None and run.goal_handle.is_cancel_requested:
+                run.stop(Outcome.ABORTED, "cancelled by the client")
+            if run.stop_event.is_set():
+                return run.stop_outcome, run.stop_reason, actions, dist
+            problem = self._state_problem()
+            if problem:
+                return Outcome.FAILED, problem, actions, dist
+            x = self._latest_state()
+            if run.new_goal is not None:
+                goal, run.new_goal = run.new_goal, None
+                self.planner.set_goal(goal)
+                monitor = OutcomeMonitor(self.scene, goal, max_actions)
+            status = monitor.check(x, actions)
+            dist = status.distance
+            if status.outcome.done:
+                return status.outcome, status.reason, actions, dist
+            self._set_status(f"planning step {actions + 1}/{max_actions}: {status.reason}")
+            try:
+                plan = self.planner.plan(x)
+            except (FineModelDiverged, ValueError) as e:
+                return Outcome.FAILED, f"planning failed: {e}", actions, dist
+            run.plan_times.append(plan.plan_time)
+            if run.stop_event.is_set():
+                continue
+            problem = self._state_problem()  # the state may have gone bad while planning
+            if problem:
+                return Outcome.FAILED, problem, actions, dist
+            u = plan.controls[0]
+            if not np.all(np.isfinite(u)):
+                return Outcome.FAILED, f"planning failed: non-finite control {u}", actions, dist
+            until = clock.now() + Duration(seconds=self.config.dt)
+            self._command = (u.copy(), until)
+            self._publish_twist(u)
+            self._publish_plan(plan, goal, run, actions, dist)
+            self._set_status(f"pushing {self.scene.objects[goal.object_index].name!r}: step {actions + 1}/"
+                             f"{max_actions}, {dist * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan "
+                             f"{plan.plan_time:.2f} s ({plan.model})")
+            while clock.now() < until and not run.stop_event.is_set():
+                run.stop_event.wait(0.005)
+            self._command = None
+            if run.stop_event.is_set():
+                continue
+            self._publish_twist(np.zeros(2))  # stop-and-plan: hold still while re-planning
+            self.planner.commit()
+            actions += 1
+
+    def _publish_plan(self, plan, goal, run: PushRun, step: int, dist: float):
+        header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
+        kind, k = parse_model(plan.model)  # the model that made this plan: analytical, learned, fine, parareal<K>
+        msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, self.config.dt),
+                       predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
+                       cost=float(plan.cost), model=kind if kind != "analytical" else "coarse",
+                       parareal_iterations=int(k) if kind == "parareal" else 0, solve_time=float(plan.plan_time))
+        self.plan_pub.publish(msg)
+        ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
+        ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")
+        self.marker_pub.publish(markers.marker_array(ms))
+        self.path_pub.publish(markers.object_path(self.scene, plan.states, header, goal.object_index))
+        if run.goal_handle is not None:
+            run.goal_handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(step),
+                                                                 latest_plan=msg))
+
+    def _set_status(self, text: str):
+        self._status = text
+        self.status_pub.publish(String(data=text))
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = MPCPlannerNode()
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

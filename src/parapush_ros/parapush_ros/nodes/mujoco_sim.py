@@ -1,0 +1,315 @@
+"""``mujoco_sim``: the robot and the mocap system in simulation, for CI and for trying the stack without hardware.
+
+Consumes exactly what the real arm gets from ``velocity_commander``:
+  ``command_interface: twist``          ``TwistStamped`` on ``/servo_node/delta_twist_cmds`` (frame
+                                        ``command_frame_id``); like MoveIt Servo, a twist whose stamp is older than
+                                        ``command_timeout`` on the sim clock stops the pusher;
+  ``command_interface: joint_velocity`` ``Float64MultiArray`` on ``/forward_velocity_controller/commands``; like
+                                        ros2_control, the last command is held forever.
+Publishes what a mocap driver would: ``PoseStamped`` per rigid body on ``/<body>/pose`` (natnet_ros2 names;
+``mocap_driver`` / ``pose_topic_template`` as for mocap_ingest) in ``mocap_frame_id`` through the inverse of the
+same mocap -> table transform parameters, at ``pose_rate`` on the sim clock with noise, latency and dropouts
+(seeded), and bodies listed in ``hidden_bodies`` (settable at run time) not at all; ``/clock``
+(``rosgraph_msgs/Clock``) for ``use_sim_time``; ``/diagnostics``.
+Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/srv/LoadScene``).
+
+The physics is the fine model's MuJoCo model (``core.sim.PushSim`` over ``core.fine``), stepped at
+``real_time_factor`` times wall-clock speed. The loop runs on a steady (wall) timer, never on the sim clock it
+publishes, so the node works with ``use_sim_time`` set like every other node.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from parapush_msgs.srv import LoadScene
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock as ClockMsg
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+
+from .. import topics
+from ..core.command_safety import SafetyConfigError, joint_matrix, rotate_planar
+from ..core.fine import TIMESTEP
+from ..core.mocap import parse_name_list
+from ..core.scene import SceneError, load_scene
+from ..core.sim import MocapEmulator, PushSim
+from ..params import MUJOCO_SIM, declare_all
+from .mocap_ingest import mocap_setup
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+COMMANDS = {"twist": topics.SERVO_TWIST, "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
+MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral
+
+
+def _sec(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+class MujocoSimNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("mujoco_sim", **kwargs)
+        if self.get_parameter("use_sim_time").value:
+            # the sim is the clock: it never waits on the /clock it publishes (launch files set use_sim_time on all)
+            self.set_parameters([Parameter("use_sim_time", value=False)])
+        p = self.p = declare_all(self, MUJOCO_SIM)
+        if p["command_interface"] not in COMMANDS:
+            raise ValueError(f"mujoco_sim: invalid parameter command_interface: {p['command_interface']!r} is not "
+                             f"one of {', '.join(COMMANDS)}")
+        if p["pose_reliability"] not in ("best_effort", "reliable"):
+            raise ValueError(f"mujoco_sim: invalid parameter pose_reliability: {p['pose_reliability']!r} is not "
+                             f"best_effort or reliable")
+        for name in ("real_time_factor", "step_period", "command_timeout"):
+            if not (math.isfinite(p[name]) and p[name] > 0.0):
+                raise ValueError(f"mujoco_sim: invalid parameter {name}: must be > 0, got {p[name]}")
+        try:
+            self.joint_matrix = joint_matrix(p["joint_matrix"])
+        except SafetyConfigError as e:
+            raise ValueError(f"mujoco_sim: invalid parameter {e}") from None
+        self.pose_qos = QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
+                                   reliability=ReliabilityPolicy.BEST_EFFORT if p["pose_reliability"] ==
+                                   "best_effort" else ReliabilityPolicy.RELIABLE)
+        self.sim = None
+        self.pose_pubs = {}
+        # The loop timer has a callback group of its own so that it cannot starve commands and services under load
+        # (a group runs one callback at a time); the lock keeps services and the loop off the simulation together.
+        self._lock = threading.RLock()
+        loop_group, command_group, service_group = (MutuallyExclusiveCallbackGroup() for _ in range(3))
+        self._steps_offset = 0  # sim clock steps carried over from previous scenes (the clock never jumps back)
+        self._load(load_scene(p["scene"]))
+        self._cmd = None  # (stamp s, v_table)
+        self._cmd_note = "no command yet"
+        self.clock_pub = self.create_publisher(ClockMsg, topics.CLOCK, RELIABLE) if p["publish_clock"] else None
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, RELIABLE)
+        self.command_topic = p["command_topic"] or COMMANDS[p["command_interface"]]
+        if p["command_interface"] == "twist":
+            self.create_subscription(TwistStamped, self.command_topic, self._on_twist, RELIABLE,
+                                     callback_group=command_group)
+        else:
+            self.create_subscription(Float64MultiArray, self.command_topic, self._on_joint_velocity, RELIABLE,
+                                     callback_group=command_group)
+        self.create_service(Trigger, topics.SIM_RESET_SERVICE, self._on_reset, callback_group=service_group)
+        self.create_service(LoadScene, topics.SIM_LOAD_SCENE_SERVICE, self._on_load_scene,
+                            callback_group=service_group)
+        self.add_on_set_parameters_callback(self._on_parameters)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._last_wall = time.monotonic()
+        self._carry = 0.0
+        self._wall_start, self._sim_start = self._last_wall, self.time
+        self.create_timer(p["step_period"], self._tick, callback_group=loop_group, clock=steady)
+        self.create_timer(1.0, self._publish_diagnostics, callback_group=service_group, clock=steady)
+        self.get_logger().info(
+            f"simulating scene {self.sim.scene.name!r} at {p['real_time_factor']:g}x real time; commands: "
+            f"{p['command_interface']} on {self.command_topic}; mocap: "
+            f"{', '.join(self.topics.values())} at {p['pose_rate']:g} Hz in {p['mocap_frame_id']!r}")
+
+    @property
+    def time(self) -> float:
+        """The sim clock (s): monotonic across resets and scene loads."""
+        return (self._steps_offset + self.sim.steps) * TIMESTEP
+
+    # ------------------------------------------------------------------------------------------ scene
+    def _load(self, scene):
+        """Build the simulation of ``scene`` and its mocap publishers; raises ValueError on bad parameters."""
+        p = self.p
+        transform, bodies, topics_ = mocap_setup(self, p, scene)
+        hidden = self._hidden_keys(p["hidden_bodies"], bodies)
+        sim = PushSim(scene)
+        emulator = MocapEmulator(list(bodies), rate=p["pose_rate"], position_noise=p["position_noise"],
+                                 yaw_noise=p["yaw_noise"], latency=p["latency"],
+                                 dropout_probability=p["dropout_probability"],
+                                 dropout_duration=p["dropout_duration"], seed=p["seed"])
+        if self.sim is not None:
+            self._steps_offset += self.sim.steps
+            self.sim.close()
+        for pub in self.pose_pubs.values():
+            self.destroy_publisher(pub)
+        self.sim, self.emulator, self.transform, self.bodies, self.topics = sim, emulator, transform, bodies, topics_
+        self.emulator.hidden = hidden
+        self.emulator.next_sample = self.time
+        self.pose_pubs = {k: self.create_publisher(PoseStamped, t, self.pose_qos) for k, t in topics_.items()}
+
+    @staticmethod
+    def _hidden_keys(text: str, bodies: dict) -> set:
+        names = parse_name_list(text)
+        by_mocap = {b: k for k, b in bodies.items()}
+        unknown = [n for n in names if n not in by_mocap]
+        if unknown:
+            raise ValueError(f"hidden_bodies: {unknown} are not mocap bodies of the scene "
+                             f"({', '.join(by_mocap)})")
+        return {by_mocap[n] for n in names}
+
+    def _on_parameters(self, params):
+        for prm in params:
+            if prm.name == "hidden_bodies":
+                try:
+                    hidden = self._hidden_keys(prm.value, self.bodies)
+                except (ValueError, TypeError) as e:
+                    return SetParametersResult(successful=False, reason=str(e))
+                self.emulator.hidden = hidden
+                self.get_logger().info(f"hidden bodies: {sorted(hidden) or 'none'}")
+            elif prm.name in self.p and prm.name != "use_sim_time":
+                return SetParametersResult(successful=False,
+                                           reason=f"{prm.name} cannot be changed at run time (only hidden_bodies)")
+        return SetParametersResult(successful=True)
+
+    def _on_reset(self, req, res):
+        with self._lock:
+            self.sim.reset()
+            self.emulator.clear()
+            self._cmd = None
+        res.success, res.message = True, f"scene {self.sim.scene.name!r} reset to its initial state"
+        self.get_logger().info(res.message)
+        return res
+
+    def _on_load_scene(self, req, res):
+        try:
+            scene = load_scene(req.scene)
+            with self._lock:
+                self._load(scene)
+                self._cmd = None
+        except (SceneError, ValueError) as e:
+            res.success, res.message = False, f"scene {req.scene!r} not loaded: {e}"
+            self.get_logger().error(res.message)
+            return res
+        res.success = True
+        res.message = (f"scene {self.sim.scene.name!r} loaded ({len(self.sim.scene.objects)} object(s)); mocap "
+                       f"topics: {', '.join(self.topics.values())}")
+        self.get_logger().info(res.message)
+        return res
+
+    # ------------------------------------------------------------------------------------------ commands
+    def _on_twist(self, msg: TwistStamped):
+        if msg.header.frame_id != self.p["command_frame_id"]:
+            self.get_logger().warning(f"twist rejected: frame_id {msg.header.frame_id!r} is not "
+                                      f"{self.p['command_frame_id']!r}", throttle_duration_sec=1.0)
+            return
+        v = np.array([msg.twist.linear.x, msg.twist.linear.y])
+        if not np.all(np.isfinite(v)):
+            self.get_logger().warning("twist rejected: non-finite velocity", throttle_duration_sec=1.0)
+            return
+        stamp = _sec(msg.header.stamp)
+        skew = self.time - stamp
+        if abs(skew) > 1.0:
+            self.get_logger().warning(
+                f"twist stamp {stamp:.3f} s is {skew:+.3f} s off the sim clock ({self.time:.3f} s): is use_sim_time "
+                f"set on the sender? Servo would drop it.", throttle_duration_sec=2.0)
+        self._cmd = (stamp, rotate_planar(v, -self.p["table_yaw_in_command_frame"]))
+
+    def _on_joint_velocity(self, msg: Float64MultiArray):
+        q = np.asarray(msg.data, dtype=float)
+        if q.shape != (2,) or not np.all(np.isfinite(q)):
+            self.get_logger().warning(f"joint velocity command rejected: expected 2 finite values, got "
+                                      f"{list(msg.data)}", throttle_duration_sec=1.0)
+            return
+        self._cmd = (None, np.linalg.solve(self.joint_matrix, q))  # held forever, like ros2_control
+
+    def _command_now(self) -> np.ndarray:
+        if self._cmd is None:
+            return np.zeros(2)
+        stamp, v = self._cmd
+        if stamp is None:
+            return v
+        age = self.time - stamp
+        if -self.p["command_timeout"] <= age <= self.p["command_timeout"]:
+            self._cmd_note = "fresh"
+            return v
+        self._cmd_note = f"stale twist ({age:+.3f} s): halted, as Servo does"
+        return np.zeros(2)
+
+    # ------------------------------------------------------------------------------------------ loop
+    def _tick(self):
+        with self._lock:
+            self._advance()
+
+    def _advance(self):
+        now = time.monotonic()
+        budget = min((now - self._last_wall) * self.p["real_time_factor"], MAX_SIM_STEP_PER_TICK) + self._carry
+        self._last_wall = now
+        nsteps = int(budget / TIMESTEP + 1e-9)
+        self._carry = budget - nsteps * TIMESTEP
+        em = self.emulator
+        while nsteps > 0:
+            to_sample = max(1, int(math.ceil((em.next_sample - self.time) / TIMESTEP - 1e-9)))
+            n = min(nsteps, to_sample)
+            self.sim.set_velocity(*self._command_now())
+            try:
+                self.sim.step(n)
+            except RuntimeError as e:
+                self.get_logger().error(str(e))
+                self._cmd = None
+            nsteps -= n
+            t = self.time
+            if t >= em.next_sample - 1e-9:
+                em.sample(t, self.sim.body_poses())
+                em.next_sample += em.period
+            self._publish_poses(em.due(t))
+        for name in self.sim.newly_fallen():
+            self.get_logger().warning(f"object {name!r} fell off the table (sim time {self.time:.3f} s)")
+        if self.clock_pub is not None:
+            msg = ClockMsg()
+            msg.clock = Time(nanoseconds=(self._steps_offset + self.sim.steps) * round(TIMESTEP * 1e9)).to_msg()
+            self.clock_pub.publish(msg)
+
+    def _publish_poses(self, samples):
+        for key, stamp, p_table, q_table in samples:
+            p, q = self.transform.to_mocap(p_table, q_table)
+            msg = PoseStamped()
+            msg.header.stamp = Time(nanoseconds=int(round(stamp * 1e9))).to_msg()
+            msg.header.frame_id = self.p["mocap_frame_id"]
+            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
+            (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
+             msg.pose.orientation.w) = (float(v) for v in q)
+            self.pose_pubs[key].publish(msg)
+
+    def _publish_diagnostics(self):
+        wall = time.monotonic() - self._wall_start
+        rtf = (self.time - self._sim_start) / wall if wall > 0 else 0.0
+        with self._lock:
+            x = self.sim.planar_state()
+            fallen = sorted(self.sim.fallen)
+        values = {"scene": self.sim.scene.name, "sim_time": f"{self.time:.3f}", "achieved_rtf": f"{rtf:.2f}",
+                  "command": self._cmd_note, "fallen_objects": ", ".join(fallen) or "none",
+                  "hidden_bodies": ", ".join(sorted(self.emulator.hidden)) or "none",
+                  "pusher": f"({x[0]:.4f}, {x[1]:.4f})"}
+        level = DiagnosticStatus.WARN if fallen else DiagnosticStatus.OK
+        message = f"objects off the table: {', '.join(fallen)}" if fallen else "running"
+        arr = DiagnosticArray()
+        arr.header.stamp = Time(nanoseconds=int(round(self.time * 1e9))).to_msg()
+        arr.status.append(DiagnosticStatus(level=level, name="mujoco_sim", hardware_id=self.sim.scene.name,
+                                           message=message,
+                                           values=[KeyValue(key=k, value=v) for k, v in values.items()]))
+        self.diag_pub.publish(arr)
+
+    def destroy_node(self):
+        if self.sim is not None:
+            self.sim.close()
+        super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = MujocoSimNode()
+    try:
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""``velocity_commander``: the planner's pusher velocity -> the robot, through a safety layer.
+
+Subscribes: ``pusher_cmd`` (``geometry_msgs/TwistStamped``, table frame, reliable) and ``scene_state``
+(``parapush_msgs/SceneState``: the pusher position for the workspace limits).
+Publishes every period (``rate``), zeros included:
+  ``output: servo``          ``TwistStamped`` on ``/servo_node/delta_twist_cmds`` (MoveIt Servo), fresh stamps,
+                             ``output_frame_id``; at start ``/servo_node/switch_command_type`` is called with TWIST
+                             when moveit_msgs is installed and the service answers (the log says when it is not);
+  ``output: ur_twist``       ``TwistStamped`` on ``/twist_controller/twist`` (UR driver; frame ``base``);
+  ``output: joint_velocity`` ``std_msgs/Float64MultiArray`` on ``/forward_velocity_controller/commands``
+                             (ros2_control forward velocity controller of a 2-axis stage, ``joint_matrix``);
+  ``~/status`` (``std_msgs/String``, latched) on every change of state; ``/diagnostics``.
+Services: ``~/estop`` (``std_srvs/Trigger``) latches zero output until ``~/reset`` (``std_srvs/Trigger``).
+Gripper: at start the gripper closes on the pusher through ``control_msgs/action/GripperCommand`` when
+control_msgs is installed (``stalled`` = good grasp); otherwise the log says clearly that it was skipped.
+
+Limits, watchdog and workspace clamping live in ``core.command_safety`` (tested without ROS).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import TwistStamped
+from parapush_msgs.msg import SceneState
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+
+from .. import topics
+from ..core.command_safety import (CommandSafety, SafetyConfig, SafetyConfigError, Workspace, joint_matrix,
+                                   rotate_planar)
+from ..core.scene import load_scene
+from ..params import VELOCITY_COMMANDER, declare_all
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
+           "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
+_LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
+          "watchdog": DiagnosticStatus.WARN, "no pusher state": DiagnosticStatus.WARN,
+          "waiting for grasp": DiagnosticStatus.WARN, "estop": DiagnosticStatus.ERROR}
+
+
+class VelocityCommanderNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("velocity_commander", **kwargs)
+        p = self.p = declare_all(self, VELOCITY_COMMANDER)
+        log = self.get_logger()
+        if p["output"] not in OUTPUTS:
+            raise ValueError(f"velocity_commander: invalid parameter output: {p['output']!r} is not one of "
+                             f"{', '.join(OUTPUTS)}")
+        if not p["rate"] > 0.0:
+            raise ValueError(f"velocity_commander: invalid parameter rate: must be > 0, got {p['rate']}")
+        self.scene = load_scene(p["scene"])
+        try:
+            cfg = SafetyConfig(max_speed=p["max_speed"], max_acceleration=p["max_acceleration"],
+                               command_timeout=p["command_timeout"], state_timeout=p["state_timeout"],
+                               workspace_margin=p["workspace_margin"], braking_horizon=p["braking_horizon"],
+                               enforce_workspace=p["enforce_workspace"])
+            self.joint_matrix = joint_matrix(p["joint_matrix"])
+        except SafetyConfigError as e:
+            raise ValueError(f"velocity_commander: invalid parameter {e}") from None
+        self.safety = CommandSafety(cfg, Workspace.from_scene(self.scene))
+        self.output_topic = p["output_topic"] or OUTPUTS[p["output"]]
+        if p["output"] == "joint_velocity":
+            self.out_pub = self.create_publisher(Float64MultiArray, self.output_topic, RELIABLE)
+        else:
+            self.out_pub = self.create_publisher(TwistStamped, self.output_topic, RELIABLE)
+        self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, LATCHED)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, RELIABLE)
+        self.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command, RELIABLE)
+        self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, RELIABLE)
+        self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)
+        self.create_service(Trigger, topics.ESTOP_RESET_SERVICE, self._on_reset)
+        self.create_timer(1.0 / p["rate"], self._tick)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self._status = None
+        self._last_out = (0.0, 0.0)
+        self.grasp = "not requested" if not p["gripper_enabled"] else "pending"
+        # housekeeping (service / action discovery) runs on wall time: it must not wait for a sim clock
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._t_start = time.monotonic()
+        if p["output"] == "servo" and p["switch_command_type"]:
+            self._setup_servo_switch()
+        if p["gripper_enabled"]:
+            self._setup_gripper()
+        log.info(f"output {p['output']} -> {self.output_topic} at {p['rate']:g} Hz; limits {p['max_speed']:g} m/s, "
+                 f"{p['max_acceleration']:g} m/s^2; watchdog {p['command_timeout']:g} s; workspace "
+                 f"{'enforced' if p['enforce_workspace'] else 'NOT enforced'} for scene {self.scene.name!r}")
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    # ------------------------------------------------------------------------------------------ inputs
+    def _on_command(self, msg: TwistStamped):
+        want = self.p["input_frame_id"]
+        if want and msg.header.frame_id != want:
+            self.get_logger().warning(f"pusher_cmd rejected: frame_id {msg.header.frame_id!r} is not {want!r}",
+                                      throttle_duration_sec=1.0)
+            return
+        reason = self.safety.command(self._now(), msg.twist.linear.x, msg.twist.linear.y)
+        if reason:
+            self.get_logger().warning(f"pusher_cmd: {reason}", throttle_duration_sec=1.0)
+
+    def _on_state(self, msg: SceneState):
+        ok_frame = msg.header.frame_id == self.p["input_frame_id"] or not self.p["input_frame_id"]
+        if not ok_frame:
+            self.get_logger().warning(f"scene_state ignored: frame_id {msg.header.frame_id!r} is not "
+                                      f"{self.p['input_frame_id']!r}", throttle_duration_sec=1.0)
+        self.safety.pusher_state(self._now(), msg.pusher_x, msg.pusher_y, msg.pusher_tracking_valid and ok_frame)
+
+    def _on_estop(self, req, res):
+        self.safety.estop("e-stop service called")
+        self._tick()  # zeros out now, not one period later
+        res.success, res.message = True, "e-stop latched: zero velocity until ~/reset"
+        self.get_logger().error(res.message)
+        return res
+
+    def _on_reset(self, req, res):
+        was = self.safety.estopped
+        self.safety.reset()
+        res.success = True
+        res.message = "e-stop cleared; waiting for a new command" if was else "not e-stopped; nothing to reset"
+        self.get_logger().warning(res.message)
+        return res
+
+    # ------------------------------------------------------------------------------------------ output
+    def _tick(self):
+        now = self._now()
+        out = self.safety.step(now)
+        status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
+        if self.p["require_grasp"] and self.grasp != "grasped" and status not in ("estop",):
+            status, detail, v = "waiting for grasp", f"gripper: {self.grasp}", np.zeros(2)
+        self._send(v)
+        self._last_out = (float(v[0]), float(v[1]))
+        if status != self._status:
+            self._status = status
+            text = f"{status}: {detail}" if detail else status
+            self.status_pub.publish(String(data=text))
+            if status in ("watchdog", "no pusher state", "estop", "waiting for grasp"):
+                self.get_logger().warning(f"state -> {text}")
+            else:
+                self.get_logger().info(f"state -> {text}")
+
+    def _send(self, v_table):
+        if self.p["output"] == "joint_velocity":
+            q = self.joint_matrix @ v_table
+            self.out_pub.publish(Float64MultiArray(data=[float(q[0]), float(q[1])]))
+            return
+        v = rotate_planar(v_table, self.p["table_yaw_in_output_frame"])
+        msg = TwistStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = self.p["output_frame_id"]
+        msg.twist.linear.x, msg.twist.linear.y = float(v[0]), float(v[1])
+        self.out_pub.publish(msg)
+
+    def _publish_diagnostics(self):
+        arr = DiagnosticArray()
+        arr.header.stamp = self.get_clock().now().to_msg()
+        status = self._status or "starting"
+        values = {"output": self.p["output"], "topic": self.output_topic, "vx": f"{self._last_out[0]:.4f}",
+                  "vy": f"{self._last_out[1]:.4f}", "estop": str(self.safety.estopped), "gripper": self.grasp}
+        arr.status.append(DiagnosticStatus(level=_LEVEL.get(status, DiagnosticStatus.OK),
+                                           name="velocity_commander", hardware_id=self.p["output"],
+                                           message=status, values=[KeyValue(key=k, value=v)
+                                                                   for k, v in values.items()]))
+        self.diag_pub.publish(arr)
+
+    # ------------------------------------------------------------------------------------------ start-up
+    def _setup_servo_switch(self):
+        name = self.p["servo_switch_service"]
+        try:
+            from moveit_msgs.srv import ServoCommandType  # noqa: PLC0415 - only on a full ROS install
+        except ImportError:
+            self.get_logger().warning(
+                f"moveit_msgs is not installed: NOT calling {name}. MoveIt Servo (Iron and later) drops twists "
+                f"until its command type is TWIST: install ros-$ROS_DISTRO-moveit-msgs, or call it by hand: "
+                f"ros2 service call {name} moveit_msgs/srv/ServoCommandType \"{{command_type: 1}}\"")
+            return
+        self._servo_type = ServoCommandType
+        self._servo_client = self.create_client(ServoCommandType, name)
+        self._servo_timer = self.create_timer(0.5, self._try_servo_switch, clock=self._steady)
+
+    def _try_servo_switch(self):
+        name = self.p["servo_switch_service"]
+        if self._servo_client.service_is_ready():
+            self._servo_timer.cancel()
+            req = self._servo_type.Request(command_type=self._servo_type.Request.TWIST)
+            self._servo_client.call_async(req).add_done_callback(self._servo_switched)
+        elif time.monotonic() - self._t_start > self.p["startup_timeout"]:
+            self._servo_timer.cancel()
+            self.get_logger().warning(
+                f"{name} is not available after {self.p['startup_timeout']:g} s: MoveIt Servo is not running or "
+                f"is Humble's (which has no command types; start it with ~/start_servo). Twists are sent anyway.")
+
+    def _servo_switched(self, future):
+        try:
+            ok = future.result().success
+        except Exception as e:  # noqa: BLE001 - report whatever the service call did
+            ok = False
+            self.get_logger().error(f"{self.p['servo_switch_service']} failed: {e!r}")
+        if ok:
+            self.get_logger().info("MoveIt Servo command type switched to TWIST")
+        else:
+            self.get_logger().error(f"{self.p['servo_switch_service']} refused the switch to TWIST: Servo will "
+                                    f"drop the twists")
+
+    def _setup_gripper(self):
+        name = self.p["gripper_action"]
+        try:
+            from control_msgs.action import GripperCommand  # noqa: PLC0415 - only on a full ROS install
+            from rclpy.action import ActionClient  # noqa: PLC0415
+        except ImportError:
+            self.grasp = "skipped (control_msgs not installed)"
+            self.get_logger().warning(
+                f"control_msgs is not installed: gripper close on the pusher SKIPPED ({name}). On a real robot "
+                f"install ros-$ROS_DISTRO-control-msgs; set gripper_enabled: false where there is no gripper."
+                + (" require_grasp is true: the output stays zero." if self.p["require_grasp"] else ""))
+            return
+        self._gripper_type = GripperCommand
+        self._gripper = ActionClient(self, GripperCommand, name)
+        self.grasp = "waiting for the gripper action server"
+        self._gripper_timer = self.create_timer(0.5, self._try_gripper, clock=self._steady)
+
+    def _try_gripper(self):
+        name = self.p["gripper_action"]
+        if self._gripper.server_is_ready():
+            self._gripper_timer.cancel()
+            goal = self._gripper_type.Goal()
+            goal.command.position = float(self.p["gripper_close_position"])
+            goal.command.max_effort = float(self.p["gripper_max_effort"])
+            self.grasp = "closing"
+            self.get_logger().info(f"closing the gripper on the pusher ({name}, position "
+                                   f"{goal.command.position:g})")
+            self._gripper.send_goal_async(goal).add_done_callback(self._gripper_accepted)
+        elif time.monotonic() - self._t_start > self.p["startup_timeout"]:
+            self._gripper_timer.cancel()
+            self.grasp = "failed (no gripper action server)"
+            self.get_logger().error(f"gripper action server {name} not available after "
+                                    f"{self.p['startup_timeout']:g} s: the pusher is NOT grasped")
+
+    def _gripper_accepted(self, future):
+        handle = future.result()
+        if not handle.accepted:
+            self.grasp = "failed (goal rejected)"
+            self.get_logger().error("the gripper rejected the close goal: the pusher is NOT grasped")
+            return
+        handle.get_result_async().add_done_callback(self._gripper_done)
+
+    def _gripper_done(self, future):
+        r = future.result().result
+        if r.stalled:  # closing on the pusher stops on it: that is the good grasp
+            self.grasp = "grasped"
+            self.get_logger().info(f"pusher grasped (gripper stalled at {r.position:.4f}, effort {r.effort:.1f})")
+        elif r.reached_goal:
+            self.grasp = "failed (closed fully: no pusher in the gripper?)"
+            self.get_logger().error(f"gripper closed fully to {r.position:.4f} without stalling: the pusher is "
+                                    f"probably not in the gripper")
+        else:
+            self.grasp = "failed (neither stalled nor reached the goal)"
+            self.get_logger().error("gripper close ended without a grasp")
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = VelocityCommanderNode()
+    try:
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # leave the robot with a zero command (a forward velocity controller would hold the last one)
+        try:
+            node.safety.estop("shutdown")
+            node._send(np.zeros(2))
+        except Exception:  # noqa: BLE001 - best effort during shutdown
+            pass
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

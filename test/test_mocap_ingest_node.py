@@ -1,0 +1,154 @@
+"""mocap_ingest through real rclpy entities: transform, honest stamps, dropouts, bad poses and diagnostics."""
+import math
+import threading
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
+from geometry_msgs.msg import PoseStamped  # noqa: E402
+from parapush_msgs.msg import SceneState  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from rclpy.time import Time  # noqa: E402
+from visualization_msgs.msg import MarkerArray  # noqa: E402
+
+from conftest import wait_for  # noqa: E402
+from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class Recorder:
+    def __init__(self):
+        self.msgs = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msg):
+        with self.lock:
+            self.msgs.append(msg)
+
+    def last(self):
+        with self.lock:
+            return self.msgs[-1] if self.msgs else None
+
+    def clear(self):
+        with self.lock:
+            self.msgs.clear()
+
+
+def pose(stamp, x, y, z, yaw=0.0, frame="world", q=None):
+    m = PoseStamped()
+    m.header.stamp = Time(seconds=stamp).to_msg()
+    m.header.frame_id = frame
+    m.pose.position.x, m.pose.position.y, m.pose.position.z = x, y, z
+    qx, qy, qz, qw = q if q is not None else (0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2))
+    m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w = qx, qy, qz, qw
+    return m
+
+
+@pytest.fixture
+def ingest(ros_context, ros_executor, request):
+    prefix = f"/ingest_{request.node.name.split('[')[0][-20:]}"
+    params = [Parameter("scene", value="obstacle_push"),
+              Parameter("pose_topic_template", value=prefix + "/{body}/pose"),
+              Parameter("body_map", value="slider=Slider1"), Parameter("table_origin_in_mocap", value=[1.0, 2.0, 0.75]),
+              Parameter("table_rotation_in_mocap", value=[math.pi / 2]), Parameter("timeout", value=0.2),
+              Parameter("rate", value=50.0), Parameter("diagnostics_period", value=0.2)]
+    node = ros_executor.add(MocapIngestNode(parameter_overrides=params))
+    io = ros_executor.add(rclpy.create_node(f"ingest_io_{prefix[8:]}", context=ros_context))
+    states, diags = Recorder(), Recorder()
+    io.create_subscription(SceneState, "scene_state", states, RELIABLE)
+    io.create_subscription(DiagnosticArray, "/diagnostics", diags, RELIABLE)
+    # natnet_ros2 publishes reliable; vrpn_mocap best effort: the ingest must take both
+    pubs = {"pusher": io.create_publisher(PoseStamped, prefix + "/pusher/pose", RELIABLE),
+            "slider": io.create_publisher(PoseStamped, prefix + "/Slider1/pose", qos_profile_sensor_data)}
+    wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()), what="ingest subscriptions")
+    return node, pubs, states, diags
+
+
+def body_status(diags, key):
+    arr = diags.last()
+    if arr is None:
+        return None
+    for s in arr.status:
+        if s.name == f"mocap_ingest: {key}":
+            return s
+    return None
+
+
+def stream(pubs, t0, n, dt=0.01, slider=True, pusher=True, vx=0.05, bad=None):
+    """Publish n samples of a pusher moving along table +x (mocap +y: the table is yawed 90 deg) and a slider."""
+    import time
+    for k in range(n):
+        t = t0 + k * dt
+        if pusher:
+            pubs["pusher"].publish(pose(t, 1.0, 2.0 - 0.2 + vx * k * dt, 0.75 + 0.056, yaw=math.pi / 2))
+        if slider:
+            msg = bad(t) if bad is not None else pose(t, 1.0 - 0.1, 2.0 + 0.05, 0.76, yaw=math.pi / 2 + 0.3)
+            pubs["slider"].publish(msg)
+        time.sleep(dt)
+
+
+def test_scene_state_in_the_table_frame_with_measurement_stamps(ingest, ros_executor):
+    node, pubs, states, _ = ingest
+    markers = Recorder()
+    ros_executor.nodes[-1].create_subscription(MarkerArray, "/mocap_ingest/markers", markers, RELIABLE)
+    stream(pubs, 100.0, 40)
+    s = wait_for(states.last, what="scene_state")
+    assert s.header.frame_id == "table"
+    assert s.pusher_tracking_valid and s.objects[0].tracking_valid
+    t = s.header.stamp.sec + s.header.stamp.nanosec * 1e-9
+    assert 100.0 <= t <= 100.4  # the mocap measurement time, not the publish time (wall clock)
+    assert s.objects[0].name == "slider"
+    # table yawed 90 deg in the mocap frame: mocap -x is table +y, mocap +y is table +x
+    assert (s.objects[0].x, s.objects[0].y) == pytest.approx((0.05, 0.1), abs=1e-9)
+    assert s.objects[0].yaw == pytest.approx(0.3)
+    assert s.pusher_vx == pytest.approx(0.05, rel=0.05) and abs(s.pusher_vy) < 1e-6
+    # RViz markers of the tracked bodies, in the table frame
+    ms = wait_for(lambda: markers.last(), what="tracked-body markers")
+    tracked = [m for m in ms.markers if m.ns == "tracked"]
+    assert len(tracked) == 2 and all(m.header.frame_id == "table" for m in ms.markers)
+    assert (tracked[1].pose.position.x, tracked[1].pose.position.y) == pytest.approx((0.05, 0.1), abs=1e-9)
+
+
+def test_dropout_marks_the_body_invalid_and_recovery(ingest):
+    node, pubs, states, diags = ingest
+    stream(pubs, 10.0, 20)
+    wait_for(lambda: states.last() is not None and states.last().objects[0].tracking_valid, what="valid slider")
+    stream(pubs, 10.2, 40, slider=False)  # the slider is occluded for 0.4 s > timeout 0.2 s
+    s = states.last()
+    assert not s.objects[0].tracking_valid and s.pusher_tracking_valid
+    assert all(math.isfinite(v) for v in (s.objects[0].x, s.objects[0].y, s.objects[0].vx))
+    st = wait_for(lambda: (b := body_status(diags, "slider")) is not None and b.level == DiagnosticStatus.ERROR and b,
+                  what="lost diagnostic")
+    assert "lost" in st.message and st.hardware_id == "Slider1"
+    stream(pubs, 10.6, 10)
+    wait_for(lambda: states.last().objects[0].tracking_valid, what="slider valid again")
+
+
+@pytest.mark.parametrize("bad, words", [
+    (lambda t: pose(t, float("nan"), 2.0, 0.76), "non-finite position"),
+    (lambda t: pose(t, 0.9, 2.05, 0.76, q=(0.0, 0.0, 0.5, 0.5)), "quaternion norm"),
+    (lambda t: pose(t, 0.9, 2.05, 0.76, frame="map"), "frame_id 'map' is not the mocap frame 'world'"),
+    (lambda t: pose(t, 0.9, 3.0, 0.76), "off the table"),
+], ids=["nan", "non-unit-quaternion", "wrong-frame", "off-table"])
+def test_bad_poses_are_rejected_with_a_diagnostic(ingest, bad, words):
+    node, pubs, states, diags = ingest
+    stream(pubs, 20.0, 15)
+    wait_for(lambda: states.last() is not None and states.last().objects[0].tracking_valid, what="valid slider")
+    stream(pubs, 20.15, 30, bad=bad)
+    s = states.last()
+    assert not s.objects[0].tracking_valid
+    assert all(math.isfinite(v) for v in (s.objects[0].x, s.objects[0].y, s.objects[0].yaw))
+    st = wait_for(lambda: (b := body_status(diags, "slider")) is not None and words in b.message and b,
+                  what=f"diagnostic naming {words!r}")
+    assert st.level in (DiagnosticStatus.WARN, DiagnosticStatus.ERROR)
+    assert {kv.key: kv.value for kv in st.values}["last_rejection"].find(words.split()[0]) >= 0
+
+
+def test_nothing_is_published_before_every_body_was_seen(ingest):
+    node, pubs, states, _ = ingest
+    stream(pubs, 30.0, 20, slider=False)
+    assert states.last() is None

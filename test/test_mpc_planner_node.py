@@ -1,0 +1,251 @@
+"""The mpc_planner node end to end through real rclpy (same process, real DDS): PushObject goal -> feedback ->
+result against a MuJoCo world stepped in the test, plan outputs, cancel / stale / invalid state -> zero command.
+
+The world thread integrates the latest received TwistStamped in a continuously stepped MuJoCo scene
+(``core.mpc.SimWorld``) and publishes the SceneState, like a robot with motion capture would.
+"""
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from action_msgs.msg import GoalStatus  # noqa: E402
+from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: E402
+from nav_msgs.msg import Path  # noqa: E402
+from parapush_msgs.action import PushObject  # noqa: E402
+from parapush_msgs.msg import PushPlan, SceneState  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from visualization_msgs.msg import MarkerArray  # noqa: E402
+
+from conftest import BackgroundExecutor, wait_for, wait_future  # noqa: E402
+from parapush_ros import topics  # noqa: E402
+from parapush_ros.conversions import array_to_scene_state  # noqa: E402
+from parapush_ros.core.mpc import SimWorld  # noqa: E402
+from parapush_ros.core.scene import load_scene  # noqa: E402
+from parapush_ros.nodes.mpc_planner import LATCHED, RELIABLE, MPCPlannerNode  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+SCENE = "cylinder_slider"
+DT = 0.2  # short holds keep the test quick
+
+
+class Harness:
+    """The test's side of the wire: scene-state source, command/plan/status sinks and the action client."""
+
+    def __init__(self, node, scene):
+        self.node, self.scene = node, scene
+        self.state_pub = node.create_publisher(SceneState, topics.SCENE_STATE, RELIABLE)
+        self.goal_pub = node.create_publisher(PoseStamped, topics.GOAL_POSE, 10)
+        self.cmds, self.plans, self.paths, self.markers, self.status = [], [], [], [], []
+        node.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_cmd, RELIABLE)
+        node.create_subscription(PushPlan, topics.PLAN, self.plans.append, RELIABLE)
+        node.create_subscription(Path, topics.PLAN_PATH, self.paths.append, LATCHED)
+        node.create_subscription(MarkerArray, topics.PLAN_MARKERS, self.markers.append, LATCHED)
+        node.create_subscription(String, topics.PLANNER_STATUS, lambda m: self.status.append(m.data), LATCHED)
+        self.client = ActionClient(node, PushObject, topics.PUSH_ACTION)
+        self._stop = threading.Event()
+        self._thread = None
+        self.world = None
+        self.static = None
+        self.valid = True
+
+    def _on_cmd(self, msg):
+        self.cmds.append((time.monotonic(), msg))
+
+    def last_u(self):
+        if not self.cmds:
+            return np.zeros(2)
+        t = self.cmds[-1][1].twist.linear
+        return np.array([t.x, t.y])
+
+    # --- scene state sources (one at a time)
+    def run_world(self):
+        self.world = SimWorld(self.scene)
+        self._start(self._world_loop)
+
+    def publish_static(self, x, valid=True):
+        self.static, self.valid = np.array(x, float), valid
+        self._start(self._static_loop)
+
+    def stop_publishing(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self._thread = None
+
+    def _start(self, target):
+        self.stop_publishing()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def _publish(self, x, valid=True):
+        msg = array_to_scene_state(x, self.scene, valid=valid)
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.header.frame_id = "table"
+        self.state_pub.publish(msg)
+
+    def _world_loop(self):
+        period = 0.01
+        while not self._stop.is_set():
+            self.world.execute(self.last_u(), period)
+            self._publish(self.world.x)
+            time.sleep(period)
+
+    def _static_loop(self):
+        while not self._stop.is_set():
+            self._publish(self.static, self.valid)
+            time.sleep(0.02)
+
+    # --- action
+    def send(self, x, y, feedback=None, **fields):
+        goal = PushObject.Goal(target_object="cylinder", goal_x=x, goal_y=y, yaw_tolerance=-1.0, **fields)
+        handle = wait_future(self.client.send_goal_async(goal, feedback_callback=feedback), what="goal response")
+        assert handle.accepted
+        return handle
+
+
+@pytest.fixture(scope="module")
+def harness(ros_context):
+    scene = load_scene(SCENE)
+    ex = BackgroundExecutor(ros_context).start()
+    planner = ex.add(MPCPlannerNode(parameter_overrides=[
+        Parameter("scene", value=SCENE), Parameter("model", value="coarse"), Parameter("samples", value=8),
+        Parameter("iterations", value=2), Parameter("control_duration", value=DT),
+        Parameter("state_timeout", value=0.3), Parameter("control_rate", value=50.0),
+        Parameter("stop_hold", value=0.2)]))
+    h = Harness(ex.add(rclpy.create_node("mpc_planner_test")), scene)
+    assert h.client.wait_for_server(timeout_sec=10.0)
+    yield h, planner
+    h.stop_publishing()
+    ex.shutdown()
+
+
+def zero(msg):
+    return msg.twist.linear.x == 0.0 and msg.twist.linear.y == 0.0
+
+
+def test_goal_feedback_result_against_a_simulated_world(harness):
+    h, _ = harness
+    h.cmds.clear()
+    h.run_world()
+    feedback = []
+    handle = h.send(0.08, 0.0, feedback=lambda m: feedback.append(m.feedback), position_tolerance=0.02,
+                    max_actions=40)
+    res = wait_future(handle.get_result_async(), timeout=40.0, what="push result")
+    h.stop_publishing()
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+    r = res.result
+    assert r.outcome == PushObject.Result.REACHED and r.message.startswith("reached")
+    assert r.actions_executed >= 2 and 0.0 <= r.final_distance <= 0.02 and r.mean_planning_time > 0.0
+    assert h.world.x[2] > 0.05  # the slider really moved in the world
+    # feedback each step, carrying the plan being executed
+    assert feedback, "no feedback received"
+    assert [f.step for f in feedback] == sorted(f.step for f in feedback)
+    fb = feedback[-1]
+    assert len(fb.latest_plan.controls) == 4 and len(fb.latest_plan.predicted_states) == 4
+    assert fb.latest_plan.model == "coarse" and fb.latest_plan.controls[0].duration == pytest.approx(DT)
+    assert fb.distance_to_goal > 0.0
+    # commands: table frame, finite, within the speed limit, pushing forward; zero once the push is over
+    cmds = [m for _, m in h.cmds]
+    assert cmds and all(m.header.frame_id == "table" for m in cmds)
+    speeds = [math.hypot(m.twist.linear.x, m.twist.linear.y) for m in cmds]
+    assert all(math.isfinite(s) for s in speeds) and max(speeds) <= 0.1 + 1e-9
+    assert max(m.twist.linear.x for m in cmds) > 0.02
+    wait_for(lambda: zero(h.cmds[-1][1]), timeout=2.0, what="zero command after the result")
+    # plan outputs for RViz and the status line
+    wait_for(lambda: h.plans and h.paths and h.markers, timeout=5.0, what="plan, path and markers")
+    assert len(h.paths[-1].poses) == 5 and h.paths[-1].header.frame_id == "table"
+    ns = {m.ns for m in h.markers[-1].markers}
+    assert {"plan/paths", "plan/objects", "goal", "table"} <= ns
+    wait_for(lambda: h.status and h.status[-1].startswith("reached"), timeout=5.0, what="status 'reached'")
+
+
+def test_cancel_sends_a_zero_command_at_once(harness):
+    h, _ = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.cmds.clear()
+    handle = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=10.0, what="a non-zero push command")
+    n_before = len(h.cmds)
+    t_cancel = time.monotonic()
+    cancel = wait_future(handle.cancel_goal_async(), what="cancel response")
+    assert len(cancel.goals_canceling) == 1
+    res = wait_future(handle.get_result_async(), timeout=10.0, what="cancelled result")
+    h.stop_publishing()
+    assert res.status == GoalStatus.STATUS_CANCELED
+    assert res.result.outcome == PushObject.Result.ABORTED and "cancelled" in res.result.message
+    wait_for(lambda: any(zero(m) for _, m in h.cmds[n_before:]), timeout=2.0, what="zero command after cancel")
+    first_zero = next(t for t, m in h.cmds[n_before:] if zero(m))
+    assert first_zero - t_cancel < 1.0
+    assert zero(h.cmds[-1][1])
+
+
+@pytest.mark.parametrize("fault, words", [("stale", "stale scene state"), ("invalid", "tracking_valid is false")])
+def test_stale_or_invalid_state_stops_the_push(harness, fault, words):
+    h, _ = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.cmds.clear()
+    handle = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=10.0, what="a non-zero push command")
+    if fault == "stale":
+        h.stop_publishing()
+    else:
+        h.publish_static(x, valid=False)
+    res = wait_future(handle.get_result_async(), timeout=10.0, what="failed result")
+    h.stop_publishing()
+    assert res.status == GoalStatus.STATUS_ABORTED
+    assert res.result.outcome == PushObject.Result.FAILED and words in res.result.message, res.result.message
+    wait_for(lambda: zero(h.cmds[-1][1]), timeout=2.0, what="zero command after the fault")
+
+
+def test_bad_goals_fail_with_a_named_reason(harness):
+    h, _ = harness
+    h.publish_static(h.scene.initial_state())
+    res = wait_future(h.send(5.0, 0.0).get_result_async(), timeout=10.0, what="result")
+    assert res.result.outcome == PushObject.Result.FAILED and "off the table" in res.result.message
+    goal = PushObject.Goal(target_object="teapot", goal_x=0.1, goal_y=0.0)
+    handle = wait_future(h.client.send_goal_async(goal), what="goal response")
+    res = wait_future(handle.get_result_async(), timeout=10.0, what="result")
+    h.stop_publishing()
+    assert res.result.outcome == PushObject.Result.FAILED and "teapot" in res.result.message
+    # no state at all
+    res = wait_future(h.send(0.1, 0.0).get_result_async(), timeout=10.0, what="result")
+    assert res.result.outcome == PushObject.Result.FAILED
+
+
+def test_goal_pose_starts_a_push(harness):
+    h, _ = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.status.clear()
+    pose = PoseStamped()
+    pose.header.frame_id = "map"  # not the table frame: ignored
+    pose.pose.position.x = 0.0
+    pose.pose.orientation.w = 1.0
+    h.goal_pub.publish(pose)
+    pose.header.frame_id = "table"  # the slider is already there: reached at once, without an action
+    wait_for(lambda: h.node.count_subscribers(topics.GOAL_POSE) > 0, timeout=5.0, what="goal_pose subscriber")
+    h.goal_pub.publish(pose)
+    wait_for(lambda: h.status and h.status[-1].startswith("reached"), timeout=10.0, what="status 'reached'")
+    h.stop_publishing()
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("optimiser", "adam", "parameter optimiser: 'adam'"),
+    ("model", "oracle", "parameter model: unknown model 'oracle'"),
+    ("nominal_speed", 0.5, "optimiser parameter nominal_speed"),
+    ("control_duration", 0.0005, "parameter control_duration"),
+    ("weights.collision", -1.0, "collision: must be finite and >= 0"),
+    ("target_object", "teapot", "no object named 'teapot'"),
+])
+def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, words):
+    with pytest.raises((ValueError, KeyError), match=words):
+        MPCPlannerNode(parameter_overrides=[Parameter("scene", value=SCENE), Parameter(name, value=value)])

@@ -1,0 +1,190 @@
+"""mujoco_sim through real rclpy entities, alone and closed-loop with mocap_ingest and velocity_commander."""
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: E402
+from parapush_msgs.msg import SceneState  # noqa: E402
+from parapush_msgs.srv import LoadScene  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from conftest import wait_for, wait_future  # noqa: E402
+from parapush_ros.core.mocap import MocapToTable  # noqa: E402
+from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
+from parapush_ros.nodes.mujoco_sim import MujocoSimNode  # noqa: E402
+from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def params(**kw):
+    return [Parameter(k, value=v) for k, v in kw.items()]
+
+
+class Latest:
+    def __init__(self):
+        self.msg = None
+        self.count = 0
+
+    def __call__(self, msg):
+        self.msg = msg
+        self.count += 1
+
+
+def sec(stamp):
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, ros_executor):
+    origin, yaw = [1.0, 2.0, 0.75], 0.4
+    sim = ros_executor.add(MujocoSimNode(namespace="/simtest", parameter_overrides=params(
+        scene="cylinder_slider", pose_topic_template="/simtest/{body}/pose", real_time_factor=2.0,
+        table_origin_in_mocap=origin, table_rotation_in_mocap=[yaw], position_noise=0.0, yaw_noise=0.0,
+        latency=0.01, pose_rate=100.0)))
+    io = ros_executor.add(rclpy.create_node("simtest_io", namespace="/simtest", context=ros_context,
+                                            parameter_overrides=[Parameter("use_sim_time", value=True)]))
+    clock, slider, pusher = Latest(), Latest(), Latest()
+    io.create_subscription(Clock, "/clock", clock, QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+    io.create_subscription(PoseStamped, "/simtest/cylinder/pose", slider, qos_profile_sensor_data)
+    io.create_subscription(PoseStamped, "/simtest/pusher/pose", pusher, qos_profile_sensor_data)
+    cmd = io.create_publisher(TwistStamped, "/servo_node/delta_twist_cmds", RELIABLE)
+    wait_for(lambda: clock.msg is not None and slider.msg is not None and pusher.msg is not None, timeout=10,
+             what="clock and poses")
+    tf = MocapToTable.from_params(origin, [yaw], "z")
+    m = slider.msg
+    assert m.header.frame_id == "world"
+    p0, _ = tf.to_table([m.pose.position.x, m.pose.position.y, m.pose.position.z],
+                        [m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w])
+    np.testing.assert_allclose(p0[:2], [0.0, 0.0], atol=1e-4)  # the scene's start, through the transform
+    assert 0.0 < p0[2] < 0.03
+    # latency: a pose is published after its stamp; the clock runs ahead of it
+    assert sec(clock.msg.clock) >= sec(m.header.stamp)
+
+    # push along table +x for ~1 s of sim time, stamping like a sim-time node
+    t_end = sec(clock.msg.clock) + 1.0
+    while sec(clock.msg.clock) < t_end:
+        tw = TwistStamped()
+        tw.header.stamp = io.get_clock().now().to_msg()
+        tw.header.frame_id = "table"
+        tw.twist.linear.x = 0.1
+        cmd.publish(tw)
+        time.sleep(0.01)
+    time.sleep(0.1)
+    m = slider.msg
+    p1, _ = tf.to_table([m.pose.position.x, m.pose.position.y, m.pose.position.z],
+                        [m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w])
+    assert p1[0] > 0.02 and abs(p1[1]) < 0.01  # pushed forward along the table's x
+
+    # the twists stopped: like Servo, the sim halts the pusher once they are stale
+    x_before = sim.sim.planar_state()[0]
+    time.sleep(0.3)
+    assert sim.sim.planar_state()[0] == pytest.approx(x_before, abs=2e-3)
+
+    # reset service: back to the start; the clock does not jump back
+    t_before = sec(clock.msg.clock)
+    reset = io.create_client(Trigger, "/simtest/mujoco_sim/reset")
+    assert wait_future(reset.call_async(Trigger.Request()), what="reset").success
+    assert sim.sim.planar_state()[2] == pytest.approx(0.0, abs=1e-6)
+    wait_for(lambda: sec(clock.msg.clock) > t_before, what="clock advancing after reset")
+
+    # hidden bodies (occlusion), changed at run time
+    sim.set_parameters([Parameter("hidden_bodies", value="cylinder")])
+    time.sleep(0.1)
+    n = slider.count
+    time.sleep(0.2)
+    assert slider.count == n
+    bad = sim.set_parameters([Parameter("hidden_bodies", value="teapot")])[0]
+    assert not bad.successful and "teapot" in bad.reason
+
+    # scene load service: a bad name is refused (scene kept), a good one swaps the bodies and topics
+    load = io.create_client(LoadScene, "/simtest/mujoco_sim/load_scene")
+    r = wait_future(load.call_async(LoadScene.Request(scene="no_such_scene")), what="load refusal")
+    assert not r.success and "no_such_scene" in r.message and sim.sim.scene.name == "cylinder_slider"
+    box = Latest()
+    io.create_subscription(PoseStamped, "/simtest/box/pose", box, qos_profile_sensor_data)
+    r = wait_future(load.call_async(LoadScene.Request(scene="box_slider")), timeout=10, what="load")
+    assert r.success and "/simtest/box/pose" in r.message
+    wait_for(lambda: box.msg is not None, timeout=10, what="box poses")
+
+
+def test_sim_objects_falling_off_the_table_are_detected(ros_context, ros_executor):
+    sim = ros_executor.add(MujocoSimNode(namespace="/simfall", parameter_overrides=params(
+        scene="cylinder_slider", pose_topic_template="/simfall/{body}/pose", real_time_factor=4.0,
+        command_interface="joint_velocity", command_topic="/simfall/commands")))
+    io = ros_executor.add(rclpy.create_node("simfall_io", context=ros_context))
+    from std_msgs.msg import Float64MultiArray
+    pub = io.create_publisher(Float64MultiArray, "/simfall/commands", RELIABLE)
+    wait_for(lambda: pub.get_subscription_count() >= 1, what="sim command subscription")
+    pub.publish(Float64MultiArray(data=[0.3, 0.0]))  # held forever, like a forward velocity controller
+    wait_for(lambda: "cylinder" in sim.sim.fallen, timeout=20, what="the slider falling off the +x edge")
+
+
+@pytest.mark.parametrize("up_axis", ["z", "y"])
+def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor, up_axis):
+    ns = f"/loop_{up_axis}"
+    origin = [0.5, -0.3, 0.8] if up_axis == "z" else [0.5, 0.8, 0.3]  # the table top is 0.8 m up either way
+    mocap = dict(scene="obstacle_push", pose_topic_template=ns + "/{body}/pose", up_axis=up_axis,
+                 table_origin_in_mocap=origin, table_rotation_in_mocap=[0.3], body_map="slider=Slider1",
+                 use_sim_time=True)
+    sim = ros_executor.add(MujocoSimNode(namespace=ns, parameter_overrides=params(
+        **mocap, real_time_factor=1.0, command_topic=ns + "/servo_twist", position_noise=0.0003, latency=0.005)))
+    ingest = ros_executor.add(MocapIngestNode(namespace=ns, parameter_overrides=params(**mocap, timeout=0.2,
+                                                                                       rate=50.0)))
+    commander = ros_executor.add(VelocityCommanderNode(namespace=ns, parameter_overrides=params(
+        scene="obstacle_push", output_topic=ns + "/servo_twist", gripper_enabled=False, use_sim_time=True,
+        rate=50.0)))
+    io = ros_executor.add(rclpy.create_node("loop_io", namespace=ns, context=ros_context,
+                                            parameter_overrides=[Parameter("use_sim_time", value=True)]))
+    state = Latest()
+    io.create_subscription(SceneState, "scene_state", state, RELIABLE)
+    cmd = io.create_publisher(TwistStamped, "pusher_cmd", RELIABLE)
+    wait_for(lambda: state.msg is not None and state.msg.pusher_tracking_valid, timeout=10, what="scene_state")
+    s = state.msg
+    scene = sim.sim.scene
+    assert (s.pusher_x, s.pusher_y) == pytest.approx(scene.pusher.start, abs=2e-3)
+    assert (s.objects[0].x, s.objects[0].y) == pytest.approx(scene.objects[0].pose[:2], abs=2e-3)
+    assert s.objects[0].tracking_valid
+    # stamps are sim-time measurement times, behind the sim clock by about the latency
+    assert 0.0 < sim.time - sec(s.header.stamp) < 0.2
+
+    # planner stand-in -> commander -> (servo twist) -> sim -> mocap poses -> ingest
+    stop = threading.Event()
+
+    def planner():
+        while not stop.is_set():
+            tw = TwistStamped()
+            tw.header.stamp = io.get_clock().now().to_msg()
+            tw.header.frame_id = "table"
+            tw.twist.linear.x = 0.05
+            cmd.publish(tw)
+            time.sleep(0.02)
+    th = threading.Thread(target=planner, daemon=True)
+    th.start()
+    try:
+        wait_for(lambda: state.msg.objects[0].x > scene.objects[0].pose[0] + 0.01, timeout=15,
+                 what="the slider pushed forward through the whole loop")
+        assert state.msg.pusher_vx == pytest.approx(0.05, abs=0.02)
+        # occlude the slider: the ingest marks it invalid within its timeout; it recovers when visible again
+        sim.set_parameters([Parameter("hidden_bodies", value="Slider1")])
+        wait_for(lambda: not state.msg.objects[0].tracking_valid, timeout=5, what="slider invalid")
+        sim.set_parameters([Parameter("hidden_bodies", value="")])
+        wait_for(lambda: state.msg.objects[0].tracking_valid, timeout=5, what="slider valid again")
+        # occlude the pusher: the commander stops (no valid pusher state), the sim pusher halts
+        sim.set_parameters([Parameter("hidden_bodies", value="pusher")])
+        wait_for(lambda: not state.msg.pusher_tracking_valid, timeout=5, what="pusher invalid")
+        wait_for(lambda: commander._status == "no pusher state", timeout=5, what="commander stopped")
+        x0 = sim.sim.planar_state()[0]
+        time.sleep(0.3)
+        assert sim.sim.planar_state()[0] == pytest.approx(x0, abs=3e-3)
+    finally:
+        stop.set()
+        th.join(2.0)
+    assert math.isfinite(state.msg.pusher_x)

@@ -1,0 +1,69 @@
+"""``parapush sim``'s stack: the launch file's nodes and parameter files in one process, over real ROS."""
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from parapush_msgs.action import PushObject  # noqa: E402
+from parapush_msgs.msg import SceneState  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+
+from conftest import BackgroundExecutor, wait_for, wait_future  # noqa: E402
+from parapush_ros import bringup  # noqa: E402
+from parapush_ros.sim_runner import SimStack  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context):
+    stack = SimStack({"scene": "cylinder_slider", "model": "coarse"},
+                     overrides={"mujoco_sim": {"real_time_factor": 2.0}}, context=ros_context)
+    try:
+        assert list(stack.nodes) == [s.name for s in bringup.nodes("sim")]
+        # the same merged parameters the launch file gives ROS: YAML, sim overlay, launch arguments
+        com = stack.nodes["velocity_commander"]
+        assert com.p["rate"] == 50.0 and com.p["gripper_enabled"] is False  # config/sim.yaml
+        assert com.p["max_speed"] == 0.1  # config/velocity_commander.yaml
+        assert stack.nodes["mpc_planner"].p["model"] == "coarse"
+        assert all(n.get_parameter("use_sim_time").value for k, n in stack.nodes.items() if k != "mujoco_sim")
+        assert {n.scene.name for k, n in stack.nodes.items() if hasattr(n, "scene")} == {"cylinder_slider"}
+        assert stack.nodes["mujoco_sim"].sim.scene.name == "cylinder_slider"
+        stack.start()
+        with BackgroundExecutor(ros_context) as ex:
+            io = ex.add(rclpy.create_node("runner_test_io", context=ros_context))
+            states = []
+            io.create_subscription(SceneState, "/scene_state", states.append,
+                                   QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            wait_for(lambda: states and states[-1].pusher_tracking_valid and states[-1].objects[0].tracking_valid,
+                     timeout=15, what="a valid scene_state from the simulated mocap")
+            assert states[-1].header.frame_id == "table"
+            # the planner's action takes a goal and drives the pusher through commander and sim
+            client = ActionClient(io, PushObject, "/push_object")
+            assert client.wait_for_server(timeout_sec=10)
+            feedback = []
+            goal = PushObject.Goal(target_object="cylinder", goal_x=0.2, goal_y=0.0, position_tolerance=0.03,
+                                   yaw_tolerance=-1.0, max_actions=3)
+            handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), timeout=10,
+                                 what="goal acceptance")
+            assert handle.accepted
+            x0 = stack.nodes["mujoco_sim"].sim.planar_state()[0]
+            wait_for(lambda: stack.nodes["mujoco_sim"].sim.planar_state()[0] > x0 + 0.01, timeout=20,
+                     what="the simulated pusher moving")
+            res = wait_future(handle.get_result_async(), timeout=40, what="push result")
+            assert res.result.actions_executed >= 1 and feedback
+            client.destroy()
+    finally:
+        stack.shutdown()
+
+
+def test_missing_nodes_are_an_error_unless_left_out_explicitly(ros_context, monkeypatch):
+    ghost = bringup.NodeSpec("ghost_node", "ghost_node", "parapush_ros.nodes.ghost_node", "GHOST")
+    monkeypatch.setattr(bringup, "NODES", (ghost,) + bringup.NODES)
+    with pytest.raises(RuntimeError, match="ghost_node.*--without ghost_node"):
+        SimStack({}, context=ros_context)
+    with pytest.raises(ValueError, match="not nodes of the sim"):
+        SimStack({}, without=["teapot"], context=ros_context)
+    stack = SimStack({}, without=["ghost_node", "mpc_planner", "parareal_predictor"], context=ros_context)
+    try:
+        assert list(stack.nodes) == ["mujoco_sim", "mocap_ingest", "velocity_commander"]
+    finally:
+        stack.shutdown()

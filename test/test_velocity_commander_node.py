@@ -1,0 +1,213 @@
+"""velocity_commander through real rclpy entities: output formats, watchdog, e-stop, limits and the workspace."""
+import math
+import threading
+import time
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from geometry_msgs.msg import TwistStamped  # noqa: E402
+from parapush_msgs.msg import SceneState  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from std_msgs.msg import Float64MultiArray, String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from conftest import wait_for, wait_future  # noqa: E402
+from parapush_ros.nodes.velocity_commander import LATCHED, VelocityCommanderNode  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+RATE = 20.0  # Hz: a period (50 ms) well above scheduling jitter
+TIMEOUT = 0.2
+
+
+class Harness:
+    """The commander in its own namespace, a fake planner (pusher_cmd) and fake mocap_ingest (scene_state)."""
+
+    def __init__(self, ctx, ex, ns, **params):
+        self.ns = ns
+        overrides = {"scene": "obstacle_push", "rate": RATE, "command_timeout": TIMEOUT, "gripper_enabled": False,
+                     "max_acceleration": 100.0, **params}
+        self.node = ex.add(VelocityCommanderNode(namespace=ns, parameter_overrides=[
+            Parameter(k, value=v) for k, v in overrides.items()]))
+        self.io = ex.add(rclpy.create_node("commander_io", namespace=ns, context=ctx))
+        self.out = []
+        self.out_times = []
+        self.lock = threading.Lock()
+        self.cmd_pub = self.io.create_publisher(TwistStamped, "pusher_cmd", RELIABLE)
+        self.state_pub = self.io.create_publisher(SceneState, "scene_state", RELIABLE)
+        self.status = []
+        self.io.create_subscription(String, "velocity_commander/status", self.status.append, LATCHED)
+        self.estop = self.io.create_client(Trigger, "velocity_commander/estop")
+        self.reset = self.io.create_client(Trigger, "velocity_commander/reset")
+        self.pusher = (-0.2, 0.0)
+        self.valid = True
+        self._stop = threading.Event()
+        self._cmd = None
+        self._thread = threading.Thread(target=self._feed, daemon=True)
+
+    def subscribe(self, msg_type, topic):
+        self.io.create_subscription(msg_type, topic, self._on_out, RELIABLE)
+        wait_for(lambda: self.cmd_pub.get_subscription_count() >= 1 and self.state_pub.get_subscription_count() >= 1,
+                 what="commander subscriptions")
+        wait_for(lambda: self.out, what=f"output on {topic}")
+        self._thread.start()
+        return self
+
+    def _on_out(self, msg):
+        with self.lock:
+            self.out.append(msg)
+            self.out_times.append(time.monotonic())
+
+    def _feed(self):
+        """Like mocap_ingest (scene_state at 100 Hz) and, while ``command`` is set, like the planner (50 Hz)."""
+        k = 0
+        while not self._stop.is_set():
+            s = SceneState()
+            s.header.frame_id = "table"
+            s.pusher_x, s.pusher_y = self.pusher
+            s.pusher_tracking_valid = self.valid
+            self.state_pub.publish(s)
+            if self._cmd is not None and k % 2 == 0:
+                self.cmd_pub.publish(self._twist(*self._cmd))
+            k += 1
+            time.sleep(0.01)
+
+    @staticmethod
+    def _twist(vx, vy, frame="table"):
+        m = TwistStamped()
+        m.header.frame_id = frame
+        m.twist.linear.x, m.twist.linear.y = vx, vy
+        return m
+
+    def command(self, v):
+        self._cmd = v
+
+    def outputs_since(self, t):
+        with self.lock:
+            return [m for m, tm in zip(self.out, self.out_times) if tm >= t]
+
+    def wait_output(self, pred, what, timeout=5.0):
+        t = time.monotonic()
+        return wait_for(lambda: next((m for m in self.outputs_since(t) if pred(m)), None), timeout=timeout, what=what)
+
+    def close(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2.0)
+
+
+@pytest.fixture
+def harness(ros_context, ros_executor, request):
+    made = []
+
+    def make(**params):
+        h = Harness(ros_context, ros_executor, f"/cmd_{request.node.name.split('[')[0][-18:]}_{len(made)}", **params)
+        made.append(h)
+        return h
+    yield make
+    for h in made:
+        h.close()
+
+
+def vel(m):
+    return (m.twist.linear.x, m.twist.linear.y)
+
+
+def test_servo_output_watchdog_estop_and_reset(harness):
+    h = harness(output="servo", output_topic="servo_twist", output_frame_id="panda_link0")
+    h.subscribe(TwistStamped, "servo_twist")
+    assert h.status and h.status[-1].data.startswith("waiting for command")
+    h.command((0.03, 0.01))
+    m = h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.01)), "the command passed through")
+    assert m.header.frame_id == "panda_link0"
+    stamp = m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+    assert abs(stamp - time.time()) < 0.5  # fresh stamps (Servo drops twists older than 0.1 s)
+
+    # watchdog: the planner goes silent -> zeros within one period of the timeout, then zeros every period
+    h.command(None)
+    last_cmd = time.time()
+    zero = h.wait_output(lambda m: vel(m) == (0.0, 0.0), "watchdog zeros")
+    t_zero = zero.header.stamp.sec + zero.header.stamp.nanosec * 1e-9
+    assert t_zero - last_cmd <= TIMEOUT + 1.0 / RATE + 0.03
+    t = time.monotonic()
+    time.sleep(0.5)
+    after = h.outputs_since(t)
+    assert len(after) >= 0.5 * RATE - 2 and all(vel(m) == (0.0, 0.0) for m in after)
+    assert any(s.data.startswith("watchdog") for s in h.status)
+
+    # e-stop latches zeros while commands keep coming, until reset
+    h.command((0.03, 0.0))
+    h.wait_output(lambda m: vel(m)[0] > 0.0, "motion again")
+    assert wait_future(h.estop.call_async(Trigger.Request()), what="estop").success
+    t = time.monotonic()
+    time.sleep(0.4)
+    assert all(vel(m) == (0.0, 0.0) for m in h.outputs_since(t))
+    assert any(s.data.startswith("estop") for s in h.status)
+    res = wait_future(h.reset.call_async(Trigger.Request()), what="reset")
+    assert res.success and "cleared" in res.message
+    h.wait_output(lambda m: vel(m)[0] > 0.0, "motion after reset")
+
+
+def test_limits_and_workspace(harness):
+    h = harness(output="servo", output_topic="servo_twist", max_speed=0.05, workspace_margin=0.01)
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.3, 0.4))
+    m = h.wait_output(lambda m: vel(m) != (0.0, 0.0), "limited motion")
+    assert math.hypot(*vel(m)) == pytest.approx(0.05)
+    # at the +y table edge, moving outward and forward: the outward component is removed
+    h.pusher = (-0.2, 0.5 - 0.0145 - 0.005)
+    h.command((0.02, 0.04))
+    h.wait_output(lambda m: vel(m) == pytest.approx((0.02, 0.0)), "clamped at the table edge")
+    # next to the obstacle (radius 0.04 at the origin), moving into it: stopped
+    h.pusher = (-0.04 - 0.0145 - 0.005, 0.0)
+    h.command((0.03, 0.0))
+    h.wait_output(lambda m: vel(m) == (0.0, 0.0), "stopped at the obstacle")
+    # tracking of the pusher lost: zeros
+    h.pusher = (-0.2, 0.0)
+    h.command((0.03, 0.0))
+    h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.0)), "free motion")
+    h.valid = False
+    h.wait_output(lambda m: vel(m) == (0.0, 0.0), "zeros without a valid pusher state")
+
+
+def test_joint_velocity_output(harness):
+    h = harness(output="joint_velocity", output_topic="stage_commands", joint_matrix=[0.0, 1.0, -1.0, 0.0])
+    h.subscribe(Float64MultiArray, "stage_commands")
+    h.command((0.02, 0.03))
+    h.wait_output(lambda m: list(m.data) == pytest.approx([0.03, -0.02]), "joint velocities")
+    h.command(None)
+    h.wait_output(lambda m: list(m.data) == [0.0, 0.0], "joint zeros from the watchdog")
+
+
+def test_ur_twist_output_rotated_into_the_base_frame(harness):
+    h = harness(output="ur_twist", output_topic="ur_twist", output_frame_id="base",
+                table_yaw_in_output_frame=math.pi / 2)
+    h.subscribe(TwistStamped, "ur_twist")
+    h.command((0.02, 0.0))
+    m = h.wait_output(lambda m: vel(m) != (0.0, 0.0), "rotated twist")
+    assert vel(m) == pytest.approx((0.0, 0.02)) and m.header.frame_id == "base"
+
+
+def test_wrong_frame_commands_are_ignored_and_bad_params_are_named(harness, ros_executor):
+    h = harness(output="servo", output_topic="servo_twist")
+    h.subscribe(TwistStamped, "servo_twist")
+    for _ in range(10):
+        h.cmd_pub.publish(h._twist(0.02, 0.0, frame="world"))
+        time.sleep(0.02)
+    assert all(vel(m) == (0.0, 0.0) for m in h.outputs_since(0.0))
+    with pytest.raises(ValueError, match="output: 'teleport'"):
+        VelocityCommanderNode(parameter_overrides=[Parameter("output", value="teleport")])
+    with pytest.raises(ValueError, match="max_speed"):
+        VelocityCommanderNode(parameter_overrides=[Parameter("max_speed", value=-1.0)])
+
+
+def test_gripper_without_control_msgs_is_skipped_and_said(harness):
+    h = harness(output="servo", output_topic="servo_twist", gripper_enabled=True)
+    try:
+        import control_msgs  # noqa: F401
+        pytest.skip("control_msgs is installed here: the skip path is not taken")
+    except ImportError:
+        pass
+    assert h.node.grasp.startswith("skipped (control_msgs not installed)")

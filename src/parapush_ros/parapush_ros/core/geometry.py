@@ -13,7 +13,11 @@ _EPS = 1e-12
 def rotate(v, yaw):
     """Rotate planar vectors ``v`` (..., 2) by ``yaw`` (...) counter-clockwise."""
     c, s = np.cos(yaw), np.sin(yaw)
-    return np.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], axis=-1)
+    x, y = v[..., 0], v[..., 1]
+    out = np.empty(np.broadcast_shapes(x.shape, np.shape(c)) + (2,))  # (np.stack costs more than the maths)
+    out[..., 0] = c * x - s * y
+    out[..., 1] = s * x + c * y
+    return out
 
 
 def to_local(points, pose):

@@ -124,7 +124,7 @@ def test_sim_objects_falling_off_the_table_are_detected(ros_context, ros_executo
     pub = io.create_publisher(Float64MultiArray, "/simfall/commands", RELIABLE)
     wait_for(lambda: pub.get_subscription_count() >= 1, what="sim command subscription")
     pub.publish(Float64MultiArray(data=[0.3, 0.0]))  # held forever, like a forward velocity controller
-    wait_for(lambda: "cylinder" in sim.sim.fallen, timeout=20, what="the slider falling off the +x edge")
+    wait_for(lambda: "cylinder" in sim.sim.fallen, timeout=60, what="the slider falling off the +x edge")
 
 
 @pytest.mark.parametrize("up_axis", ["z", "y"])

@@ -23,6 +23,7 @@ variance decaying geometrically over the iterations (the "decay steps").
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,7 +51,7 @@ class OptimiserResult:
     predict_time: float = 0.0
 
 
-class SamplingOptimiser:
+class SamplingOptimiser(ABC):
     """Shared machinery; subclasses define the weights and the exploration schedule."""
 
     name = "base"
@@ -85,8 +86,9 @@ class SamplingOptimiser:
     def exploration_std(self, iteration: int) -> float:
         return float(np.sqrt(self.variance))
 
+    @abstractmethod
     def weights(self, costs: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Non-negative weights of the samples from their costs (each optimiser's own rule)."""
 
     # --- helpers
     def clip(self, u: np.ndarray) -> np.ndarray:

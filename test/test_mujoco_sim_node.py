@@ -92,7 +92,7 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
     t_before = sec(clock.msg.clock)
     reset = io.create_client(Trigger, "/simtest/mujoco_sim/reset")
     assert wait_future(reset.call_async(Trigger.Request()), what="reset").success
-    assert sim.sim.planar_state()[2] == pytest.approx(0.0, abs=1e-6)
+    assert sim.sim.planar_state()[2] == pytest.approx(0.0, abs=1e-4)  # the sim keeps stepping after the reset
     wait_for(lambda: sec(clock.msg.clock) > t_before, what="clock advancing after reset")
 
     # hidden bodies (occlusion), changed at run time

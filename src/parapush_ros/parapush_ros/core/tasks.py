@@ -190,9 +190,10 @@ def path_to_goal(scene: Scene, xy, goal, inflate: float):
     grown to a disc (bounding radius + ``inflate``), and the unit direction of its first leg.
 
     A blocked straight line becomes tangent - arc - tangent around the disc, on the shorter side; several
-    blocking obstacles add their detours. Points inside a grown disc count as on its rim. Without this the
-    squared goal distance of paper 000 has a local minimum in front of an obstacle that lies on the line to the
-    goal: every push toward the goal ends closer to the obstacle, every detour first increases the distance.
+    blocking obstacles add their detours. Points inside a grown disc count as on its rim for the length, and
+    their first leg also turns outward, the more the deeper they are. Without this the squared goal distance of
+    paper 000 has a local minimum in front of an obstacle that lies on the line to the goal: every push toward
+    the goal ends closer to the obstacle, every detour first increases the distance.
     """
     xy = np.asarray(xy, dtype=float)
     g = np.asarray(goal, dtype=float)
@@ -224,6 +225,9 @@ def path_to_goal(scene: Scene, xy, goal, inflate: float):
         side = np.sign(pc[..., 0] * (g[1] - xy[..., 1]) - pc[..., 1] * (g[0] - xy[..., 0]))
         side = np.where(side == 0.0, 1.0, side)
         half = np.arcsin(np.minimum(R / dp, 1.0))
+        # inside the grown disc the tangent would keep the point as close as it is: turn it outward as well
+        deficit = np.maximum(R - np.linalg.norm(pc, axis=-1), 0.0)
+        half = half + np.minimum(np.pi / 3, 2.0 * np.pi * deficit / R)
         ang = np.arctan2(pc[..., 1], pc[..., 0]) + side * half
         tangent = np.stack([np.cos(ang), np.sin(ang)], axis=-1)
         use = blocked & (detour > best_detour)

@@ -103,6 +103,7 @@ class MPCPlannerNode(Node):
         self._state = None  # (x or None, error message or "", receive time (rclpy Time))
         self._run: PushRun | None = None
         self._run_lock = threading.Lock()  # one push at a time
+        self._request_seq = 0  # goals and /goal_pose pushes in arrival order: only the newest one runs
         self._command = None  # (u (2,), until (rclpy Time)) while a planned control is being held
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
 
@@ -251,11 +252,18 @@ class MPCPlannerNode(Node):
         for name in ("goal_x", "goal_y", "goal_yaw", "position_tolerance", "yaw_tolerance"):
             if not math.isfinite(getattr(req, name)):
                 raise ValueError(f"goal.{name}: not finite ({getattr(req, name)})")
+        name = req.target_object or self.target_name
         try:
-            return goal_for(self.scene, req.target_object or self.target_name, (req.goal_x, req.goal_y), tol,
-                            req.goal_yaw, req.yaw_tolerance)
+            index = self.scene.object_index(name)
         except KeyError as e:
             raise ValueError(f"goal.target_object: {e.args[0]}") from None
+        yaw_tol = req.yaw_tolerance
+        if self.scene.objects[index].shape == "cylinder":
+            yaw_tol = -1.0  # a cylinder's yaw cannot be seen (nor planned for)
+        elif yaw_tol == 0.0:
+            raise ValueError("goal.yaw_tolerance: 0 rad cannot be met; give a positive tolerance, or a negative "
+                             "one to ignore the yaw")
+        return goal_for(self.scene, name, (req.goal_x, req.goal_y), tol, req.goal_yaw, yaw_tol)
 
     def _execute(self, goal_handle):
         return self._run_push(goal_handle.request, goal_handle)
@@ -263,19 +271,25 @@ class MPCPlannerNode(Node):
     def _run_push(self, req, goal_handle):
         """Run one push to the end; returns the PushObject result (and finishes the action goal, if any)."""
         run = PushRun(req, goal_handle)
+        with self._lock:
+            self._request_seq += 1
+            seq = self._request_seq
         old = self._run
         if old is not None:
             old.stop(Outcome.ABORTED, "pre-empted by a new goal")
-        with self._run_lock:
-            self._run = run
-            try:
-                outcome, reason, actions, dist = self._push(run)
-            except Exception as e:  # noqa: BLE001 - whatever happens, stop the pusher and report it
-                self.get_logger().error(f"push failed: {e!r}")
-                outcome, reason, actions, dist = Outcome.FAILED, f"internal error: {e!r}", 0, float("nan")
-            finally:
-                self._send_zero()
-                self._run = None
+        with self._run_lock:  # waits for the pre-empted push to stop the pusher and report
+            if seq != self._request_seq:  # an even newer goal came in while this one waited
+                outcome, reason, actions, dist = Outcome.ABORTED, "pre-empted by a new goal", 0, float("nan")
+            else:
+                self._run = run
+                try:
+                    outcome, reason, actions, dist = self._push(run)
+                except Exception as e:  # noqa: BLE001 - whatever happens, stop the pusher and report it
+                    self.get_logger().error(f"push failed: {e!r}")
+                    outcome, reason, actions, dist = Outcome.FAILED, f"internal error: {e!r}", 0, float("nan")
+                finally:
+                    self._send_zero()
+                    self._run = None
         result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {reason}",
                                    actions_executed=int(actions),
                                    final_distance=float(dist) if math.isfinite(dist) else -1.0,

@@ -1,7 +1,7 @@
 # parapush — workspace entry points. Everything runs inside .venv + the colcon overlay (see env.sh).
 #   make setup      create .venv, install pinned requirements, build the colcon workspace (incremental, idempotent)
 #   make test       run the test suite
-#   make demo       run the end-to-end demo (parapush demo)
+#   make demo       the main job: the closed-loop sim, one PushObject goal around the obstacle (parapush sim --push)
 #   make build      force a colcon build
 #   make clean      remove build/ install/ log/ (keeps .venv)
 #   make distclean  clean + remove .venv and caches
@@ -23,7 +23,7 @@ test: setup
 	PARAPUSH_REQUIRE_ROS=1 timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) ./env.sh python -m pytest test -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
 
 demo: setup
-	./env.sh parapush demo
+	./env.sh parapush sim --push --out out
 
 build:
 	@PARAPUSH_FORCE_BUILD=1 ./scripts/setup.sh

@@ -118,7 +118,7 @@ def harness(ros_context):
         Parameter("scene", value=SCENE), Parameter("model", value="coarse"), Parameter("samples", value=8),
         Parameter("iterations", value=2), Parameter("control_duration", value=DT),
         Parameter("state_timeout", value=1.0), Parameter("control_rate", value=50.0),
-        Parameter("stop_hold", value=0.5)]))
+        Parameter("stop_hold", value=0.5), Parameter("tracking_loss_timeout", value=0.5)]))
     h = Harness(ex.add(rclpy.create_node("mpc_planner_test")), scene)
     assert h.client.wait_for_server(timeout_sec=10.0)
     yield h, planner
@@ -207,7 +207,7 @@ def test_a_new_goal_pre_empts_the_running_one(harness):
 
 
 @pytest.mark.parametrize("fault, words", [("stale", "stale scene state"), ("invalid", "tracking_valid is false")])
-def test_stale_or_invalid_state_stops_the_push(harness, fault, words):
+def test_a_stale_or_invalid_state_that_lasts_fails_the_push(harness, fault, words):
     h, _ = harness
     x = h.scene.initial_state()
     h.publish_static(x)
@@ -222,7 +222,32 @@ def test_stale_or_invalid_state_stops_the_push(harness, fault, words):
     h.stop_publishing()
     assert res.status == GoalStatus.STATUS_ABORTED
     assert res.result.outcome == PushObject.Result.FAILED and words in res.result.message, res.result.message
+    assert "tracking_loss_timeout" in res.result.message  # it waited for tracking to come back, in vain
     wait_for(lambda: zero(h.cmds[-1][1]), timeout=2.0, what="zero command after the fault")
+
+
+def test_a_tracking_dropout_pauses_the_push_and_it_resumes(harness):
+    h, planner = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.cmds.clear()
+    handle = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=10.0, what="a non-zero push command")
+    h.publish_static(x, valid=False)  # tracking lost for less than tracking_loss_timeout (0.5 s)
+    wait_for(lambda: h.cmds and zero(h.cmds[-1][1]), timeout=1.0, what="a zero command after the dropout")
+    n = len(h.cmds)
+    wait_for(lambda: h.status and h.status[-1].startswith("paused") and "tracking_valid is false" in h.status[-1],
+             timeout=2.0, what="status 'paused'")
+    time.sleep(0.2)
+    assert len(h.cmds) > n and all(zero(m) for _, m in h.cmds[n:])  # held still while tracking is lost
+    h.publish_static(x)  # tracking is back: the push goes on
+    n = len(h.cmds)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds[n:]), timeout=10.0, what="the push resuming")
+    assert not handle.get_result_async().done()
+    wait_future(handle.cancel_goal_async(), what="cancel response")
+    res = wait_future(handle.get_result_async(), timeout=10.0, what="cancelled result")
+    h.stop_publishing()
+    assert res.status == GoalStatus.STATUS_CANCELED
 
 
 def test_bad_goals_fail_with_a_named_reason(harness):

@@ -1,11 +1,17 @@
 """``parapush sim``'s stack: the launch file's nodes and parameter files in one process, over real ROS."""
+import time
+
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
+from action_msgs.msg import GoalStatus  # noqa: E402
 from parapush_msgs.action import PushObject  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
 
 from conftest import BackgroundExecutor, wait_for, wait_future  # noqa: E402
 from parapush_ros import bringup  # noqa: E402
@@ -15,6 +21,8 @@ pytestmark = pytest.mark.timeout(90)
 
 
 def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context):
+    """End to end over real topics: sim -> mocap_ingest -> mpc_planner -> velocity_commander -> sim. A PushObject
+    goal reaches the goal; a mocap dropout on the way stops the pusher and the push resumes once tracking is back."""
     stack = SimStack({"scene": "cylinder_slider", "model": "coarse"},
                      overrides={"mujoco_sim": {"real_time_factor": 2.0}}, context=ros_context)
     try:
@@ -23,16 +31,21 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
         com = stack.nodes["velocity_commander"]
         assert com.p["rate"] == 50.0 and com.p["gripper_enabled"] is False  # config/sim.yaml
         assert com.p["max_speed"] == 0.1  # config/velocity_commander.yaml
-        assert stack.nodes["mpc_planner"].p["model"] == "coarse"
+        planner = stack.nodes["mpc_planner"]
+        assert planner.p["model"] == "coarse" and planner.p["tracking_loss_timeout"] == 3.0
         assert all(n.get_parameter("use_sim_time").value for k, n in stack.nodes.items() if k != "mujoco_sim")
         assert {n.scene.name for k, n in stack.nodes.items() if hasattr(n, "scene")} == {"cylinder_slider"}
-        assert stack.nodes["mujoco_sim"].sim.scene.name == "cylinder_slider"
+        sim_node = stack.nodes["mujoco_sim"]
+        sim = sim_node.sim
+        assert sim.scene.name == "cylinder_slider"
         stack.start()
         with BackgroundExecutor(ros_context) as ex:
             io = ex.add(rclpy.create_node("runner_test_io", context=ros_context))
-            states = []
+            states, status = [], []
             io.create_subscription(SceneState, "/scene_state", states.append,
                                    QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            io.create_subscription(String, "/planner/status", lambda m: status.append(m.data),
+                                   QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
             wait_for(lambda: states and states[-1].pusher_tracking_valid and states[-1].objects[0].tracking_valid,
                      timeout=15, what="a valid scene_state from the simulated mocap")
             assert states[-1].header.frame_id == "table"
@@ -40,16 +53,29 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
             client = ActionClient(io, PushObject, "/push_object")
             assert client.wait_for_server(timeout_sec=10)
             feedback = []
-            goal = PushObject.Goal(target_object="cylinder", goal_x=0.2, goal_y=0.0, position_tolerance=0.03,
-                                   yaw_tolerance=-1.0, max_actions=3)
+            goal = PushObject.Goal(target_object="cylinder", goal_x=0.12, goal_y=0.0, position_tolerance=0.03,
+                                   yaw_tolerance=-1.0, max_actions=12)
             handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), timeout=10,
                                  what="goal acceptance")
             assert handle.accepted
-            x0 = stack.nodes["mujoco_sim"].sim.planar_state()[0]
-            wait_for(lambda: stack.nodes["mujoco_sim"].sim.planar_state()[0] > x0 + 0.01, timeout=20,
-                     what="the simulated pusher moving")
-            res = wait_future(handle.get_result_async(), timeout=40, what="push result")
-            assert res.result.actions_executed >= 1 and feedback
+            x0 = sim.planar_state()[0]
+            wait_for(lambda: sim.planar_state()[0] > x0 + 0.01, timeout=20, what="the simulated pusher moving")
+
+            # mocap dropout: the slider's marker is occluded; the planner pauses and the pusher stops
+            sim_node.set_parameters([Parameter("hidden_bodies", value="cylinder")])
+            wait_for(lambda: status and status[-1].startswith("paused"), timeout=10, what="planner status 'paused'")
+            time.sleep(0.3)  # the commander's ramp down (acceleration limit) and the sim's servo have settled
+            p0 = sim.planar_state()[:2].copy()
+            time.sleep(0.5)
+            assert np.linalg.norm(sim.planar_state()[:2] - p0) < 1e-3  # held still while tracking is lost
+            assert not handle.get_result_async().done()
+            sim_node.set_parameters([Parameter("hidden_bodies", value="")])  # tracking is back: it resumes
+
+            res = wait_future(handle.get_result_async(), timeout=60, what="push result")
+            assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+            assert res.result.outcome == PushObject.Result.REACHED, res.result.message
+            assert res.result.actions_executed >= 2 and feedback
+            assert abs(sim.planar_state()[2] - 0.12) < 0.03  # the simulated slider really is at the goal
             client.destroy()
     finally:
         stack.shutdown()

@@ -18,12 +18,13 @@ class ConversionError(ValueError):
     """A message does not describe a valid state/control sequence for the scene."""
 
 
-def scene_state_to_array(msg: SceneState, scene: Scene, require_valid: bool = True) -> np.ndarray:
+def scene_state_to_array(msg: SceneState, scene: Scene, require_valid: bool = True,
+                         field: str = "initial_state") -> np.ndarray:
     """The planar state vector of ``msg``. Raises ConversionError naming missing, unknown, non-finite or (with
-    ``require_valid``) untracked objects or an untracked pusher."""
+    ``require_valid``) untracked objects or an untracked pusher; ``field`` is the message's name in the errors."""
     L = scene.layout
     if require_valid and not msg.pusher_tracking_valid:
-        raise ConversionError("initial_state.pusher_tracking_valid is false (pusher tracking lost or invalid)")
+        raise ConversionError(f"{field}.pusher_tracking_valid is false (pusher tracking lost or invalid)")
     x = np.zeros(L.dim)
     x[0:2] = (msg.pusher_x, msg.pusher_y)
     L.pusher_vel(x)[:] = (msg.pusher_vx, msg.pusher_vy)
@@ -31,25 +32,25 @@ def scene_state_to_array(msg: SceneState, scene: Scene, require_valid: bool = Tr
     obstacle_names = {o.name for o in scene.obstacles}
     for i, o in enumerate(msg.objects):
         if o.name in by_name:
-            raise ConversionError(f"initial_state.objects[{i}]: duplicate object name {o.name!r}")
+            raise ConversionError(f"{field}.objects[{i}]: duplicate object name {o.name!r}")
         by_name[o.name] = (i, o)
     unknown = [n for n in by_name if n not in {o.name for o in scene.objects} and n not in obstacle_names]
     if unknown:
-        raise ConversionError(f"initial_state.objects: unknown object(s) {unknown} for scene {scene.name!r} "
+        raise ConversionError(f"{field}.objects: unknown object(s) {unknown} for scene {scene.name!r} "
                               f"(expected {[o.name for o in scene.objects]})")
     poses, vels = L.object_poses(x), L.object_vels(x)
     for k, spec in enumerate(scene.objects):
         if spec.name not in by_name:
-            raise ConversionError(f"initial_state.objects: object {spec.name!r} of scene {scene.name!r} is missing "
+            raise ConversionError(f"{field}.objects: object {spec.name!r} of scene {scene.name!r} is missing "
                                   f"(got {sorted(by_name)})")
         i, o = by_name[spec.name]
         if require_valid and not o.tracking_valid:
-            raise ConversionError(f"initial_state.objects[{i}] ({o.name!r}): tracking_valid is false")
+            raise ConversionError(f"{field}.objects[{i}] ({o.name!r}): tracking_valid is false")
         poses[k] = (o.x, o.y, o.yaw)
         vels[k] = (o.vx, o.vy, o.omega)
     if not np.all(np.isfinite(x)):
         bad = [f"{name}" for name, v in _fields(msg) if not np.isfinite(v)]
-        raise ConversionError(f"initial_state: non-finite value(s) in {', '.join(bad)}")
+        raise ConversionError(f"{field}: non-finite value(s) in {', '.join(bad)}")
     return x
 
 

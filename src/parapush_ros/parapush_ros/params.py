@@ -171,6 +171,9 @@ def _planner_params() -> dict:
         "control_rate": Param(20.0, "rate of pusher_cmd while pushing (Hz)"),
         "state_timeout": Param(0.5, "a scene state older than this (since reception) is stale: stop (s)"),
         "stop_hold": Param(0.5, "after a push ends, zero commands keep being sent for this long (s)"),
+        "tracking_loss_timeout": Param(3.0, "a stale or invalid scene state stops the pusher at once; the push "
+                                            "resumes (re-planned from the fresh state) if a valid one comes back "
+                                            "within this long, else it fails (s; 0 = fail at once)"),
         "frame_id": Param("table", "frame of commands, plans and markers (REP-103 table frame); incoming "
                                    "goal poses must be in it (or have an empty frame_id)"),
         "goal_pose_starts_push": Param(True, "a /goal_pose message starts a push to it (pre-empting a running "

@@ -223,6 +223,8 @@ def run(args) -> dict:
         print("parapush sim: interrupted", file=sys.stderr)
     finally:
         stack.shutdown()
+    if args.push and summary.get("outcome") != "REACHED":
+        raise SystemExit(f"parapush sim: the push ended {summary.get('outcome', 'unfinished')}, not REACHED")
     return summary
 
 

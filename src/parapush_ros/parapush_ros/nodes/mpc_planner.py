@@ -11,13 +11,16 @@ newest state (stop-and-plan, as on the paper's robot). Feedback follows every st
 ``PushPlan``, a ``nav_msgs/Path`` of the target and a ``MarkerArray``; ``planner/status`` says what it is doing.
 
 Safety: a stale (older than ``state_timeout`` since reception) or invalid (tracking lost, NaN, unknown objects)
-scene state, a planning failure, a cancel, a pre-emption or the end of the task make it publish a zero twist at
-once and report the outcome; zeros keep coming for ``stop_hold`` seconds. A non-finite command is never sent.
+scene state makes it publish a zero twist at once and pause: the push resumes, re-planned from the fresh state,
+when a valid state comes back within ``tracking_loss_timeout`` (a mocap dropout), and fails otherwise. A planning
+failure, a cancel, a pre-emption or the end of the task publish a zero twist at once and report the outcome;
+zeros keep coming for ``stop_hold`` seconds. A non-finite command is never sent.
 """
 from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +66,7 @@ class PushRun:
     stop_outcome: Outcome | None = None  # set by whoever stops it from outside (cancel, pre-emption, fault)
     stop_reason: str = ""
     new_goal: object = None  # a Goal that /goal_pose wants the running push to move to
+    interrupted: threading.Event = field(default_factory=threading.Event)  # the held control was cut short
     plan_times: list = field(default_factory=list)
 
     def stop(self, outcome: Outcome, reason: str):
@@ -83,8 +87,9 @@ class MPCPlannerNode(Node):
         for name in ("control_rate", "state_timeout"):
             if not p[name] > 0.0:
                 raise ValueError(f"parameter {name}: must be > 0, got {p[name]}")
-        if p["stop_hold"] < 0.0:
-            raise ValueError(f"parameter stop_hold: must be >= 0, got {p['stop_hold']}")
+        for name in ("stop_hold", "tracking_loss_timeout"):
+            if not p[name] >= 0.0:
+                raise ValueError(f"parameter {name}: must be >= 0, got {p[name]}")
         if p["coarse_model"] not in COARSE_KINDS:
             raise ValueError(f"parameter coarse_model: {p['coarse_model']!r} is not one of {COARSE_KINDS}")
         self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
@@ -163,7 +168,7 @@ class MPCPlannerNode(Node):
     def _on_state(self, msg: SceneState):
         now = self.get_clock().now()
         try:
-            x, err = scene_state_to_array(msg, self.scene, require_valid=True), ""
+            x, err = scene_state_to_array(msg, self.scene, require_valid=True, field="scene_state"), ""
         except ConversionError as e:
             x, err = None, f"invalid scene state: {e}"
         with self._lock:
@@ -219,9 +224,10 @@ class MPCPlannerNode(Node):
         run, cmd = self._run, self._command
         if run is not None:
             problem = self._state_problem()
-            if problem and cmd is not None:  # acting on a bad state: stop now, the push loop reports it
-                run.stop(Outcome.FAILED, problem)
-                self._send_zero()
+            if problem and cmd is not None:  # acting on a bad state: stop now; the push loop pauses or fails
+                self._command = None
+                run.interrupted.set()
+                self._publish_twist(np.zeros(2))
                 return
             if cmd is not None and now < cmd[1] and not run.stop_event.is_set():
                 self._publish_twist(cmd[0])
@@ -328,7 +334,9 @@ class MPCPlannerNode(Node):
                 run.stop(Outcome.ABORTED, "cancelled by the client")
             if run.stop_event.is_set():
                 return run.stop_outcome, run.stop_reason, actions, dist
-            problem = self._state_problem()
+            problem = self._wait_for_valid_state(run)
+            if run.stop_event.is_set():
+                continue
             if problem:
                 return Outcome.FAILED, problem, actions, dist
             x = self._latest_state()
@@ -348,27 +356,48 @@ class MPCPlannerNode(Node):
             run.plan_times.append(plan.plan_time)
             if run.stop_event.is_set():
                 continue
-            problem = self._state_problem()  # the state may have gone bad while planning
-            if problem:
-                return Outcome.FAILED, problem, actions, dist
+            if self._state_problem():  # the state went bad while planning: pause, then re-plan
+                continue
             u = plan.controls[0]
             if not np.all(np.isfinite(u)):
                 return Outcome.FAILED, f"planning failed: non-finite control {u}", actions, dist
             until = clock.now() + Duration(seconds=self.config.dt)
+            run.interrupted.clear()
             self._command = (u.copy(), until)
             self._publish_twist(u)
             self._publish_plan(plan, goal, run, actions, dist)
             self._set_status(f"pushing {self.scene.objects[goal.object_index].name!r}: step {actions + 1}/"
                              f"{max_actions}, {dist * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan "
                              f"{plan.plan_time:.2f} s ({plan.model})")
-            while clock.now() < until and not run.stop_event.is_set():
+            while clock.now() < until and not run.stop_event.is_set() and not run.interrupted.is_set():
                 run.stop_event.wait(0.005)
             self._command = None
             if run.stop_event.is_set():
                 continue
             self._publish_twist(np.zeros(2))  # stop-and-plan: hold still while re-planning
             self.planner.commit()
-            actions += 1
+            actions += 1  # an interrupted control counts: the pusher has moved
+
+    def _wait_for_valid_state(self, run: PushRun) -> str:
+        """'' once the scene state is usable; while it is not (a mocap dropout), hold the pusher still for up to
+        ``tracking_loss_timeout`` and return the problem if it does not clear (or at once when that is 0)."""
+        problem = self._state_problem()
+        if not problem:
+            return ""
+        timeout = self.p["tracking_loss_timeout"]
+        if timeout <= 0.0:
+            return problem
+        self.get_logger().warning(f"paused: {problem}; resuming if it clears within {timeout:g} s")
+        self._set_status(f"paused: {problem}")
+        deadline = time.monotonic() + timeout  # wall time: a simulation whose /clock died must not hang it
+        while problem and not run.stop_event.is_set():
+            if time.monotonic() >= deadline:
+                return f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)"
+            run.stop_event.wait(0.01)
+            problem = self._state_problem()
+        if not run.stop_event.is_set():
+            self.get_logger().info("valid scene state again: resuming the push")
+        return ""
 
     def _publish_plan(self, plan, goal, run: PushRun, step: int, dist: float):
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])

@@ -144,6 +144,8 @@ class VelocityCommanderNode(Node):
             self.status_pub.publish(String(data=text))
             if status in ("watchdog", "no pusher state", "estop", "waiting for grasp"):
                 self.get_logger().warning(f"state -> {text}")
+            elif status.startswith("limited") or status == "ok":  # routine: every ramp up/down of a push
+                self.get_logger().debug(f"state -> {text}")
             else:
                 self.get_logger().info(f"state -> {text}")
 

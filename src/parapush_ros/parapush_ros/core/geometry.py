@@ -66,11 +66,9 @@ class Footprint:
 
     def sdf(self, points, pose):
         """Signed distance (m) from world ``points`` to the outline at ``pose`` and the outward world normal."""
-        local = to_local(points, pose)
-        if self.shape == "cylinder":
-            d, g = circle_sdf(local, self.radius)
-        else:
-            d, g = box_sdf(local, self.half_extents)
+        if self.shape == "cylinder":  # rotation invariant: no round trip through the body frame
+            return circle_sdf(points - pose[..., :2], self.radius)
+        d, g = box_sdf(to_local(points, pose), self.half_extents)
         return d, rotate(g, pose[..., 2])
 
     def corners(self, pose):
@@ -130,11 +128,11 @@ def ray_entry(origin, direction, length, footprint: Footprint, pose, inflate: fl
     ``inf`` when it moves away. Exact for discs and for rectangles (the Minkowski sum of a rectangle and a
     disc is a rounded rectangle: two slabs and four corner circles).
     """
-    o = to_local(origin, pose)
-    d = rotate(direction, -pose[..., 2])
-    if footprint.shape == "cylinder":
-        entry = _ray_circle(o, d, np.zeros_like(o), footprint.radius + inflate)
+    if footprint.shape == "cylinder":  # rotation invariant: stay in the world frame
+        entry = _ray_circle(origin - pose[..., :2], direction, 0.0, footprint.radius + inflate)
     else:
+        o = to_local(origin, pose)
+        d = rotate(direction, -pose[..., 2])
         hx, hy = footprint.half_extents
         entry = np.minimum(_ray_aabb(o, d, np.array([hx + inflate, hy])),
                            _ray_aabb(o, d, np.array([hx, hy + inflate])))

@@ -131,6 +131,29 @@ MUJOCO_SIM = {
 }
 
 
+NATNET_BRIDGE = {
+    "server_address": Param("", "IPv4 address of the Motive PC: the bridge asks its command port for the model "
+                                "definitions (rigid-body names) and server info at start, and in unicast mode "
+                                "connects and sends keep-alives; empty = no requests (names from body_names)"),
+    "local_address": Param("0.0.0.0", "local IPv4 address to receive on: the interface on the Motive network "
+                                      "(multicast: the interface that joins the group); 0.0.0.0 = any"),
+    "multicast_address": Param("239.255.42.99", "Motive's multicast group (Streaming: Multicast Interface); empty "
+                                                "= unicast (Motive transmission type Unicast)"),
+    "data_port": Param(1511, "UDP port of the frame data (Motive: Data Port); 0 = any free port (tests)"),
+    "command_port": Param(1510, "Motive's command port, where requests are sent (Motive: Command Port)"),
+    "natnet_version": Param("4.1", "NatNet bitstream version the server streams, major.minor: 3.0, 3.1, 4.0 or 4.1 "
+                                   "(Motive 2.0: 3.0, Motive 2.1-2.3: 3.1, Motive 3.0: 4.0, Motive 3.1+: 4.1)"),
+    "frame_id": Param("world", "frame_id of the published poses (= mocap_ingest's mocap_frame_id)"),
+    "topic_template": Param("/{body}/pose", "PoseStamped topic per rigid body, '{body}' = its name (natnet_ros2 "
+                                            "convention, mocap_ingest's default)"),
+    "body_names": Param("", "rigid-body id -> name pairs 'id=name', comma separated (e.g. '1=pusher,2=Slider1'); "
+                            "they override the model-definition names; empty = names from the model definitions "
+                            "(needs server_address); bodies without a name are published as body_<id>"),
+    "qos": Param("reliable", "reliability of the pose publishers: reliable (as natnet_ros2) | best_effort (sensor "
+                             "data); mocap_ingest subscribes best effort and takes both"),
+}
+
+
 def _planner_params() -> dict:
     """mpc_planner parameters. Planner defaults come from ``core.mpc.PlannerConfig`` and cost weights from
     ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""

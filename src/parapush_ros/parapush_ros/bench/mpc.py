@@ -159,7 +159,12 @@ def run(args) -> dict:
                            horizon=args.horizon, dt=args.dt, nominal_speed=args.nominal_speed,
                            approach_speed=args.approach_speed, primitive=args.primitive, seed=args.seed)
     weights = load_cost_weights(args.costs)
+    if args.scenes < 0:
+        raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
+    if args.scenes == 0 and not args.timing:
+        raise ValueError("--scenes 0 runs only the timing study, and --no-timing turns that off: nothing to do")
     scenes = random_scenes(args.scenes, args.seed)
+    timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
     print(f"bench mpc: {len(scenes)} random obstacle scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
           f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions", flush=True)
@@ -170,7 +175,7 @@ def run(args) -> dict:
            "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
     rows = []
     path, out = output_paths(args, "mpc")
-    for world in worlds:
+    for world in (worlds if scenes else []):
         for model in models:
             progress = Progress(len(scenes), f"{world} world, {model}")
             records = run_model(scenes, model, world, PlannerConfig(**{**asdict(config), "model": model}),
@@ -183,12 +188,13 @@ def run(args) -> dict:
                          f["timeout"], f["failed"], s["mean_actions_success"] or "-", s["plan_time_per_step_s"],
                          s["task_time_s"]))
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
-    print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
-                 "plan s/step", "task s"], rows,
-                title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed})")
+    if rows:
+        print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
+                     "plan s/step", "task s"], rows,
+                    title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed})")
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
-        t = timing_study(scenes[0], [m for m in models if m != "coarse"] or models,
+        t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
                          PlannerConfig(**{**asdict(config)}), weights, args.timing_repeats)
         res["timing"] = t
         trows = [(m, *[v["seconds"][k] * 1e3 for k in t["modes"]], v["speedup_vs_serial"][t["modes"][-1]])
@@ -233,7 +239,7 @@ def _plot_runs(scenes, records, path, title):
 
 def add_parser(sub, parent):
     p = sub.add_parser("mpc", parents=[parent], help="closed-loop MPC around an obstacle (paper 000 Sec. 4.3)")
-    p.add_argument("--scenes", type=int, default=3, help="random obstacle scenes (paper goal: 50)")
+    p.add_argument("--scenes", type=int, default=3, help="random obstacle scenes (paper goal: 50; 0 = only the timing study)")
     p.add_argument("--models", default=DEFAULT_MODELS,
                    help=f"comma-separated models (default {DEFAULT_MODELS}; paper 000: {ALL_MODELS})")
     p.add_argument("--mismatch", action="store_true",

@@ -53,6 +53,10 @@ def test_bench_speedup_and_physics_small(tmp_path):
     assert {"N2_K1", "N2_K2"} == set(res["single"])
     for entry in res["single"].values():
         assert entry["measured_speedup"] > 0 and entry["model_speedup"] > 0
+    assert res["coarse_model"] == "analytical"
+    out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2", "--coarse", "learned")
+    res = json.loads((out / "bench_speedup.json").read_text())
+    assert res["coarse_model"] == "learned" and res["single"]["N2_K2"]["measured_speedup"] > 0
     out = run(tmp_path, "bench", "physics", "--batch", "2", "--repeats", "1")
     res = json.loads((out / "bench_physics.json").read_text())
     for key in ("fine_slice_s", "fine_batch_steps_per_s_per_core", "raw_steps_per_s_per_core", "threads",

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from ..core.coarse import AnalyticalCoarseModel
 from ..core.fine import FineModel, default_threads
 from ..core.parareal import Parareal
+from ..core.predict import COARSE_KINDS, Predictor
 from ..core.scene import load_scene
 from .common import median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .convergence import random_pushes
@@ -28,7 +28,7 @@ def run(args) -> dict:
     P = args.threads or default_threads()
     serial_fine = FineModel(scene, threads=1)
     fine = FineModel(scene, threads=P)
-    coarse = AnalyticalCoarseModel(scene)
+    coarse = Predictor(scene, coarse=args.coarse).coarse_model()
     solver = Parareal(scene, coarse, fine)
     rng = np.random.default_rng(args.seed)
     dt = 1.0
@@ -37,9 +37,11 @@ def run(args) -> dict:
     u1 = np.array([[0.025, 0.0]])
     c_f = median_time(lambda: serial_fine.propagate(x0[None], u1, dt), args.repeats)
     c_c = median_time(lambda: coarse.propagate(x0[None], u1, dt), args.repeats * 10)
-    res = {"scene": scene.name, "cores_used": P, "repeats": args.repeats, "c_f_s": c_f, "c_c_s": c_c,
+    res = {"scene": scene.name, "coarse_model": args.coarse, "cores_used": P, "repeats": args.repeats,
+           "c_f_s": c_f, "c_c_s": c_c,
            "alpha": c_c / c_f, "single": {}, "batched": {}, "goal_measured_over_model": GOAL}
-    print(f"bench speedup: c_f = {c_f * 1e3:.2f} ms, c_c = {c_c * 1e6:.1f} us, P = {P} ...", flush=True)
+    print(f"bench speedup: c_f = {c_f * 1e3:.2f} ms, c_c = {c_c * 1e6:.1f} us ({args.coarse}), P = {P} ...",
+          flush=True)
     rows = []
     for N in args.horizons:
         U = np.array([[0.025, 0.0]] * N)
@@ -104,6 +106,7 @@ def _plot(res, horizons, path):
 def add_parser(sub, parent):
     p = sub.add_parser("speedup", parents=[parent], help="measured Parareal speedup vs the model")
     p.add_argument("--scene", default="cylinder_slider")
+    p.add_argument("--coarse", default="analytical", choices=COARSE_KINDS, help="coarse model inside Parareal")
     p.add_argument("--horizons", type=int, nargs="+", default=[4, 8])
     p.add_argument("--batch", type=int, default=20, help="trajectories M in the batched case")
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")

@@ -55,6 +55,20 @@ def test_watchdog_sends_zeros_within_one_period_and_keeps_sending_them():
     assert o.vx == 0.05
 
 
+def test_silence_after_a_zero_command_is_idle_not_a_fault():
+    s = make()
+    run(s, 0.0, 0.5, cmd=(0.05, 0.0))
+    run(s, 0.5, 0.7, cmd=(0.0, 0.0))  # the planner stops the pusher (ramped down to zero) ...
+    outs = run(s, 0.7, 1.2)  # ... and goes quiet
+    assert all(o.zero for _, o in outs)
+    assert outs[-1][1].status == "idle" and "last command was zero" in outs[-1][1].detail
+    # silence while the output is still ramping down from a non-zero command is the watchdog's
+    s = make()
+    run(s, 0.0, 0.5, cmd=(0.05, 0.0))
+    outs = run(s, 0.5, 1.0)
+    assert outs[-1][1].status == "watchdog"
+
+
 def test_estop_latches_until_reset_and_reset_needs_a_new_command():
     s = make()
     run(s, 0.0, 0.1, cmd=(0.05, 0.0))

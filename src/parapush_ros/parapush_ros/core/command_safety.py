@@ -4,7 +4,9 @@
 
 1. e-stop latched -> zeros until ``reset()`` (and a command newer than the reset);
 2. watchdog: no command received within ``command_timeout`` -> zeros (immediately, every period: a ros2_control
-   forward velocity controller would otherwise hold the last command forever);
+   forward velocity controller would otherwise hold the last command forever); when the last command was
+   itself zero (the planner stopped the pusher and went quiet, as it does after every push) the status is
+   ``idle`` rather than ``watchdog``: same zeros, but not a fault;
 3. workspace enforcement needs the pusher position: no valid pusher state within ``state_timeout`` -> zeros;
 4. the command is limited to ``max_speed`` (direction kept), then to ``max_acceleration`` relative to the last
    output, then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
@@ -98,7 +100,7 @@ class Workspace:
 class SafetyOutput:
     vx: float
     vy: float
-    status: str  # "ok", "limited", "estop", "watchdog", "waiting for command", "no pusher state"
+    status: str  # "ok", "limited", "estop", "watchdog", "idle", "waiting for command", "no pusher state"
     detail: str = ""  # what limited the command / why it is zero
 
     @property
@@ -164,6 +166,8 @@ class CommandSafety:
             return SafetyOutput(0.0, 0.0, "waiting for command")
         age = t - self._cmd[0]
         if age > c.command_timeout:
+            if not np.any(self._cmd[1]) and not np.any(self._prev):
+                return SafetyOutput(0.0, 0.0, "idle", f"last command was zero, none for {age:.3f} s")
             return SafetyOutput(0.0, 0.0, "watchdog",
                                 f"no command for {age:.3f} s (command_timeout {c.command_timeout:g} s)")
         if c.enforce_workspace:

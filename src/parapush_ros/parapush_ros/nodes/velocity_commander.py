@@ -42,6 +42,7 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability
 OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
            "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
+          "idle": DiagnosticStatus.OK,
           "watchdog": DiagnosticStatus.WARN, "no pusher state": DiagnosticStatus.WARN,
           "waiting for grasp": DiagnosticStatus.WARN, "estop": DiagnosticStatus.ERROR}
 
@@ -144,7 +145,7 @@ class VelocityCommanderNode(Node):
             self.status_pub.publish(String(data=text))
             if status in ("watchdog", "no pusher state", "estop", "waiting for grasp"):
                 self.get_logger().warning(f"state -> {text}")
-            elif status.startswith("limited") or status == "ok":  # routine: every ramp up/down of a push
+            elif status.startswith("limited") or status in ("ok", "idle"):  # routine: every push ramps and ends
                 self.get_logger().debug(f"state -> {text}")
             else:
                 self.get_logger().info(f"state -> {text}")

@@ -118,13 +118,12 @@ def harness(ros_context):
         Parameter("scene", value=SCENE), Parameter("model", value="coarse"), Parameter("samples", value=8),
         Parameter("iterations", value=2), Parameter("control_duration", value=DT),
         Parameter("state_timeout", value=1.0), Parameter("control_rate", value=50.0),
-        Parameter("stop_hold", value=0.5), Parameter("tracking_loss_timeout", value=0.5)]))
+        Parameter("stop_hold", value=0.5), Parameter("tracking_loss_timeout", value=2.0)]))
     h = Harness(ex.add(rclpy.create_node("mpc_planner_test")), scene)
     assert h.client.wait_for_server(timeout_sec=10.0)
     yield h, planner
     h.stop_publishing()
-    h.client.destroy()
-    ex.shutdown()
+    ex.shutdown()  # destroys the nodes and with them the action client, after the executor stopped
 
 
 def zero(msg):
@@ -158,7 +157,7 @@ def test_goal_feedback_result_against_a_simulated_world(harness):
     speeds = [math.hypot(m.twist.linear.x, m.twist.linear.y) for m in cmds]
     assert all(math.isfinite(s) for s in speeds) and max(speeds) <= 0.1 + 1e-9
     assert max(m.twist.linear.x for m in cmds) > 0.02
-    wait_for(lambda: zero(h.cmds[-1][1]), timeout=2.0, what="zero command after the result")
+    wait_for(lambda: zero(h.cmds[-1][1]), timeout=5.0, what="zero command after the result")
     # plan outputs for RViz and the status line
     wait_for(lambda: h.plans and h.paths and h.markers, timeout=5.0, what="plan, path and markers")
     assert len(h.paths[-1].poses) == 5 and h.paths[-1].header.frame_id == "table"
@@ -180,9 +179,9 @@ def test_cancel_sends_a_zero_command_at_once(harness):
     res = wait_future(handle.get_result_async(), timeout=10.0, what="cancelled result")
     assert res.status == GoalStatus.STATUS_CANCELED
     assert res.result.outcome == PushObject.Result.ABORTED and "cancelled" in res.result.message
-    wait_for(lambda: len(h.cmds) > n_before and zero(h.cmds[-1][1]), timeout=2.0, what="zero command after cancel")
+    wait_for(lambda: len(h.cmds) > n_before and zero(h.cmds[-1][1]), timeout=5.0, what="zero command after cancel")
     n = len(h.cmds)
-    wait_for(lambda: len(h.cmds) >= n + 3, timeout=2.0, what="the zeros that follow a stop")
+    wait_for(lambda: len(h.cmds) >= n + 3, timeout=5.0, what="the zeros that follow a stop")
     assert all(zero(m) for _, m in h.cmds[n:])  # the pusher is never set moving again
     h.stop_publishing()
 
@@ -223,7 +222,7 @@ def test_a_stale_or_invalid_state_that_lasts_fails_the_push(harness, fault, word
     assert res.status == GoalStatus.STATUS_ABORTED
     assert res.result.outcome == PushObject.Result.FAILED and words in res.result.message, res.result.message
     assert "tracking_loss_timeout" in res.result.message  # it waited for tracking to come back, in vain
-    wait_for(lambda: zero(h.cmds[-1][1]), timeout=2.0, what="zero command after the fault")
+    wait_for(lambda: zero(h.cmds[-1][1]), timeout=5.0, what="zero command after the fault")
 
 
 def test_a_tracking_dropout_pauses_the_push_and_it_resumes(harness):
@@ -233,8 +232,8 @@ def test_a_tracking_dropout_pauses_the_push_and_it_resumes(harness):
     h.cmds.clear()
     handle = h.send(0.3, 0.2, max_actions=100)
     wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=10.0, what="a non-zero push command")
-    h.publish_static(x, valid=False)  # tracking lost for less than tracking_loss_timeout (0.5 s)
-    wait_for(lambda: h.cmds and zero(h.cmds[-1][1]), timeout=1.0, what="a zero command after the dropout")
+    h.publish_static(x, valid=False)  # tracking lost for less than tracking_loss_timeout (2 s)
+    wait_for(lambda: h.cmds and zero(h.cmds[-1][1]), timeout=3.0, what="a zero command after the dropout")
     n = len(h.cmds)
     wait_for(lambda: h.status and h.status[-1].startswith("paused") and "tracking_valid is false" in h.status[-1],
              timeout=2.0, what="status 'paused'")

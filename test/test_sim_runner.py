@@ -76,7 +76,6 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
             assert res.result.outcome == PushObject.Result.REACHED, res.result.message
             assert res.result.actions_executed >= 2 and feedback
             assert abs(sim.planar_state()[2] - 0.12) < 0.03  # the simulated slider really is at the goal
-            client.destroy()
     finally:
         stack.shutdown()
 

@@ -93,3 +93,21 @@ def test_bench_mpc_command_small(tmp_path):
         d = (goal - slider) / np.linalg.norm(goal - slider)
         off = abs(d[0] * (ob - slider)[1] - d[1] * (ob - slider)[0])
         assert off < s.objects[0].radius + s.obstacles[0].radius  # the straight push would hit it
+
+
+def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
+    """``--first-scene`` lets a 50-scene study run in parts: part runs equal the same scenes of one whole run."""
+    common = ["bench", "mpc", "--models", "coarse", "--mismatch", "--max-actions", "2", "--samples", "4",
+              "--iterations", "1", "--no-timing", "--seed", "3"]
+    assert main(common + ["--scenes", "2", "--out", str(tmp_path / "whole")]) == 0
+    assert main(common + ["--scenes", "1", "--first-scene", "1", "--out", str(tmp_path / "part")]) == 0
+    whole = json.loads((tmp_path / "whole" / "bench_mpc.json").read_text())
+    part = json.loads((tmp_path / "part" / "bench_mpc.json").read_text())
+    assert part["first_scene"] == 1 and part["scene_defs"] == whole["scene_defs"][1:]
+    for world in ("nominal", "mismatch"):
+        w = next(r for r in whole["runs"] if r["scene"] == 1 and r["world"] == world)
+        p = next(r for r in part["runs"] if r["world"] == world)
+        assert p["scene"] == 1 and p["world_config"] == w["world_config"]
+        assert (p["outcome"], p["actions"], p["path"]) == (w["outcome"], w["actions"], w["path"])
+    with pytest.raises(ValueError, match="--first-scene"):
+        main(common + ["--scenes", "1", "--first-scene", "-1", "--out", str(tmp_path / "bad")])

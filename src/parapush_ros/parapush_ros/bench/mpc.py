@@ -85,7 +85,7 @@ def summarise(records: list) -> dict:
 
 def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weights, args, progress) -> list:
     records = []
-    for i, scene in enumerate(scenes):
+    for i, scene in enumerate(scenes, start=args.first_scene):  # absolute index: a split run matches a whole one
         wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
             i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
         predictor = Predictor(scene, threads=args.threads or None)
@@ -163,12 +163,15 @@ def run(args) -> dict:
         raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
     if args.scenes == 0 and not args.timing:
         raise ValueError("--scenes 0 runs only the timing study, and --no-timing turns that off: nothing to do")
-    scenes = random_scenes(args.scenes, args.seed)
+    if args.first_scene < 0:
+        raise ValueError(f"--first-scene: must be >= 0, got {args.first_scene}")
+    # scenes first_scene .. first_scene+scenes-1 of the seed's sequence: a long study can be split across runs
+    scenes = random_scenes(args.first_scene + args.scenes, args.seed)[args.first_scene:]
     timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
     print(f"bench mpc: {len(scenes)} random obstacle scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
           f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions", flush=True)
-    res = {"seed": args.seed, "scenes": len(scenes), "models": models, "worlds": worlds,
+    res = {"seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene, "models": models, "worlds": worlds,
            "planner": asdict(config), "weights": weights.as_dict(), "max_actions": args.max_actions,
            "mismatch": {"spread": args.spread, "position_noise_m": args.obs_noise,
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
@@ -191,7 +194,8 @@ def run(args) -> dict:
     if rows:
         print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
                      "plan s/step", "task s"], rows,
-                    title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed})")
+                    title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed}"
+                          + (f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1})" if args.first_scene else ")"))
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
@@ -240,6 +244,8 @@ def _plot_runs(scenes, records, path, title):
 def add_parser(sub, parent):
     p = sub.add_parser("mpc", parents=[parent], help="closed-loop MPC around an obstacle (paper 000 Sec. 4.3)")
     p.add_argument("--scenes", type=int, default=3, help="random obstacle scenes (paper goal: 50; 0 = only the timing study)")
+    p.add_argument("--first-scene", type=int, default=0,
+                   help="index of the first random scene of the seed's sequence (split a long study across runs)")
     p.add_argument("--models", default=DEFAULT_MODELS,
                    help=f"comma-separated models (default {DEFAULT_MODELS}; paper 000: {ALL_MODELS})")
     p.add_argument("--mismatch", action="store_true",

@@ -52,7 +52,7 @@ def test_bench_speedup_and_physics_small(tmp_path):
     res = json.loads((out / "bench_speedup.json").read_text())
     assert {"N2_K1", "N2_K2"} == set(res["single"])
     for entry in res["single"].values():
-        assert entry["measured_speedup"] > 0 and entry["model_speedup"] > 0
+        assert entry["measured_speedup"] > 0 and entry["model_speedup"] > 0 and entry["pipelined_speedup"] > 0
     assert res["coarse_model"] == "analytical"
     out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2", "--coarse", "learned")
     res = json.loads((out / "bench_speedup.json").read_text())

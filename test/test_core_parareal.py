@@ -95,6 +95,23 @@ def test_batch_equals_single_solves(models):
         assert np.array_equal(batch.states[m], single.states)
 
 
+@pytest.mark.parametrize("name", ["box_slider", "cylinder_slider"])
+def test_pipelined_schedule_equals_batched_bitwise(models, name):
+    """No barrier between sweeps, same arithmetic: every iterate equals the batched schedule's, at every K."""
+    scene, pr, fine = models[name]
+    rng = np.random.default_rng(5)
+    x0 = start(scene, 0.03)
+    U = np.vstack([FIG5_U, rng.uniform(-0.01, 0.04, (2, 2))])  # N = 6: iterations overlap on 2 threads
+    for k in range(0, 7):
+        a = pr.solve(x0, U, 1.0, max_iterations=k, keep_history=True)
+        b = pr.solve(x0, U, 1.0, max_iterations=k, keep_history=True, schedule="pipelined")
+        assert len(b.history) == k + 1 and all(np.array_equal(h, g) for h, g in zip(a.history, b.history)), k
+        assert np.array_equal(a.states, b.states)
+        assert (b.iterations, b.fine_slices, b.coarse_slices) == (a.iterations, a.fine_slices, a.coarse_slices)
+        assert b.position_change == a.position_change and b.yaw_change == a.yaw_change
+        assert b.exact_slices[0] == k and bool(b.converged[0]) == (k == 6)
+
+
 def test_bad_arguments_are_named(models):
     scene, pr, _ = models["cylinder_slider"]
     x0 = scene.initial_state()
@@ -104,3 +121,11 @@ def test_bad_arguments_are_named(models):
         pr.solve(x0, np.zeros((0, 2)), 1.0, max_iterations=0)
     with pytest.raises(ValueError, match="projection_tolerance"):
         Parareal(scene, pr.coarse, pr.fine, projection_tolerance=1e-4)
+    with pytest.raises(ValueError, match="schedule must be 'batched' or 'pipelined', got 'eager'"):
+        pr.solve(x0, FIG5_U, 1.0, max_iterations=1, schedule="eager")
+    with pytest.raises(ValueError, match="'pipelined' solves one trajectory"):
+        pr.solve(x0[None], FIG5_U[None], 1.0, max_iterations=1, schedule="pipelined")
+    with pytest.raises(ValueError, match="tolerance must be 0"):
+        pr.solve(x0, FIG5_U, 1.0, max_iterations=1, tolerance=1e-3, schedule="pipelined")
+    with pytest.raises(ValueError, match="max_iterations"):
+        pr.solve(x0, FIG5_U, 1.0, max_iterations=5, schedule="pipelined")

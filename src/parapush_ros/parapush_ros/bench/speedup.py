@@ -1,5 +1,8 @@
 """``parapush bench speedup``: measured Parareal wall time against the serial fine model, next to the model.
 
+Each single prediction is also timed with the pipelined schedule (``Parareal.solve(schedule="pipelined")``:
+no barrier between fine sweeps); ``pipelined_gain`` = batched / pipelined wall time.
+
 Model (paper 000 eq. 4 with P cores): S = 1 / ((1+K) c_c/c_f + K ceil(N/P)/N), from the measured cost of one
 coarse call (c_c, batch of one, as Parareal makes it for a single trajectory) and one fine slice (c_f, one thread).
 Our solver recomputes only unconverged slices, so it does less fine work than that model assumes; the JSON also
@@ -48,16 +51,20 @@ def run(args) -> dict:
         t_fine = median_time(lambda: serial_fine.rollout(x0, U, dt), args.repeats)
         for K in range(1, N + 1):
             t_par = median_time(lambda: solver.solve(x0, U, dt, max_iterations=K), args.repeats)
+            t_pipe = median_time(lambda: solver.solve(x0, U, dt, max_iterations=K, schedule="pipelined"),
+                                 args.repeats)
             model = 1.0 / ((1 + K) * c_c / c_f + K * math.ceil(N / P) / N)
             work = sum(math.ceil((N - k + 1) / P) for k in range(1, K + 1))
             model_prefix = N * c_f / ((1 + K) * N * c_c + work * c_f)
             entry = {"serial_fine_s": t_fine, "parareal_s": t_par, "measured_speedup": t_fine / t_par,
-                     "model_speedup": model, "model_speedup_prefix": model_prefix}
+                     "model_speedup": model, "model_speedup_prefix": model_prefix,
+                     "pipelined_s": t_pipe, "pipelined_speedup": t_fine / t_pipe}
             entry["measured_over_model"] = entry["measured_speedup"] / model
             res["single"][f"N{N}_K{K}"] = entry
             rows.append((N, K, t_fine * 1e3, t_par * 1e3, entry["measured_speedup"], model, model_prefix,
-                         entry["measured_over_model"]))
-    print_table(["N", "K", "fine ms", "parareal ms", "measured S", "model S", "model S (prefix)", "meas/model"],
+                         entry["measured_over_model"], t_pipe * 1e3, t_par / t_pipe))
+    print_table(["N", "K", "fine ms", "parareal ms", "measured S", "model S", "model S (prefix)", "meas/model",
+                 "pipelined ms", "pipelined gain"],
                 rows, title=f"bench speedup: single prediction, {P} cores (median of {args.repeats})")
 
     # batched: M trajectories solved together

@@ -122,14 +122,21 @@ def test_sim_objects_falling_off_the_table_are_detected(ros_context, ros_executo
     io = ros_executor.add(rclpy.create_node("simfall_io", context=ros_context))
     from std_msgs.msg import Float64MultiArray
     pub = io.create_publisher(Float64MultiArray, "/simfall/commands", RELIABLE)
-    wait_for(lambda: pub.get_subscription_count() >= 1, what="sim command subscription")
+    wait_for(lambda: pub.get_subscription_count() >= 1, timeout=20, what="sim command subscription")
     cmd = Float64MultiArray(data=[0.3, 0.0])  # held by the sim like a forward velocity controller holds it;
 
     def pushed_off():  # re-sent while waiting, as a controller would, so one message lost in discovery is harmless
         pub.publish(cmd)
         return "cylinder" in sim.sim.fallen
 
-    wait_for(pushed_off, timeout=60, interval=0.05, what="the slider falling off the +x edge")
+    try:
+        wait_for(pushed_off, timeout=60, interval=0.05, what="the slider falling off the +x edge")
+    except pytest.fail.Exception:  # say where things are, so that a failure on a CI machine can be understood
+        x, layout = sim.sim.planar_state(), sim.sim.scene.layout
+        pytest.fail(f"the slider did not fall off within 60 s: sim time {sim.time:.3f} s, pusher at "
+                    f"{layout.pusher_pos(x).round(4).tolist()}, slider at {layout.object_poses(x).round(4).tolist()}, "
+                    f"command {sim._cmd}, "
+                    f"fallen {sorted(sim.sim.fallen)}")
 
 
 @pytest.mark.parametrize("up_axis", ["z", "y"])

@@ -227,7 +227,9 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     assert meta["complete"] and meta["samples"] == 128 and set(meta["counts"]) == {"1", "4"}
     assert meta["family"]["object_radius"] == 0.05115 and meta["code_version"].startswith("0.")
     stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("chunk_*.npz")}
-    assert datagen.run(args)["samples"] == 128  # resumed: nothing to do
+    again = datagen.run(args)
+    assert again["samples"] == 128  # resumed: nothing to do
+    assert again["elapsed_s"] == pytest.approx(meta["elapsed_s"]) and meta["elapsed_s"] > 0.0  # from the chunks
     assert stamps == {p.name: p.stat().st_mtime_ns for p in out.glob("chunk_*.npz")}
     with pytest.raises(ValueError, match="seed"):
         datagen.run(Namespace(**{**vars(args), "seed": 4}))

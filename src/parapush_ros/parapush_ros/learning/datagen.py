@@ -282,9 +282,6 @@ def run(args) -> dict:
             if json.dumps(old.get(k), sort_keys=True) != json.dumps(v, sort_keys=True):
                 raise ValueError(f"{meta_path}: existing dataset has {k} = {old.get(k)!r}, this run asks for {v!r}; "
                                  f"use the same settings to resume or extend, or another --out")
-        prev_elapsed = float(old.get("elapsed_s", 0.0))
-    else:
-        prev_elapsed = 0.0
     meta = {**fixed, "samples_requested": int(args.samples), "chunks": n_chunks,
             "code_version": version_string(), "command": " ".join(["parapush"] + sys.argv[1:]),
             "complete": False}
@@ -294,7 +291,6 @@ def run(args) -> dict:
     print(f"datagen: {n_chunks} chunks of {size} samples ({n_chunks - len(todo)} present), objects {objects}, "
           f"{workers} worker threads -> {root}", file=sys.stderr)
     fines = {}
-    t0 = time.perf_counter()
     prog = Progress(len(todo) * size, "datagen samples")
     try:
         for c in todo:
@@ -312,14 +308,15 @@ def run(args) -> dict:
     finally:
         for f, _ in fines.values():
             f.close()
-        elapsed = prev_elapsed + time.perf_counter() - t0
-        counts, replaced = {}, 0
+        # generation time summed from the chunks themselves: right across resumes, also after a killed run
+        counts, replaced, elapsed = {}, 0, 0.0
         for c in range(n_chunks):
             p = chunk_path(root, c)
             if _chunk_ok(p):
                 with np.load(p) as z:
                     counts[str(int(z["n"]))] = counts.get(str(int(z["n"])), 0) + len(z["x"])
                     replaced += int(z["replaced"])
+                    elapsed += float(z["seconds"]) if "seconds" in z.files else 0.0
         meta.update(counts=counts, samples=sum(counts.values()), restarts_near_edge_or_diverged=replaced,
                     elapsed_s=elapsed, complete=sum(counts.values()) >= n_chunks * size)
         _write_meta(meta_path, meta)

@@ -1,7 +1,8 @@
 """``parapush bench speedup``: measured Parareal wall time against the serial fine model, next to the model.
 
 Each single prediction is also timed with the pipelined schedule (``Parareal.solve(schedule="pipelined")``:
-no barrier between fine sweeps); ``pipelined_gain`` = batched / pipelined wall time.
+no barrier between fine sweeps): JSON ``pipelined_s`` and ``pipelined_speedup`` (over the serial fine model);
+the table's "pipelined gain" is batched / pipelined wall time.
 
 Model (paper 000 eq. 4 with P cores): S = 1 / ((1+K) c_c/c_f + K ceil(N/P)/N), from the measured cost of one
 coarse call (c_c, batch of one, as Parareal makes it for a single trajectory) and one fine slice (c_f, one thread).

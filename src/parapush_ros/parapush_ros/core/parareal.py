@@ -210,7 +210,7 @@ class Parareal:
             for f in pending:
                 f.cancel()
             raise
-        result = PararealResult(states=X[K], iterations=K, fine_slices=fine_slices,
+        result = PararealResult(states=X[K].copy(), iterations=K, fine_slices=fine_slices,
                                 coarse_slices=N + sum(N - k for k in range(1, K + 1)),
                                 converged=np.array([K >= N]), exact_slices=np.array([K]),
                                 history=[X[k].copy() for k in range(K + 1)] if keep_history else None)
@@ -218,7 +218,6 @@ class Parareal:
             dpos, dyaw = L.pose_change(X[k][None], X[k - 1][None])
             result.position_change.append(float(dpos.max()))
             result.yaw_change.append(float(dyaw.max()))
-        result.states = X[K].copy()
         result.wall_time = time.perf_counter() - t_start
         return result
 

@@ -5,6 +5,8 @@ running the benchmarks themselves (see README).
 """
 import json
 
+import numpy as np
+
 import pytest
 
 from parapush_ros.cli import main
@@ -47,13 +49,32 @@ def test_bench_convergence_small(tmp_path):
     assert (out / "convergence.png").exists()
 
 
+def test_speedup_push_keeps_contact():
+    """The speedup push must keep contact for the longest default horizon (8 s): the model assumes every fine
+    slice costs the same, and a slice without contact costs about half."""
+    from parapush_ros.bench.speedup import DEFAULT_OFFSET, contact_gaps_mm
+    from parapush_ros.core.fine import FineModel
+    from parapush_ros.core.scene import load_scene
+    scene = load_scene("cylinder_slider")
+    x0 = scene.initial_state()
+    x0[1] = DEFAULT_OFFSET
+    fine = FineModel(scene, threads=1)
+    gaps = contact_gaps_mm(scene, fine.rollout(x0, np.array([[0.025, 0.0]] * 8), 1.0))
+    assert gaps[1:].max() < 1.0, gaps
+    x0[1] = 0.02  # the old offset: loses contact, which the bench's warning is about
+    gaps = contact_gaps_mm(scene, fine.rollout(x0, np.array([[0.025, 0.0]] * 8), 1.0))
+    assert gaps[-1] > 5.0, gaps
+
+
 def test_bench_speedup_and_physics_small(tmp_path):
     out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2")
     res = json.loads((out / "bench_speedup.json").read_text())
     assert {"N2_K1", "N2_K2"} == set(res["single"])
     for entry in res["single"].values():
         assert entry["measured_speedup"] > 0 and entry["model_speedup"] > 0 and entry["pipelined_speedup"] > 0
-    assert res["coarse_model"] == "analytical"
+        assert entry["model_speedup_hw"] > 0 and entry["measured_over_hw_model"] > 0
+    assert res["coarse_model"] == "analytical" and 0 < res["parallel_efficiency"]
+    assert res["max_contact_gap_mm"]["N2"] < 1.0
     out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2", "--coarse", "learned")
     res = json.loads((out / "bench_speedup.json").read_text())
     assert res["coarse_model"] == "learned" and res["single"]["N2_K2"]["measured_speedup"] > 0

@@ -104,6 +104,21 @@ class Progress:
         sys.stderr.flush()
 
 
+def interleaved_times(fns, repeats: int, warmup: int = 1) -> np.ndarray:
+    """(repeats, len(fns)) wall times, the functions run round-robin: a slow phase of a shared machine (CPU
+    frequency, a neighbour's load) then hits every function alike, so per-round ratios stay meaningful."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times = np.empty((repeats, len(fns)))
+    for r in range(repeats):
+        for j, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn()
+            times[r, j] = time.perf_counter() - t
+    return times
+
+
 def median_time(fn, repeats: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()

@@ -4,10 +4,20 @@ Each single prediction is also timed with the pipelined schedule (``Parareal.sol
 no barrier between fine sweeps): JSON ``pipelined_s`` and ``pipelined_speedup`` (over the serial fine model);
 the table's "pipelined gain" is batched / pipelined wall time.
 
+The push: the pusher starts ``--offset`` (default 10 mm) to the side of the slider's centre line and drives
+straight at 25 mm/s; at that offset it stays in contact for all 8 s, so every fine slice costs about the same, as
+the model assumes (at 20 mm the slider slides off after ~6 s: the serial rollout's last slices then cost half,
+while Parareal's, started from coarse states that are still in contact, do not; the bench warns).
+Timing: the serial rollout and both Parareal schedules run round-robin, ``--repeats`` rounds; the speedups are
+medians of per-round ratios (robust to a shared machine's slow phases), the times medians.
+
 Model (paper 000 eq. 4 with P cores): S = 1 / ((1+K) c_c/c_f + K ceil(N/P)/N), from the measured cost of one
 coarse call (c_c, batch of one, as Parareal makes it for a single trajectory) and one fine slice (c_f, one thread).
 Our solver recomputes only unconverged slices, so it does less fine work than that model assumes; the JSON also
 gives ``model_speedup_prefix``, the same model with the work actually done (sweep k has N-k+1 slices).
+``parallel_efficiency`` e_P is measured too (P copies of one slice on P threads against one alone): the model
+assumes e_P = 1; ``model_speedup_hw`` is the model with the fine sweep slowed by 1/e_P, the most this machine's
+cores allow, and ``measured_over_hw_model`` compares with that.
 The batched case solves M trajectories together (one fine call of up to M x N slices per sweep) and compares with
 M serial fine rollouts one after another, and with the sample-parallel fine rollout (M slices per call).
 """
@@ -21,14 +31,37 @@ from ..core.fine import FineModel, default_threads
 from ..core.parareal import Parareal
 from ..core.predict import COARSE_KINDS, Predictor
 from ..core.scene import load_scene
-from .common import median_time, output_paths, print_table, pyplot, save_figure, write_json
+from .common import interleaved_times, median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .convergence import random_pushes
 
 GOAL = 0.9  # measured >= 0.9 x model
+DEFAULT_OFFSET = 0.01  # m: keeps the pusher on the slider for 8 s (``test_speedup_push_keeps_contact``)
+CONTACT_GAP_MM = 1.0  # a larger pusher-slider gap in the serial rollout means contact was lost
+
+
+def contact_gaps_mm(scene, xs) -> np.ndarray:
+    """Pusher-to-slider surface gap (mm) at each state of a one-object trajectory (negative: penetration)."""
+    L = scene.layout
+    d = np.linalg.norm(L.pusher_pos(xs) - L.object_poses(xs)[..., 0, :2], axis=-1)
+    return (d - scene.objects[0].radius - scene.pusher.radius) * 1e3
+
+
+def parallel_efficiency(one_thread: FineModel, P_threads: FineModel, x, u, dt, repeats) -> float:
+    """e_P = time of one fine slice alone / time of P such slices on P threads (1 = perfect scaling).
+
+    The model counts a fine sweep of P slices on P cores as one slice time; on a machine whose cores slow each
+    other down (shared caches, SMT siblings or a busy host under a virtual machine) it takes 1/e_P of that."""
+    P = P_threads.threads
+    xb, ub = np.repeat(x[None], P, 0), np.repeat(u[None], P, 0)
+    t = interleaved_times([lambda: one_thread.propagate(x[None], u[None], dt),
+                           lambda: P_threads.propagate(xb, ub, dt)], repeats)
+    return float(np.median(t[:, 0] / t[:, 1]))
 
 
 def run(args) -> dict:
     scene = load_scene(args.scene)
+    if len(scene.objects) != 1:
+        raise ValueError(f"--scene: {args.scene} has {len(scene.objects)} objects; the speedup bench pushes one")
     P = args.threads or default_threads()
     serial_fine = FineModel(scene, threads=1)
     fine = FineModel(scene, threads=P)
@@ -37,36 +70,48 @@ def run(args) -> dict:
     rng = np.random.default_rng(args.seed)
     dt = 1.0
     x0 = scene.initial_state()
-    x0[1] = 0.02  # a side push, in contact all along
-    u1 = np.array([[0.025, 0.0]])
-    c_f = median_time(lambda: serial_fine.propagate(x0[None], u1, dt), args.repeats)
-    c_c = median_time(lambda: coarse.propagate(x0[None], u1, dt), args.repeats * 10)
+    x0[1] = args.offset  # a side push; the default offset keeps contact for the longest horizon
+    u = np.array([0.025, 0.0])
+    c_f = median_time(lambda: serial_fine.propagate(x0[None], u[None], dt), args.repeats)
+    c_c = median_time(lambda: coarse.propagate(x0[None], u[None], dt), args.repeats * 10)
+    e_P = parallel_efficiency(serial_fine, fine, x0, u, dt, args.repeats) if P > 1 else 1.0
     res = {"scene": scene.name, "coarse_model": args.coarse, "cores_used": P, "repeats": args.repeats,
-           "c_f_s": c_f, "c_c_s": c_c,
-           "alpha": c_c / c_f, "single": {}, "batched": {}, "goal_measured_over_model": GOAL}
-    print(f"bench speedup: c_f = {c_f * 1e3:.2f} ms, c_c = {c_c * 1e6:.1f} us ({args.coarse}), P = {P} ...",
-          flush=True)
+           "pusher_offset_m": args.offset, "c_f_s": c_f, "c_c_s": c_c, "alpha": c_c / c_f,
+           "parallel_efficiency": e_P, "max_contact_gap_mm": {}, "single": {}, "batched": {}, "goal_measured_over_model": GOAL}
+    print(f"bench speedup: c_f = {c_f * 1e3:.2f} ms, c_c = {c_c * 1e6:.1f} us ({args.coarse}), P = {P}, "
+          f"parallel efficiency of {P} fine slices on {P} threads e_P = {e_P:.2f} ...", flush=True)
     rows = []
     for N in args.horizons:
-        U = np.array([[0.025, 0.0]] * N)
-        t_fine = median_time(lambda: serial_fine.rollout(x0, U, dt), args.repeats)
+        U = np.repeat(u[None], N, 0)
+        gaps = contact_gaps_mm(scene, serial_fine.rollout(x0, U, dt))[1:]  # the start may be a few mm off
+        res["max_contact_gap_mm"][f"N{N}"] = float(gaps.max())
+        if gaps.max() > CONTACT_GAP_MM:
+            print(f"  warning: N = {N}: the pusher leaves the slider ({gaps.max():.1f} mm gap), so fine slices "
+                  f"differ in cost and the model (equal slice costs) does not apply; try a smaller --offset",
+                  flush=True)
         for K in range(1, N + 1):
-            t_par = median_time(lambda: solver.solve(x0, U, dt, max_iterations=K), args.repeats)
-            t_pipe = median_time(lambda: solver.solve(x0, U, dt, max_iterations=K, schedule="pipelined"),
-                                 args.repeats)
+            t = interleaved_times([lambda: serial_fine.rollout(x0, U, dt),
+                                   lambda: solver.solve(x0, U, dt, max_iterations=K),
+                                   lambda: solver.solve(x0, U, dt, max_iterations=K, schedule="pipelined")],
+                                  args.repeats)
+            t_fine, t_par, t_pipe = np.median(t, axis=0)
             model = 1.0 / ((1 + K) * c_c / c_f + K * math.ceil(N / P) / N)
+            model_hw = 1.0 / ((1 + K) * c_c / c_f + K * math.ceil(N / P) / (N * e_P))
             work = sum(math.ceil((N - k + 1) / P) for k in range(1, K + 1))
             model_prefix = N * c_f / ((1 + K) * N * c_c + work * c_f)
-            entry = {"serial_fine_s": t_fine, "parareal_s": t_par, "measured_speedup": t_fine / t_par,
+            measured = float(np.median(t[:, 0] / t[:, 1]))
+            entry = {"serial_fine_s": t_fine, "parareal_s": t_par, "measured_speedup": measured,
                      "model_speedup": model, "model_speedup_prefix": model_prefix,
-                     "pipelined_s": t_pipe, "pipelined_speedup": t_fine / t_pipe}
-            entry["measured_over_model"] = entry["measured_speedup"] / model
+                     "model_speedup_hw": model_hw, "measured_over_model": measured / model,
+                     "measured_over_hw_model": measured / model_hw,
+                     "pipelined_s": t_pipe, "pipelined_speedup": float(np.median(t[:, 0] / t[:, 2]))}
             res["single"][f"N{N}_K{K}"] = entry
-            rows.append((N, K, t_fine * 1e3, t_par * 1e3, entry["measured_speedup"], model, model_prefix,
-                         entry["measured_over_model"], t_pipe * 1e3, t_par / t_pipe))
-    print_table(["N", "K", "fine ms", "parareal ms", "measured S", "model S", "model S (prefix)", "meas/model",
-                 "pipelined ms", "pipelined gain"],
-                rows, title=f"bench speedup: single prediction, {P} cores (median of {args.repeats})")
+            rows.append((N, K, t_fine * 1e3, t_par * 1e3, measured, model, entry["measured_over_model"], model_hw,
+                         entry["measured_over_hw_model"], t_pipe * 1e3, t_par / t_pipe))
+    print_table(["N", "K", "fine ms", "parareal ms", "measured S", "model S", "meas/model", "model S x e_P",
+                 "meas/(model x e_P)", "pipelined ms", "pipelined gain"],
+                rows, title=f"bench speedup: single prediction, {P} cores (medians of {args.repeats} interleaved "
+                            f"rounds; S = median of per-round ratios)")
 
     # batched: M trajectories solved together
     M, N = args.batch, 4
@@ -98,10 +143,14 @@ def run(args) -> dict:
 def _plot(res, horizons, path):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    for N in horizons:
+    for i, N in enumerate(horizons):
         ks = list(range(1, N + 1))
-        ax.plot(ks, [res["single"][f"N{N}_K{k}"]["measured_speedup"] for k in ks], "o-", label=f"measured, N={N}")
-        ax.plot(ks, [res["single"][f"N{N}_K{k}"]["model_speedup"] for k in ks], "--", label=f"model, N={N}")
+        col = f"C{i}"
+        ax.plot(ks, [res["single"][f"N{N}_K{k}"]["measured_speedup"] for k in ks], "o-", color=col,
+                label=f"measured, N={N}")
+        ax.plot(ks, [res["single"][f"N{N}_K{k}"]["model_speedup"] for k in ks], "--", color=col, label=f"model, N={N}")
+        ax.plot(ks, [res["single"][f"N{N}_K{k}"]["model_speedup_hw"] for k in ks], ":", color=col,
+                label=f"model x e_P ({res['parallel_efficiency']:.2f}), N={N}")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xlabel("Parareal iterations K")
     ax.set_ylabel("speedup over serial fine model")
@@ -114,6 +163,8 @@ def _plot(res, horizons, path):
 def add_parser(sub, parent):
     p = sub.add_parser("speedup", parents=[parent], help="measured Parareal speedup vs the model")
     p.add_argument("--scene", default="cylinder_slider")
+    p.add_argument("--offset", type=float, default=DEFAULT_OFFSET,
+                   help="pusher offset (m) across the slider, sideways; 0.02 loses contact after ~6 s")
     p.add_argument("--coarse", default="analytical", choices=COARSE_KINDS, help="coarse model inside Parareal")
     p.add_argument("--horizons", type=int, nargs="+", default=[4, 8])
     p.add_argument("--batch", type=int, default=20, help="trajectories M in the batched case")

@@ -85,6 +85,7 @@ class MujocoSimNode(Node):
         # The loop timer has a callback group of its own so that it cannot starve commands and services under load
         # (a group runs one callback at a time); the lock keeps services and the loop off the simulation together.
         self._lock = threading.RLock()
+        self._closing = False  # set under the lock by destroy_node: callbacks still in flight then do nothing
         loop_group, command_group, service_group = (MutuallyExclusiveCallbackGroup() for _ in range(3))
         self._steps_offset = 0  # sim clock steps carried over from previous scenes (the clock never jumps back)
         self._load(load_scene(p["scene"]))
@@ -231,7 +232,8 @@ class MujocoSimNode(Node):
     # ------------------------------------------------------------------------------------------ loop
     def _tick(self):
         with self._lock:
-            self._advance()
+            if not self._closing:
+                self._advance()
 
     def _advance(self):
         now = time.monotonic()
@@ -277,6 +279,8 @@ class MujocoSimNode(Node):
         wall = time.monotonic() - self._wall_start
         rtf = (self.time - self._sim_start) / wall if wall > 0 else 0.0
         with self._lock:
+            if self._closing:
+                return
             x = self.sim.planar_state()
             fallen = sorted(self.sim.fallen)
         values = {"scene": self.sim.scene.name, "sim_time": f"{self.time:.3f}", "achieved_rtf": f"{rtf:.2f}",
@@ -293,8 +297,11 @@ class MujocoSimNode(Node):
         self.diag_pub.publish(arr)
 
     def destroy_node(self):
-        if self.sim is not None:
-            self.sim.close()
+        """Waits for a loop tick in flight (it holds the lock), so no callback publishes on a destroyed node."""
+        with self._lock:
+            self._closing = True
+            if self.sim is not None:
+                self.sim.close()
         super().destroy_node()
 
 

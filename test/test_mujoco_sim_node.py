@@ -189,7 +189,8 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
     try:
         wait_for(lambda: state.msg.objects[0].x > scene.objects[0].pose[0] + 0.01, timeout=15,
                  what="the slider pushed forward through the whole loop")
-        assert state.msg.pusher_vx == pytest.approx(0.05, abs=0.02)
+        # the pusher runs at the commanded speed (a state taken right at an impact may show a transient dip)
+        wait_for(lambda: abs(state.msg.pusher_vx - 0.05) < 0.02, timeout=5, what="pusher_vx = 0.05 +- 0.02 m/s")
         # occlude the slider: the ingest marks it invalid within its timeout; it recovers when visible again
         sim.set_parameters([Parameter("hidden_bodies", value="Slider1")])
         wait_for(lambda: not state.msg.objects[0].tracking_valid, timeout=5, what="slider invalid")

@@ -66,6 +66,11 @@ def test_speedup_push_keeps_contact():
     assert gaps[-1] > 5.0, gaps
 
 
+def test_bench_speedup_refuses_an_offset_that_misses_the_slider(tmp_path):
+    with pytest.raises(ValueError, match="--offset"):
+        run(tmp_path, "bench", "speedup", "--offset", "0.2", "--horizons", "2", "--repeats", "1")
+
+
 def test_bench_speedup_and_physics_small(tmp_path):
     out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2")
     res = json.loads((out / "bench_speedup.json").read_text())

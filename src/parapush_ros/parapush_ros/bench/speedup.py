@@ -62,6 +62,10 @@ def run(args) -> dict:
     scene = load_scene(args.scene)
     if len(scene.objects) != 1:
         raise ValueError(f"--scene: {args.scene} has {len(scene.objects)} objects; the speedup bench pushes one")
+    reach = scene.objects[0].radius + scene.pusher.radius
+    if not abs(args.offset) < reach:
+        raise ValueError(f"--offset: {args.offset} m misses the slider (pusher and slider radii add up to "
+                         f"{reach:.4f} m)")
     P = args.threads or default_threads()
     serial_fine = FineModel(scene, threads=1)
     fine = FineModel(scene, threads=P)
@@ -77,7 +81,8 @@ def run(args) -> dict:
     e_P = parallel_efficiency(serial_fine, fine, x0, u, dt, args.repeats) if P > 1 else 1.0
     res = {"scene": scene.name, "coarse_model": args.coarse, "cores_used": P, "repeats": args.repeats,
            "pusher_offset_m": args.offset, "c_f_s": c_f, "c_c_s": c_c, "alpha": c_c / c_f,
-           "parallel_efficiency": e_P, "max_contact_gap_mm": {}, "single": {}, "batched": {}, "goal_measured_over_model": GOAL}
+           "parallel_efficiency": e_P, "max_contact_gap_mm": {}, "single": {}, "batched": {},
+           "goal_measured_over_model": GOAL}
     print(f"bench speedup: c_f = {c_f * 1e3:.2f} ms, c_c = {c_c * 1e6:.1f} us ({args.coarse}), P = {P}, "
           f"parallel efficiency of {P} fine slices on {P} threads e_P = {e_P:.2f} ...", flush=True)
     rows = []

@@ -120,11 +120,4 @@ def interleaved_times(fns, repeats: int, warmup: int = 1) -> np.ndarray:
 
 
 def median_time(fn, repeats: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    return float(np.median(interleaved_times([fn], repeats, warmup)))

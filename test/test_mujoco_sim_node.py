@@ -97,10 +97,13 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
 
     # hidden bodies (occlusion), changed at run time
     sim.set_parameters([Parameter("hidden_bodies", value="cylinder")])
-    time.sleep(0.1)
-    n = slider.count
-    time.sleep(0.2)
-    assert slider.count == n
+
+    def no_new_poses():  # samples taken before the change may still be in the latency queue: wait them out
+        n = slider.count
+        time.sleep(0.2)
+        return slider.count == n
+
+    wait_for(no_new_poses, timeout=5, what="no slider poses while it is hidden")
     bad = sim.set_parameters([Parameter("hidden_bodies", value="teapot")])[0]
     assert not bad.successful and "teapot" in bad.reason
 

@@ -148,6 +148,86 @@ def test_far_objects_stay_put_and_the_pusher_follows_its_servo():
     np.testing.assert_allclose(model.propagate(x0[None], u, 2.0), model.propagate(x1[None], u, 1.0), atol=1e-12)
 
 
+def tie_states(gap=0.02, eps=1e-6):
+    """Two 4-cylinder states a hair apart in which object 0's two nearest neighbours swap slots: 1 and 2 sit at
+    (nearly) the same distance from it, 1 a micrometre nearer in the first state and farther in the second."""
+    scene = load_scene("four_cylinders")
+    L, R = scene.layout, scene.objects[0].radius
+    d = 2 * R + gap
+    xs = []
+    for sign in (-1.0, 1.0):
+        poses = np.array([[0.0, 0.0, 0.3],
+                          [(d + sign * eps) * np.cos(1.0), (d + sign * eps) * np.sin(1.0), 0.0],
+                          [d * np.cos(-1.8), d * np.sin(-1.8), 1.0],
+                          [0.35, 0.35, 0.0]])
+        xs.append(L.compose(np.array([-(R + scene.pusher.radius + 0.003), 0.01]), poses))
+    return scene, np.array(xs), np.array([[0.03, 0.0], [0.03, 0.0]])
+
+
+def test_soft_slot_order_weights():
+    scene, x, u = tie_states()
+    rows = LM.encode(x, u)
+    focus = rows.features[rows.i == 0]
+    w = LM.slot_order_weights(focus)
+    np.testing.assert_allclose(w.sum(axis=0), 1.0)
+    swap01 = LM.SLOT_ORDERS.index((1, 0, 2))
+    # at a near tie the sorted order and the one that swaps the two near neighbours count (almost) equally
+    np.testing.assert_allclose(w[[0, swap01]], 0.5, atol=1e-3)
+    # neighbours 10 softness lengths apart: the sorted order alone; absent slots never blend
+    far = LM.encode(*tie_states(gap=0.02)[1:])
+    one = LM.encode(LM.family_scene(1).initial_state()[None], np.array([[0.02, 0.0]]))
+    spread = focus.copy()
+    spread[:, LM._SLOT_REL[0]] *= 1.0 - 10 * LM.SLOT_ORDER_SOFTNESS / np.hypot(*spread[0, LM._SLOT_REL[0]])
+    for rows_ in (spread, one.features, far.features[far.i == 3]):
+        assert np.all(LM.slot_order_weights(rows_)[0] > 1.0 - 1e-4)
+    # the column map moves whole slots
+    cols = LM.slot_order_columns()
+    assert cols.shape == (6, LM.F_IN) and np.array_equal(cols[0], np.arange(LM.F_IN))
+    assert all(sorted(c) == list(range(LM.F_IN)) for c in cols)
+
+
+def test_the_prediction_is_continuous_where_neighbours_swap_slots():
+    """A 2 um change that swaps two neighbours' slots must not move the prediction (it jumps with the hard
+    nearest-first order, which is what made Parareal's corrections wrong in clusters)."""
+    scene, x, u = tie_states()
+    L = scene.layout
+    soft = LM.LearnedCoarseModel.load(scene)
+    hard = LM.LearnedCoarseModel.load(scene, slot_order_softness=0.0)
+    ys, yh = soft.propagate(x, u, 1.0), hard.propagate(x, u, 1.0)
+    assert np.linalg.norm(L.object_poses(yh)[0, 0, :2] - L.object_poses(x)[0, 0, :2]) > 0.01  # it is pushed
+    soft_jump = np.abs(L.object_poses(ys)[1] - L.object_poses(ys)[0]).max()
+    hard_jump = np.abs(L.object_poses(yh)[1] - L.object_poses(yh)[0]).max()
+    assert soft_jump < 2e-5, (soft_jump, hard_jump)
+    assert hard_jump > 10 * soft_jump, (soft_jump, hard_jump)
+    # away from ties the soft order changes nothing: the network sees the sorted rows only
+    _, x2, u2 = tie_states(gap=0.03)
+    L.object_poses(x2)[:, 1, :2] *= 1.3
+    np.testing.assert_array_equal(soft.propagate(x2, u2, 1.0), hard.propagate(x2, u2, 1.0))
+    with pytest.raises(ValueError, match="slot_order_softness"):
+        LM.LearnedCoarseModel.load(scene, slot_order_softness=-1.0)
+
+
+def test_shipped_weights_are_blind_to_object_velocities():
+    """Object start velocities hardly matter on this table (friction stops a free cylinder in milliseconds), and a
+    network that reads them as "being pushed" mis-corrects Parareal: the shipped one ignores them exactly."""
+    scene = load_scene("four_cylinders")
+    model = LM.LearnedCoarseModel.load(scene)
+    assert model.object_velocities is False and model.meta["encoding"]["object_velocities"] is False
+    x0, U = random_cluster_pushes(scene, 8, 1, np.random.default_rng(4))
+    L = scene.layout
+    x1 = x0.copy()
+    L.object_vels(x1)[...] = np.random.default_rng(5).normal(0.0, 0.03, (8, 4, 3))
+    np.testing.assert_array_equal(L.object_poses(model.propagate(x0, U[:, 0], 1.0)),
+                                  L.object_poses(model.propagate(x1, U[:, 0], 1.0)))
+    rows = LM.encode(x1, U[:, 0], object_velocities=False)
+    assert np.all(rows.features[:, LM.OBJECT_VELOCITY_COLS] == 0.0)
+    assert np.array_equal(np.delete(rows.features, LM.OBJECT_VELOCITY_COLS, axis=1),
+                          np.delete(LM.encode(x1, U[:, 0]).features, LM.OBJECT_VELOCITY_COLS, axis=1))
+    assert LM.uses_object_velocities({}) is True  # older weights: trained with velocities
+    with pytest.raises(LM.LearnedModelError, match="encoding.object_velocities"):
+        LM.uses_object_velocities({"encoding": {"object_velocities": "no"}})
+
+
 def heldout(fines, n, size, seed=987_654):
     scene = LM.family_scene(n)
     d = datagen.generate_chunk(fine_for(fines, scene), scene, seed, 0, size)
@@ -243,6 +323,7 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     assert json.loads(weights.with_suffix(".json").read_text())["data"]["samples_used"] == 128
     model = LM.LearnedCoarseModel.load(load_scene("four_cylinders"), weights)
     assert model.meta["training"]["seed"] == 1
+    assert rep["encoding"]["object_velocities"] is False and model.object_velocities is False
 
 
 def test_core_import_does_not_need_torch():

@@ -25,9 +25,30 @@ cannot bridge) fill their slot with flag 0, the parked offset ``PARKED`` (behind
 velocity: a 1-object scene and a 4-object scene whose other objects are far away give the same rows.
 Inputs and outputs are normalised with the training set's mean and standard deviation, stored with the weights.
 
+Object velocities. A cylinder on this table (friction 1.0) stops within milliseconds once nothing pushes it, so
+its velocity at the start of a slice hardly changes where it ends (MuJoCo: a 10 mm/s change moves the end pose by
+~0.2 mm, the size of its own contact noise). In the data, though, a moving object is almost always one being
+pushed, and a network given the velocities learns them as a stand-in for "in contact": the first shipped network
+moved its prediction by 1.3 mm for a 2 mm/s change. In Parareal, whose corrections feed the coarse model states
+with the coarse model's own velocities, that is pure error. Weights trained with ``object_velocities = false``
+(``parapush train``'s default) see zeros in the object velocity columns, and their gate ignores motion (only
+the pusher's path and predicted sweeps count); the pusher velocity stays an input (it sets the servo's lag).
+Weights without the key in their metadata were trained with velocities and are used that way.
+
+Soft slot order. "Nearest first" is discontinuous exactly where it matters: in a cluster the neighbours of an
+object all sit near 2 R, so a 0.1 mm change of the state can swap two slots, and the network, which is not exactly
+indifferent to the order, jumps. Parareal's correction C(x') - C(x) then sees a jump the fine model does not have
+(on the bench's 4-cylinder pushes a 0.1 mm perturbation moved the sorted prediction by up to 7.8 mm, while
+MuJoCo's answer moved by at most 1.1 mm). So the prediction is the weighted mean over the orders of the neighbour
+slots, each order weighted by how well it is sorted: prod over slot pairs s < t of sigmoid((d_t - d_s) /
+``SLOT_ORDER_SOFTNESS``), normalised. Where the distances differ by more than a few softness lengths only the
+sorted order has weight (the network is evaluated once, as trained); near a tie the two orders blend, and at the
+tie they count equally, so the prediction is continuous. Orders with weight below ``SLOT_ORDER_MIN_WEIGHT`` are
+not evaluated. Absent slots never blend (they count as infinitely far, in their fixed order).
+
 Gate (as the authors, who call their network only when the pusher path nears a slider): an object goes through
-the network when the pusher's straight path over the slice passes within ``GATE_MARGIN`` of touching it or when it
-is moving; then, pass by pass, every object that the *predicted* motion of an object already evaluated sweeps
+the network when the pusher's straight path over the slice passes within ``GATE_MARGIN`` of touching it or (only
+for weights that read object velocities) when it is moving; then, pass by pass, every object that the *predicted* motion of an object already evaluated sweeps
 within ``CHAIN_MARGIN`` of (chains of pushes). All other objects keep their pose and come to rest. The predicted
 sweep is a much sharper test than "within reach": on the training data ~85 % of the objects merely within reach
 of a pushed object do not move, and a network asked about them answers with a few mm of noise, which in a
@@ -48,6 +69,7 @@ Inference is batched: one float32 forward pass of all gated rows per gate pass (
 """
 from __future__ import annotations
 
+import itertools
 import subprocess
 import warnings
 from dataclasses import dataclass, replace
@@ -72,6 +94,8 @@ MOVE_EPS = 5e-4  # m: predicted motions below this push nothing
 GATE_SPEED = 0.005  # m/s: objects moving faster than this always go through the network
 GATE_OMEGA = 0.05  # rad/s
 U_EPS = 1e-6  # m/s: slower controls count as zero (frame toward the focus object)
+SLOT_ORDER_SOFTNESS = 0.003  # m: neighbours whose distances differ by less than this blend their slot orders
+SLOT_ORDER_MIN_WEIGHT = 1e-4  # slot orders with a smaller weight are not evaluated (changes the result < 1 um)
 FAMILY_BASE_SCENE = "four_cylinders"
 DEFAULT_WEIGHTS = "learned_coarse.pt"
 _REL_TOL = 1e-6
@@ -138,6 +162,14 @@ def check_family(scene: Scene, family: dict, source: str = "weights") -> None:
                 fail(f"friction.{k}", scene.friction.get(k), "friction", v)
     except KeyError as e:
         raise LearnedModelError(f"learned coarse model ({source}): metadata lacks family field {e}") from None
+
+
+def uses_object_velocities(meta: dict) -> bool:
+    """Whether weights with this metadata take object velocities as inputs (older weights: yes)."""
+    value = (meta.get("encoding") or {}).get("object_velocities", True)
+    if not isinstance(value, bool):
+        raise LearnedModelError(f"metadata encoding.object_velocities is {value!r}, expected true or false")
+    return value
 
 
 def models_dir() -> Path:
@@ -209,11 +241,44 @@ _SLOT_VEL = np.stack([_SLOT_FLAG + 3, _SLOT_FLAG + 4], -1)
 MIRROR_IN = np.ones(F_IN)
 MIRROR_IN[[2, 4, 6, 7, *(_SLOT_FLAG + 2), *(_SLOT_FLAG + 4), *(_SLOT_FLAG + 5)]] = -1.0
 MIRROR_OUT = np.array([1.0, -1.0, -1.0, 1.0, -1.0, -1.0])
+SLOT_ORDERS = tuple(itertools.permutations(range(N_OTHERS)))  # the identity (sorted order) first
+# object velocity inputs: the focus's vx, vy, omega and every slot's vx, vy, omega (zero for velocity-blind weights)
+OBJECT_VELOCITY_COLS = np.concatenate([[5, 6, 7], _SLOT_VEL.ravel(), _SLOT_OMEGA])
 
 
-def encode(x, u, mask=None) -> Rows:
+def slot_order_columns() -> np.ndarray:
+    """(len(SLOT_ORDERS), F_IN) column indices: ``features[:, cols[k]]`` puts the neighbour of slot
+    ``SLOT_ORDERS[k][s]`` into slot s; all other columns stay."""
+    cols = np.tile(np.arange(F_IN), (len(SLOT_ORDERS), 1))
+    width = _SLOT_FLAG[1] - _SLOT_FLAG[0]
+    for k, order in enumerate(SLOT_ORDERS):
+        for s, src in enumerate(order):
+            cols[k, _SLOT_FLAG[s]:_SLOT_FLAG[s] + width] = np.arange(_SLOT_FLAG[src], _SLOT_FLAG[src] + width)
+    return cols
+
+
+_SLOT_ORDER_COLS = slot_order_columns()
+
+
+def slot_order_weights(features, softness: float = SLOT_ORDER_SOFTNESS) -> np.ndarray:
+    """(len(SLOT_ORDERS), R) weights of the slot orders of encoded rows (see "Soft slot order"); columns sum
+    to 1, and a row whose present neighbours are farther apart than a few ``softness`` has weight ~1 on the
+    identity."""
+    d = np.hypot(features[:, _SLOT_REL[:, 0]], features[:, _SLOT_REL[:, 1]])
+    absent = features[:, _SLOT_FLAG] < 0.5
+    d = np.where(absent, 1e3 * (1.0 + np.arange(N_OTHERS)), d)  # far, distinct, in slot order: never blend
+    log_w = np.zeros((len(SLOT_ORDERS), len(features)))
+    for k, order in enumerate(SLOT_ORDERS):
+        for s, t in itertools.combinations(range(N_OTHERS), 2):
+            log_w[k] -= np.logaddexp(0.0, -(d[:, order[t]] - d[:, order[s]]) / softness)  # log sigmoid
+    w = np.exp(log_w - log_w.max(axis=0))
+    return w / w.sum(axis=0)
+
+
+def encode(x, u, mask=None, object_velocities: bool = True) -> Rows:
     """Rows for the objects of ``x`` (B, D) under controls ``u`` (B, 2); ``mask`` (B, n) selects objects
-    (default: all). The object count is read from D = 4 + 6 n."""
+    (default: all). The object count is read from D = 4 + 6 n. ``object_velocities=False``: the object velocity
+    columns are zero (see "Object velocities")."""
     x = np.asarray(x, dtype=float)
     u = np.asarray(u, dtype=float)
     n = (x.shape[1] - 4) // 6
@@ -259,6 +324,8 @@ def encode(x, u, mask=None) -> Rows:
         f[rr[:, None], _SLOT_REL[ss]] = PARKED
         f[rr[:, None], _SLOT_VEL[ss]] = 0.0
         f[rr, _SLOT_OMEGA[ss]] = 0.0
+    if not object_velocities:
+        f[:, OBJECT_VELOCITY_COLS] = 0.0
     return Rows(f, b, i, cos, sin)
 
 
@@ -293,10 +360,11 @@ def apply_outputs(rows: Rows, x_next, y) -> None:
     x_next[b, col + 2] = y[:, 5]
 
 
-def gate(x, u, dt: float, pusher_radius: float, object_radius: float, chain: bool = True) -> np.ndarray:
+def gate(x, u, dt: float, pusher_radius: float, object_radius: float, chain: bool = True,
+         object_velocities: bool = True) -> np.ndarray:
     """(B, n) bool: objects that may move during the slice (see the module docstring). ``chain=False``: only
-    those near the pusher's path or moving; with chains, also every object within reach of those, transitively
-    (the training rows: a superset of what ``swept_reach`` selects at prediction time)."""
+    those near the pusher's path or (``object_velocities``) moving; with chains, also every object within reach of
+    those, transitively (the training rows: a superset of what ``swept_reach`` selects at prediction time)."""
     x = np.asarray(x, dtype=float)
     n = (x.shape[1] - 4) // 6
     p, poses, _, vels = _split(x, n)
@@ -307,7 +375,8 @@ def gate(x, u, dt: float, pusher_radius: float, object_radius: float, chain: boo
     t = np.clip((q[..., 0] * seg[..., 0] + q[..., 1] * seg[..., 1]) / np.maximum(seg2, 1e-18), 0.0, 1.0)
     q -= t[..., None] * seg
     active = q[..., 0] ** 2 + q[..., 1] ** 2 < (pusher_radius + object_radius + GATE_MARGIN) ** 2
-    active |= (vels[..., 0] ** 2 + vels[..., 1] ** 2 > GATE_SPEED ** 2) | (np.abs(vels[..., 2]) > GATE_OMEGA)
+    if object_velocities:
+        active |= (vels[..., 0] ** 2 + vels[..., 1] ** 2 > GATE_SPEED ** 2) | (np.abs(vels[..., 2]) > GATE_OMEGA)
     if chain and n > 1:
         reach = np.sqrt(seg2[:, 0]) + GATE_MARGIN
         dd = c[:, None, :, :] - c[:, :, None, :]
@@ -436,7 +505,7 @@ class LearnedCoarseModel:
 
     def __init__(self, scene: Scene, mlp: MLP, meta: dict, source: str = "<memory>",
                  projection_tolerance: float = DEFAULT_PROJECTION_TOLERANCE, symmetric: bool = True,
-                 two_pass: bool = True):
+                 two_pass: bool = True, slot_order_softness: float = SLOT_ORDER_SOFTNESS):
         family = meta.get("family")
         if family is None:
             raise LearnedModelError(f"learned coarse model ({source}): metadata has no 'family'")
@@ -457,6 +526,10 @@ class LearnedCoarseModel:
         self.object_radius = float(family["object_radius"])
         self.symmetric = symmetric
         self.two_pass = two_pass
+        if not slot_order_softness >= 0.0:
+            raise ValueError(f"slot_order_softness must be >= 0 m, got {slot_order_softness}")
+        self.slot_order_softness = float(slot_order_softness)  # 0: hard nearest-first order (discontinuous)
+        self.object_velocities = uses_object_velocities(meta)
 
     @classmethod
     def load(cls, scene: Scene, path=None, **kwargs) -> "LearnedCoarseModel":
@@ -504,13 +577,13 @@ class LearnedCoarseModel:
         n = L.n_objects
         out = x.copy()
         L.object_vels(out)[...] = 0.0
-        todo = gate(x, u, h, self.scene.pusher.radius, self.object_radius, chain=False) if self.two_pass else \
-            gate(x, u, h, self.scene.pusher.radius, self.object_radius)
+        todo = gate(x, u, h, self.scene.pusher.radius, self.object_radius, chain=not self.two_pass,
+                    object_velocities=self.object_velocities)
         done = np.zeros_like(todo)
         for _ in range(n):
             if not todo.any():
                 break
-            rows = encode(x, u, todo)
+            rows = encode(x, u, todo, self.object_velocities)
             apply_outputs(rows, out, self._predict(rows.features))
             done |= todo
             if n == 1 or not self.two_pass:
@@ -524,6 +597,22 @@ class LearnedCoarseModel:
         return out
 
     def _predict(self, features):
+        """Network outputs for encoded rows: the weighted mean over the soft slot orders that carry weight
+        (mostly just the sorted one), each the mean of the row and its mirror image; one batched call."""
+        if self.slot_order_softness == 0.0:
+            return self._network(features)
+        w = slot_order_weights(features, self.slot_order_softness)
+        w = np.where(w > SLOT_ORDER_MIN_WEIGHT, w, 0.0)
+        w /= w.sum(axis=0)
+        k, r = np.nonzero(w)
+        if len(r) == len(features) and not k.any():  # every row has the sorted order alone: no gathering
+            return self._network(features)
+        y = self._network(features[r[:, None], _SLOT_ORDER_COLS[k]]) * w[k, r, None]
+        out = np.zeros((len(features), F_OUT))
+        np.add.at(out, r, y)
+        return out
+
+    def _network(self, features):
         if not self.symmetric:
             return self.mlp(features)
         R = len(features)

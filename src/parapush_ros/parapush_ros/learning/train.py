@@ -6,6 +6,9 @@ sample. Depths are divided by the standard deviation of the position outputs so 
 (normalised) units, and only penetration beyond ``--penetration-slack`` (default 1 mm, the projection tolerance:
 MuJoCo itself keeps ~0.7 mm in a resting contact, and the data shows it) is penalised.
 
+Inputs: by default the network is blind to the objects' start velocities and its gate ignores them (see
+``core/learned.py``, "Object velocities"); ``--object-velocities`` trains the first shipped encoding instead.
+
 Split: whole chunks go to validation (rollouts never straddle the split). Augmentation: every training sample is
 also used mirrored about the x axis (the physics is symmetric). Optimiser: NAdam (lr 5e-4, batches of 512
 samples, as the paper), learning rate halved when the validation loss stalls, early stopping, best epoch kept.
@@ -39,7 +42,7 @@ def build_net(torch):
     return nn.Sequential(*layers)
 
 
-def prepare(chunks, family: dict, mirror_aug: bool) -> dict:
+def prepare(chunks, family: dict, mirror_aug: bool, object_velocities: bool) -> dict:
     """Network rows plus what the penetration term needs, for a list of chunks (flattened, rows by sample)."""
     slice_s, lag = family["slice_s"], family["pusher_lag_s"]
     feats, ys, row_s, row_slot, cos, sin, base, present, pend, n_of = [], [], [], [], [], [], [], [], [], []
@@ -52,8 +55,9 @@ def prepare(chunks, family: dict, mirror_aug: bool) -> dict:
         for x, u, x1 in versions:
             n = (x.shape[1] - 4) // 6
             S = len(x)
-            mask = LM.gate(x, u, slice_s, family["pusher_radius"], family["object_radius"])
-            rows = LM.encode(x, u, mask)
+            mask = LM.gate(x, u, slice_s, family["pusher_radius"], family["object_radius"],
+                           object_velocities=object_velocities)
+            rows = LM.encode(x, u, mask, object_velocities)
             feats.append(rows.features.astype(np.float32))
             ys.append(LM.targets(rows, x, x1).astype(np.float32))
             row_s.append(rows.b + offset)
@@ -254,7 +258,7 @@ def _fit(torch, trainer, dtr, dva, rng, epochs, batch, lr, weight_decay, patienc
 
 def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, slack=1e-3, val_fraction=0.1,
           patience=12, threads=1, max_samples=None, mirror_aug=True, weight_decay=0.0, learning_curve=(),
-          quiet=False, command=None) -> dict:
+          quiet=False, command=None, object_velocities=False) -> dict:
     """Train, write weights + report + plot, return the report. ``learning_curve``: fractions of the training
     chunks on which extra models are trained and scored on the same validation set (what more data buys)."""
     import torch  # noqa: PLC0415
@@ -271,8 +275,8 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
     train_chunks = [chunks[i] for i in sorted(order[n_val:])] if n_val else chunks
     if not val_chunks:
         val_chunks = chunks  # a one-chunk dataset (tests): validate on the training data
-    dtr = prepare(train_chunks, family, mirror_aug)
-    dva = prepare(val_chunks, family, False)
+    dtr = prepare(train_chunks, family, mirror_aug, object_velocities)
+    dva = prepare(val_chunks, family, False, object_velocities)
     norm = norm_stats(dtr)
     trainer = Trainer(torch, family, norm, w_f, slack)
     say = (lambda *a: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
@@ -303,6 +307,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
                      "torch": str(torch.__version__), "seconds": train_s,
                      "parameters": int(sum(v.numel() for v in best_state.values()))},
         "encoding": {"inputs": LM.F_IN, "outputs": LM.F_OUT, "hidden": list(LM.HIDDEN),
+                     "object_velocities": bool(object_velocities),
                      "context_radius_m": LM.CONTEXT_RADIUS, "parked": list(LM.PARKED),
                      "gate_margin_m": LM.GATE_MARGIN, "chain_margin_m": LM.CHAIN_MARGIN},
         "curves": log,
@@ -314,7 +319,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
     if learning_curve:
         report["learning_curve"] = _learning_curve(torch, learning_curve, train_chunks, val_chunks, dva, report,
                                                    seed, epochs, batch, lr, weight_decay, patience, w_f, slack,
-                                                   mirror_aug, say)
+                                                   mirror_aug, object_velocities, say)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     blob_meta = {k: report[k] for k in ("family", "command", "code_version", "created", "data", "training",
@@ -333,7 +338,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
 
 
 def _learning_curve(torch, fractions, train_chunks, val_chunks, dva, report, seed, epochs, batch, lr,
-                    weight_decay, patience, w_f, slack, mirror_aug, say) -> dict:
+                    weight_decay, patience, w_f, slack, mirror_aug, object_velocities, say) -> dict:
     """Held-out errors of models trained on the first fractions of the training chunks (same validation set),
     next to the full model's: the trend says what more data would buy."""
     def summary(outputs, single):
@@ -345,10 +350,11 @@ def _learning_curve(torch, fractions, train_chunks, val_chunks, dva, report, see
             raise ValueError(f"--learning-curve fractions must lie in (0, 1), got {f}")
         sub = train_chunks[:max(1, int(round(f * len(train_chunks))))]
         family = report["family"]
-        d = prepare(sub, family, mirror_aug)
+        d = prepare(sub, family, mirror_aug, object_velocities)
         norm = norm_stats(d)
         say(f"learning curve: {f:.2f} of the training data ({sum(len(c['x']) for c in sub)} samples)")
-        state, _, _ = _fit(torch, Trainer(torch, family, norm, w_f, slack), d, prepare(val_chunks, family, False),
+        state, _, _ = _fit(torch, Trainer(torch, family, norm, w_f, slack), d,
+                           prepare(val_chunks, family, False, object_velocities),
                            np.random.default_rng(seed), epochs, batch, lr, weight_decay, patience, lambda s: None)
         mlp = LM.mlp_from_state_dict(state, norm)
         p = summary(output_errors(mlp, dva),
@@ -419,6 +425,7 @@ def run(args):
                  w_f=args.w_f, slack=args.penetration_slack, val_fraction=args.val_fraction,
                  patience=args.patience, threads=args.threads, max_samples=args.max_samples,
                  mirror_aug=not args.no_mirror, weight_decay=args.weight_decay,
+                 object_velocities=args.object_velocities,
                  learning_curve=[float(v) for v in args.learning_curve.split(",")] if args.learning_curve else ())
 
 
@@ -439,6 +446,9 @@ def add_parser(sub, parent=None):
                    help="torch threads (default 1: on a busy 2-core machine 2 threads ran an epoch 9x slower)")
     p.add_argument("--max-samples", type=int, default=None, help="use only the first chunks, up to this many")
     p.add_argument("--no-mirror", action="store_true", help="no mirror augmentation")
+    p.add_argument("--object-velocities", action="store_true",
+                   help="feed the objects' start velocities to the network (the first shipped encoding); by default "
+                        "it is blind to them (core/learned.py, 'Object velocities')")
     p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay of NAdam")
     p.add_argument("--learning-curve", default="",
                    help="also train on these fractions of the training data (e.g. 0.25,0.5) and report the trend")

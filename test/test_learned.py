@@ -302,7 +302,7 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     assert all(np.array_equal(a[k], b[k]) for k in ("x", "u", "x_next", "step"))
 
     out = tmp_path / "data"
-    args = Namespace(objects="1,4", samples=128, out=str(out), seed=3, workers=2, chunk_size=32)
+    args = Namespace(objects="1,4", samples=128, out=str(out), seed=3, workers=2, chunk_size=32, into_cluster=0.5)
     meta = datagen.run(args)
     assert meta["complete"] and meta["samples"] == 128 and set(meta["counts"]) == {"1", "4"}
     assert meta["family"]["object_radius"] == 0.05115 and meta["code_version"].startswith("0.")
@@ -313,8 +313,28 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     assert stamps == {p.name: p.stat().st_mtime_ns for p in out.glob("chunk_*.npz")}
     with pytest.raises(ValueError, match="seed"):
         datagen.run(Namespace(**{**vars(args), "seed": 4}))
+    with pytest.raises(ValueError, match="into_cluster"):
+        datagen.run(Namespace(**{**vars(args), "into_cluster": 0.0}))
+    with pytest.raises(ValueError, match="--into-cluster"):
+        datagen.run(Namespace(**{**vars(args), "into_cluster": 1.5, "out": str(tmp_path / "bad")}))
+    legacy = tmp_path / "legacy"  # a dataset written before --into-cluster existed resumes with 0
+    datagen.run(Namespace(**{**vars(args), "objects": "2", "samples": 32, "into_cluster": 0.0, "out": str(legacy)}))
+    old_meta = json.loads((legacy / "dataset.json").read_text())
+    del old_meta["into_cluster"]
+    (legacy / "dataset.json").write_text(json.dumps(old_meta))
+    assert datagen.run(Namespace(**{**vars(args), "objects": "2", "samples": 32, "into_cluster": 0.0,
+                                    "out": str(legacy)}))["samples"] == 32
 
     weights = tmp_path / "w.pt"
+    rep = train([out, legacy], weights, seed=1, epochs=8, batch=32, patience=100, threads=1, quiet=True,
+                command="test")
+    assert [d["into_cluster"] for d in rep["data"]["datasets"]] == [0.5, 0.0]
+    assert rep["data"]["samples_used"] == 160
+    other = json.loads((legacy / "dataset.json").read_text())
+    other["family"]["object_radius"] = 0.04
+    (legacy / "dataset.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="legacy: scene family differs .* in object_radius"):
+        train([out, legacy], tmp_path / "x.pt", epochs=1, quiet=True, command="test")
     rep = train(out, weights, seed=1, epochs=8, batch=32, patience=100, threads=1, quiet=True, command="test")
     curves = rep["curves"]
     assert curves["train_loss"][-1] < 0.7 * curves["train_loss"][0]
@@ -324,6 +344,30 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     model = LM.LearnedCoarseModel.load(load_scene("four_cylinders"), weights)
     assert model.meta["training"]["seed"] == 1
     assert rep["encoding"]["object_velocities"] is False and model.object_velocities is False
+
+
+def test_into_cluster_starts_push_the_target_into_the_others():
+    scene = LM.family_scene(3)
+    L = scene.layout
+
+    def share_behind(into_cluster):
+        """Share of starts with the pusher within 60 deg of 'behind its nearest object' (as seen from the
+        others' centroid), among the starts where it nearly touches that object (so that it is the target)."""
+        sampler = datagen.Sampler(scene, np.random.default_rng(2), into_cluster=into_cluster)
+        hits = []
+        while len(hits) < 60:
+            x, _u = sampler.start()
+            c, p = L.object_poses(x)[:, :2], L.pusher_pos(x)
+            d = np.linalg.norm(c - p, axis=1)
+            t = int(np.argmin(d))
+            if d[t] > scene.objects[0].radius + scene.pusher.radius + 0.003:
+                continue
+            behind = c[t] - np.delete(c, t, axis=0).mean(axis=0)
+            hits.append(behind @ (p - c[t]) / np.linalg.norm(behind) / d[t] >= np.cos(np.radians(60)) - 1e-9)
+        return np.mean(hits)
+
+    assert share_behind(1.0) >= 0.95
+    assert share_behind(0.0) <= 0.6
 
 
 def test_core_import_does_not_need_torch():

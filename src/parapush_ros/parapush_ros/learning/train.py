@@ -1,4 +1,7 @@
-"""``parapush train``: fit the learned coarse model (``core/learned.py``) to a ``parapush datagen`` dataset.
+"""``parapush train``: fit the learned coarse model (``core/learned.py``) to ``parapush datagen`` datasets.
+
+Several datasets of the same scene family train together (``--data A B``: e.g. a general set and a later one of
+chain pushes); the report lists each one's command, seed, code version and counts.
 
 Loss (paper 001 eq. 5): MSE of the normalised network outputs over all gated object rows, plus
 W_F * sum of squared penetration depths of the predicted end positions, slider–slider and pusher–slider, per
@@ -26,7 +29,7 @@ import numpy as np
 
 from ..core import learned as LM
 from ..core.coarse import AnalyticalCoarseModel
-from .datagen import load_dataset
+from .datagen import load_datasets
 
 PAIRS = [(i, j) for i in range(LM.MAX_OBJECTS) for j in range(i + 1, LM.MAX_OBJECTS)]
 
@@ -267,8 +270,8 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     t_start = time.perf_counter()
-    meta, chunks = load_dataset(data_dir, max_samples)
-    family = meta["family"]
+    metas, chunks = load_datasets(data_dir, max_samples)
+    family = metas[0]["family"]
     n_val = max(1, int(round(val_fraction * len(chunks)))) if len(chunks) > 1 else 0
     order = rng.permutation(len(chunks))
     val_chunks = [chunks[i] for i in sorted(order[:n_val])]
@@ -294,12 +297,13 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
         "command": command or " ".join(["parapush"] + sys.argv[1:]),
         "code_version": LM.version_string(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "data": {"dir": str(data_dir), "samples_used": int(sum(len(c["x"]) for c in chunks)),
+        "data": {"dirs": [m["dir"] for m in metas], "samples_used": int(sum(len(c["x"]) for c in chunks)),
                  "train_samples": int(n_train_samples), "val_samples": int(sum(len(c["x"]) for c in val_chunks)),
                  "train_rows_mirrored": int(len(dtr["X"])), "val_rows": int(len(dva["X"])),
-                 "dataset_seed": meta.get("seed"), "dataset_command": meta.get("command"),
-                 "dataset_code_version": meta.get("code_version"), "dataset_counts": meta.get("counts"),
-                 "dataset_elapsed_s": meta.get("elapsed_s")},
+                 "datasets": [{"dir": m["dir"], "seed": m.get("seed"), "command": m.get("command"),
+                               "code_version": m.get("code_version"), "into_cluster": m.get("into_cluster"),
+                               "counts": m.get("counts"), "elapsed_s": m.get("elapsed_s")} for m in metas],
+                 "dataset_elapsed_s": sum(m.get("elapsed_s") or 0.0 for m in metas)},
         "training": {"seed": seed, "epochs_run": len(log["epoch"]), "max_epochs": epochs, "best_epoch": best_epoch,
                      "batch_samples": batch, "lr": lr, "optimiser": "NAdam", "weight_decay": weight_decay, "w_f": w_f,
                      "penetration_slack_m": slack, "val_fraction": val_fraction, "patience": patience,
@@ -432,7 +436,8 @@ def run(args):
 def add_parser(sub, parent=None):
     p = sub.add_parser("train", help="train the learned coarse model on a datagen dataset",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", required=True, help="dataset directory written by 'parapush datagen'")
+    p.add_argument("--data", required=True, nargs="+",
+                   help="dataset directories written by 'parapush datagen' (one or more, same scene family)")
     p.add_argument("--out", required=True, help="weights file to write (.pt); .json and .png go next to it")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=150, help="maximum epochs (early stopping usually ends sooner)")

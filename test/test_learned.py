@@ -370,6 +370,16 @@ def test_into_cluster_starts_push_the_target_into_the_others():
     assert share_behind(0.0) <= 0.6
 
 
+def test_the_cli_names_a_missing_dataset_in_one_line(tmp_path, capsys):
+    from parapush_ros.cli import console_main
+    missing = tmp_path / "nowhere"
+    assert console_main(["train", "--data", str(missing), "--out", str(tmp_path / "w.pt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"parapush train: error: {missing}: no dataset.json (is this a 'parapush datagen' output directory?)"
+    assert console_main(["datagen", "--objects", "0..2", "--out", str(tmp_path / "d")]) == 2
+    assert "parapush datagen: error: --objects: '0..2' must lie within 1..4" in capsys.readouterr().err
+
+
 def test_core_import_does_not_need_torch():
     code = ("import sys; import parapush_ros.core.predict, parapush_ros.core.learned, parapush_ros.learning.datagen, "
             "parapush_ros.cli; parapush_ros.cli.build_parser(); assert 'torch' not in sys.modules, 'torch imported'")

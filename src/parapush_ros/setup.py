@@ -46,7 +46,7 @@ data_files += _tree("rviz", "rviz")
 
 # Console scripts. `parapush` is the command line; ROS 2 node executables are added to NODE_ENTRY_POINTS.
 CLI_ENTRY_POINTS = [
-    "parapush = parapush_ros.cli:main",
+    "parapush = parapush_ros.cli:console_main",
 ]
 # ---- NODE ENTRY POINTS: one "executable_name = parapush_ros.<module>:main" per ROS 2 node (filled in by the
 # ---- node work; launch files refer to these executable names).

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command; errors propagate (tests and scripts see the exception)."""
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
@@ -42,5 +44,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def console_main(argv=None) -> int:
+    """The ``parapush`` executable: a bad argument or input file is reported in one line that names it (exit
+    status 2, as argparse does) instead of a traceback; ``PARAPUSH_TRACEBACK=1`` shows the traceback too."""
+    try:
+        return main(argv)
+    except (ValueError, FileNotFoundError) as e:  # our checks raise these with a message naming the field
+        if os.environ.get("PARAPUSH_TRACEBACK") == "1":
+            raise
+        cmd = " ".join(a for a in (argv if argv is not None else sys.argv[1:])[:2] if not a.startswith("-"))
+        print(f"parapush {cmd}: error: {e}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

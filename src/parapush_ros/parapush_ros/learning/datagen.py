@@ -245,13 +245,18 @@ def chunk_path(root: Path, chunk: int) -> Path:
     return root / f"chunk_{chunk:05d}.npz"
 
 
+def read_meta(path: Path) -> dict:
+    """A ``dataset.json``, with the values that datasets written before a setting existed were made with."""
+    return {**LEGACY_SETTINGS, **json.loads(Path(path).read_text())}
+
+
 def load_dataset(root, max_samples: int | None = None) -> tuple[dict, list[dict]]:
     """(dataset.json contents, list of chunks in chunk order) of a dataset directory."""
     root = Path(root)
     meta_path = root / "dataset.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"{root}: no dataset.json (is this a 'parapush datagen' output directory?)")
-    meta = json.loads(meta_path.read_text())
+    meta = read_meta(meta_path)
     if meta.get("format") != FORMAT:
         raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
     chunks, total = [], 0
@@ -286,7 +291,7 @@ def load_datasets(roots, max_samples: int | None = None) -> tuple[list[dict], li
                           if meta["family"].get(k) != metas[0]["family"].get(k))
             raise ValueError(f"{root}: scene family differs from {roots[0]}'s in {', '.join(diff)}; "
                              f"one network is trained for one family")
-        metas.append({**LEGACY_SETTINGS, **meta, "dir": str(root)})
+        metas.append({**meta, "dir": str(root)})
         chunks += more
     return metas, chunks
 
@@ -315,7 +320,7 @@ def run(args) -> dict:
              "rollout_steps": ROLLOUT_STEPS, "family": family, "into_cluster": float(args.into_cluster)}
     meta_path = root / "dataset.json"
     if meta_path.exists():
-        old = {**LEGACY_SETTINGS, **json.loads(meta_path.read_text())}
+        old = read_meta(meta_path)
         for k, v in fixed.items():
             if json.dumps(old.get(k), sort_keys=True) != json.dumps(v, sort_keys=True):
                 raise ValueError(f"{meta_path}: existing dataset has {k} = {old.get(k)!r}, this run asks for {v!r}; "

@@ -449,7 +449,8 @@ def add_parser(sub, parent=None):
     p.add_argument("--patience", type=int, default=12, help="early stopping: epochs without improvement")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on a busy 2-core machine 2 threads ran an epoch 9x slower)")
-    p.add_argument("--max-samples", type=int, default=None, help="use only the first chunks (in --data order), up to this many samples")
+    p.add_argument("--max-samples", type=int, default=None,
+                   help="use only the first chunks (in --data order), up to this many samples")
     p.add_argument("--no-mirror", action="store_true", help="no mirror augmentation")
     p.add_argument("--object-velocities", action="store_true",
                    help="feed the objects' start velocities to the network (the first shipped encoding); by default "

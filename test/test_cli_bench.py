@@ -80,6 +80,7 @@ def test_bench_speedup_and_physics_small(tmp_path):
         assert entry["model_speedup_hw"] > 0 and entry["measured_over_hw_model"] > 0
     assert res["coarse_model"] == "analytical" and 0 < res["parallel_efficiency"]
     assert res["max_contact_gap_mm"]["N2"] < 1.0
+    assert res["goals_summary"]["measured >= 0.9 x model"].split(" of ")[1].startswith("2 (N, K)")
     out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2", "--coarse", "learned")
     res = json.loads((out / "bench_speedup.json").read_text())
     assert res["coarse_model"] == "learned" and res["single"]["N2_K2"]["measured_speedup"] > 0

@@ -19,7 +19,8 @@ gives ``model_speedup_prefix``, the same model with the work actually done (swee
 assumes e_P = 1; ``model_speedup_hw`` is the model with the fine sweep slowed by 1/e_P, the most this machine's
 cores allow, and ``measured_over_hw_model`` compares with that.
 The batched case solves M trajectories together (one fine call of up to M x N slices per sweep) and compares with
-M serial fine rollouts one after another, and with the sample-parallel fine rollout (M slices per call).
+M serial fine rollouts one after another, and with the sample-parallel fine rollout (M slices per call), all
+round-robin too.
 """
 from __future__ import annotations
 
@@ -122,27 +123,55 @@ def run(args) -> dict:
     M, N = args.batch, 4
     xb, Ub = random_pushes(scene, M, N, rng)
     reps = max(3, args.repeats // 4)
-    t_serial = median_time(lambda: [serial_fine.rollout(xb[m], Ub[m], dt) for m in range(M)], reps)
-    t_sample_par = median_time(lambda: fine.rollout_batch(xb, Ub, dt), reps)
-    brows = [("fine, one after another", "", t_serial * 1e3, 1.0, ""),
-             ("fine, samples in parallel", "", t_sample_par * 1e3, t_serial / t_sample_par, "")]
-    res["batched"] = {"M": M, "N": N, "serial_fine_s": t_serial, "sample_parallel_fine_s": t_sample_par}
     c_c_batch = median_time(lambda: coarse.propagate(xb, Ub[:, 0], dt), args.repeats * 10)  # one call, M rows
-    res["batched"]["c_c_batch_s"] = c_c_batch
-    for K in range(1, N + 1):
-        t = median_time(lambda: solver.solve(xb, Ub, dt, max_iterations=K), reps)
+    Ks = list(range(1, N + 1))
+    t = interleaved_times([lambda: [serial_fine.rollout(xb[m], Ub[m], dt) for m in range(M)],
+                           lambda: fine.rollout_batch(xb, Ub, dt)]
+                          + [lambda K=K: solver.solve(xb, Ub, dt, max_iterations=K) for K in Ks], reps)
+    t_serial, t_sample_par = float(np.median(t[:, 0])), float(np.median(t[:, 1]))
+    c_f_batch = t_serial / (M * N)  # these pushes' own slice cost (contact varies from push to push)
+    sample_par_speedup = float(np.median(t[:, 0] / t[:, 1]))
+    brows = [("fine, one after another", "", t_serial * 1e3, 1.0, ""),
+             ("fine, samples in parallel", "", t_sample_par * 1e3, sample_par_speedup, "")]
+    res["batched"] = {"M": M, "N": N, "repeats": reps, "serial_fine_s": t_serial,
+                      "sample_parallel_fine_s": t_sample_par, "sample_parallel_speedup": sample_par_speedup,
+                      "c_c_batch_s": c_c_batch, "c_f_s": c_f_batch}
+    for j, K in enumerate(Ks, start=2):
         work = sum(math.ceil(M * (N - k + 1) / P) for k in range(1, K + 1))  # fine rounds on P cores
-        model = M * N * c_f / ((1 + K) * N * c_c_batch + work * c_f)
-        res["batched"][f"K{K}"] = {"parareal_s": t, "measured_speedup": t_serial / t, "model_speedup": model,
-                                   "vs_sample_parallel_fine": t_sample_par / t}
-        brows.append((f"parareal K={K}", "", t * 1e3, t_serial / t, model))
+        model = M * N * c_f_batch / ((1 + K) * N * c_c_batch + work * c_f_batch)
+        measured = float(np.median(t[:, 0] / t[:, j]))
+        res["batched"][f"K{K}"] = {"parareal_s": float(np.median(t[:, j])), "measured_speedup": measured,
+                                   "model_speedup": model,
+                                   "vs_sample_parallel_fine": float(np.median(t[:, 1] / t[:, j]))}
+        brows.append((f"parareal K={K}", "", res["batched"][f"K{K}"]["parareal_s"] * 1e3, measured, model))
     print_table(["method", "", "wall ms", "speedup vs serial", "model"], brows,
                 title=f"bench speedup: batch of M = {M} trajectories, N = {N}")
+    res["goals_summary"] = _summary(res)
+    for k, v in res["goals_summary"].items():
+        print(f"  {k}: {v}")
+    if e_P < GOAL:
+        print(f"  note: e_P = {e_P:.2f} < {GOAL}: this machine's cores slow each other down, so measured >= {GOAL} x "
+              f"model is out of reach where the fine sweeps dominate (small K); compare with model x e_P",
+              flush=True)
     path, out = output_paths(args, "speedup")
     write_json(path, res)
     _plot(res, args.horizons, out / "speedup.png")
     fine.close()
     return res
+
+
+def _summary(res) -> dict:
+    """Where the goal (measured >= GOAL x model) holds, against the plain model and the one slowed by 1/e_P."""
+    single = res["single"]
+    s = {}
+    for name, key in (("model", "measured_over_model"), ("model x e_P", "measured_over_hw_model")):
+        short = [k for k, e in single.items() if e[key] < GOAL]
+        s[f"measured >= {GOAL} x {name}"] = f"{len(single) - len(short)} of {len(single)} (N, K)" + \
+            (f"; short at {', '.join(short)}" if short else "")
+    b = res["batched"]
+    k1 = b["K1"]
+    s[f"batched M = {b['M']}, K = 1: measured / model"] = round(k1["measured_speedup"] / k1["model_speedup"], 2)
+    return s
 
 
 def _plot(res, horizons, path):

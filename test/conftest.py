@@ -12,7 +12,6 @@ Fixtures / helpers for ROS tests:
   wait_future        wait for an rclpy Future completed by the background executor and return its result
 """
 import os
-import threading
 import time
 
 import pytest
@@ -74,10 +73,12 @@ class BackgroundExecutor:
     def __init__(self, context=None, num_threads=4):
         from rclpy.executors import MultiThreadedExecutor
 
+        from parapush_ros.spinning import BackgroundSpin
+
         self.context = context
         self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
         self.nodes = []
-        self._thread = None
+        self._spin = BackgroundSpin(self.executor, name="ros-executor")
 
     def add(self, node):
         self.executor.add_node(node)
@@ -85,26 +86,14 @@ class BackgroundExecutor:
         return node
 
     def start(self):
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._spin, name="ros-executor", daemon=True)
-            self._thread.start()
+        self._spin.start()
         return self
-
-    def _spin(self):
-        from rclpy.executors import ExternalShutdownException
-
-        try:
-            self.executor.spin()
-        except (ExternalShutdownException, KeyboardInterrupt):
-            pass
 
     def shutdown(self, timeout=5.0):
         try:
+            self._spin.stop(timeout)  # before the executor's shutdown (parapush_ros.spinning says why)
             self.executor.shutdown(timeout_sec=timeout)
         finally:
-            if self._thread is not None:
-                self._thread.join(timeout=timeout)
-                self._thread = None
             for node in self.nodes:
                 try:
                     node.destroy_node()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import threading
 import time
 from pathlib import Path
 
 from . import bringup, topics
+from .spinning import BackgroundSpin
 
 
 class SimStack:
@@ -67,29 +67,20 @@ class SimStack:
         self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
         for node in self.nodes.values():
             self.executor.add_node(node)
-        self._thread = None
+        self._spin = BackgroundSpin(self.executor, name="parapush-sim")
 
     def start(self) -> "SimStack":
-        self._thread = threading.Thread(target=self._spin, name="parapush-sim", daemon=True)
-        self._thread.start()
+        self._spin.start()
         return self
-
-    def _spin(self):
-        from rclpy.executors import ExternalShutdownException  # noqa: PLC0415
-        try:
-            self.executor.spin()
-        except (ExternalShutdownException, KeyboardInterrupt):
-            pass
 
     def shutdown(self):
         import rclpy  # noqa: PLC0415
         ex = getattr(self, "executor", None)
         if ex is not None:
+            self._spin.stop(timeout=5.0)  # before the executor's shutdown: see spinning.py
             for node in self.nodes.values():
-                ex.remove_node(node)  # no new callbacks for them from here on
+                ex.remove_node(node)
             ex.shutdown(timeout_sec=5.0)
-            if self._thread is not None:
-                self._thread.join(timeout=5.0)
             _drain(ex, timeout=3.0)
         for node in reversed(list(self.nodes.values())):
             try:

@@ -9,6 +9,7 @@ Fixtures / helpers for ROS tests:
   ros_executor       function-scoped BackgroundExecutor (MultiThreadedExecutor spinning in a thread)
   BackgroundExecutor context manager: add nodes, spin in a daemon thread, clean teardown (nodes destroyed)
   wait_for           poll a predicate until it holds or a timeout passes (no fixed sleeps)
+  wait_sim           wait until a given span of simulated time has passed
   wait_future        wait for an rclpy Future completed by the background executor and return its result
 """
 import os
@@ -49,6 +50,13 @@ def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):
         time.sleep(interval)
 
 
+def wait_sim(now, seconds, timeout=60.0, what=None):
+    """Wait until ``seconds`` of simulated time have passed on the clock that ``now()`` reads (s): a test waits on
+    the clock its world runs on, never on wall-clock sleeps (a slow host makes it slower, not different)."""
+    t_end = now() + seconds
+    wait_for(lambda: now() >= t_end, timeout=timeout, what=what or f"{seconds:g} s of simulated time")
+
+
 def wait_future(future, timeout=5.0, what="future"):
     """Wait until an rclpy Future (completed by a background executor) is done and return its result."""
     wait_for(future.done, timeout=timeout, what=what)
@@ -59,53 +67,43 @@ def wait_future(future, timeout=5.0, what="future"):
 
 
 class BackgroundExecutor:
-    """Spin a MultiThreadedExecutor in a background thread.
+    """Nodes spun on a background thread (``parapush_ros.spinning.SpinningNodes``), for a ``with`` block or a
+    fixture. Teardown ends the nodes' activity, waits for callbacks in flight and destroys the nodes, then fails
+    the test if any callback raised: a test leaves nothing running and hides no exception.
 
     Usage::
 
         with BackgroundExecutor(context) as ex:
             node = ex.add(rclpy.create_node("x", context=context))
-            ...
-
-    On exit the executor is shut down, the thread joined and every added node destroyed.
     """
 
     def __init__(self, context=None, num_threads=4):
-        from rclpy.executors import MultiThreadedExecutor
+        from parapush_ros.spinning import SpinningNodes
 
-        from parapush_ros.spinning import BackgroundSpin
+        self._nodes = SpinningNodes(context, num_threads=num_threads, name="ros-executor")
+        self.executor = self._nodes.executor
 
-        self.context = context
-        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
-        self.nodes = []
-        self._spin = BackgroundSpin(self.executor, name="ros-executor")
+    @property
+    def nodes(self) -> list:
+        return self._nodes.nodes
 
     def add(self, node):
-        self.executor.add_node(node)
-        self.nodes.append(node)
-        return node
+        return self._nodes.add(node)
 
     def start(self):
-        self._spin.start()
+        self._nodes.start()
         return self
 
-    def shutdown(self, timeout=5.0):
-        try:
-            self._spin.stop(timeout)  # before the executor's shutdown (parapush_ros.spinning says why)
-            self.executor.shutdown(timeout_sec=timeout)
-        finally:
-            for node in self.nodes:
-                try:
-                    node.destroy_node()
-                except Exception:  # noqa: BLE001 - teardown must not mask the test's own failure
-                    pass
-            self.nodes.clear()
+    def shutdown(self, timeout=5.0, check=True):
+        errors = self._nodes.shutdown(timeout)
+        if errors and check:
+            pytest.fail(f"{len(errors)} callback(s) raised: {errors!r}")
 
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc):
-        self.shutdown()
+    def __exit__(self, exc_type, *_):
+        self.shutdown(check=exc_type is None)  # a failure in progress is not masked by the teardown's
         return False
 
 

@@ -1,7 +1,5 @@
 """mujoco_sim through real rclpy entities, alone and closed-loop with mocap_ingest and velocity_commander."""
 import math
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +13,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # 
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from conftest import wait_for, wait_future  # noqa: E402
+from conftest import wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.core.mocap import MocapToTable  # noqa: E402
 from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
 from parapush_ros.nodes.mujoco_sim import MujocoSimNode  # noqa: E402
@@ -43,6 +41,15 @@ def sec(stamp):
     return stamp.sec + stamp.nanosec * 1e-9
 
 
+def twist(node, vx):
+    """A table-frame twist along x stamped by ``node``'s clock (the sim clock under use_sim_time)."""
+    tw = TwistStamped()
+    tw.header.stamp = node.get_clock().now().to_msg()
+    tw.header.frame_id = "table"
+    tw.twist.linear.x = vx
+    return tw
+
+
 def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, ros_executor):
     origin, yaw = [1.0, 2.0, 0.75], 0.4
     sim = ros_executor.add(MujocoSimNode(namespace="/simtest", parameter_overrides=params(
@@ -68,16 +75,11 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
     # latency: a pose is published after its stamp; the clock runs ahead of it
     assert sec(clock.msg.clock) >= sec(m.header.stamp)
 
-    # push along table +x for ~1 s of sim time, stamping like a sim-time node
-    t_end = sec(clock.msg.clock) + 1.0
-    while sec(clock.msg.clock) < t_end:
-        tw = TwistStamped()
-        tw.header.stamp = io.get_clock().now().to_msg()
-        tw.header.frame_id = "table"
-        tw.twist.linear.x = 0.1
-        cmd.publish(tw)
-        time.sleep(0.01)
-    time.sleep(0.1)
+    # push along table +x for ~1 s of sim time, stamping like a sim-time node, from a timer on the sim clock
+    t_end = sim.time + 1.0
+    pushing = io.create_timer(0.01, lambda: sim.time < t_end and cmd.publish(twist(io, 0.1)))
+    wait_sim(lambda: sim.time, 1.1)  # and the latency queue has delivered
+    io.destroy_timer(pushing)
     m = slider.msg
     p1, _ = tf.to_table([m.pose.position.x, m.pose.position.y, m.pose.position.z],
                         [m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w])
@@ -85,12 +87,13 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
 
     # the twists stopped: like Servo, the sim halts the pusher once they are stale
     x_before = sim.sim.planar_state()[0]
-    time.sleep(0.3)
+    wait_sim(lambda: sim.time, 0.3)
     assert sim.sim.planar_state()[0] == pytest.approx(x_before, abs=2e-3)
 
     # reset service: back to the start; the clock does not jump back
     t_before = sec(clock.msg.clock)
     reset = io.create_client(Trigger, "/simtest/mujoco_sim/reset")
+    assert reset.wait_for_service(timeout_sec=30.0)  # a request sent before discovery can be lost
     assert wait_future(reset.call_async(Trigger.Request()), what="reset").success
     assert sim.sim.planar_state()[2] == pytest.approx(0.0, abs=1e-4)  # the sim keeps stepping after the reset
     wait_for(lambda: sec(clock.msg.clock) > t_before, what="clock advancing after reset")
@@ -98,17 +101,20 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
     # hidden bodies (occlusion), changed at run time
     sim.set_parameters([Parameter("hidden_bodies", value="cylinder")])
 
-    def no_new_poses():  # samples taken before the change may still be in the latency queue: wait them out
-        n = slider.count
-        time.sleep(0.2)
-        return slider.count == n
+    seen = {"count": slider.count, "since": sim.time}
 
-    wait_for(no_new_poses, timeout=5, what="no slider poses while it is hidden")
+    def no_new_poses():  # samples taken before the change may still be in the latency queue: wait them out
+        if slider.count != seen["count"]:
+            seen.update(count=slider.count, since=sim.time)
+        return sim.time - seen["since"] >= 0.2  # none for 0.2 s of sim time (20 samples' worth)
+
+    wait_for(no_new_poses, timeout=30, what="no slider poses while it is hidden")
     bad = sim.set_parameters([Parameter("hidden_bodies", value="teapot")])[0]
     assert not bad.successful and "teapot" in bad.reason
 
     # scene load service: a bad name is refused (scene kept), a good one swaps the bodies and topics
     load = io.create_client(LoadScene, "/simtest/mujoco_sim/load_scene")
+    assert load.wait_for_service(timeout_sec=30.0)
     r = wait_future(load.call_async(LoadScene.Request(scene="no_such_scene")), what="load refusal")
     assert not r.success and "no_such_scene" in r.message and sim.sim.scene.name == "cylinder_slider"
     box = Latest()
@@ -157,7 +163,7 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
                  use_sim_time=True)
     sim = ros_executor.add(MujocoSimNode(namespace=ns, parameter_overrides=params(
         **mocap, real_time_factor=1.0, command_topic=ns + "/servo_twist", position_noise=0.0003, latency=0.005)))
-    ingest = ros_executor.add(MocapIngestNode(namespace=ns, parameter_overrides=params(**mocap, timeout=0.2,
+    ros_executor.add(MocapIngestNode(namespace=ns, parameter_overrides=params(**mocap, timeout=0.2,
                                                                                        rate=50.0)))
     commander = ros_executor.add(VelocityCommanderNode(namespace=ns, parameter_overrides=params(
         scene="obstacle_push", output_topic=ns + "/servo_twist", gripper_enabled=False, use_sim_time=True,
@@ -176,19 +182,8 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
     # stamps are sim-time measurement times, behind the sim clock by about the latency
     assert 0.0 < sim.time - sec(s.header.stamp) < 0.2
 
-    # planner stand-in -> commander -> (servo twist) -> sim -> mocap poses -> ingest
-    stop = threading.Event()
-
-    def planner():
-        while not stop.is_set():
-            tw = TwistStamped()
-            tw.header.stamp = io.get_clock().now().to_msg()
-            tw.header.frame_id = "table"
-            tw.twist.linear.x = 0.05
-            cmd.publish(tw)
-            time.sleep(0.02)
-    th = threading.Thread(target=planner, daemon=True)
-    th.start()
+    # planner stand-in (a 50 Hz timer on the sim clock) -> commander -> (servo twist) -> sim -> mocap -> ingest
+    planner = io.create_timer(0.02, lambda: cmd.publish(twist(io, 0.05)))
     try:
         wait_for(lambda: state.msg.objects[0].x > scene.objects[0].pose[0] + 0.01, timeout=15,
                  what="the slider pushed forward through the whole loop")
@@ -204,9 +199,8 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
         wait_for(lambda: not state.msg.pusher_tracking_valid, timeout=5, what="pusher invalid")
         wait_for(lambda: commander._status == "no pusher state", timeout=5, what="commander stopped")
         x0 = sim.sim.planar_state()[0]
-        time.sleep(0.3)
+        wait_sim(lambda: sim.time, 0.3)
         assert sim.sim.planar_state()[0] == pytest.approx(x0, abs=3e-3)
     finally:
-        stop.set()
-        th.join(2.0)
+        io.destroy_timer(planner)
     assert math.isfinite(state.msg.pusher_x)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from . import bringup, topics
-from .spinning import BackgroundSpin
+from .spinning import SpinningNodes
 
 
 class SimStack:
@@ -29,7 +29,6 @@ class SimStack:
         ``overrides``: {node name: {parameter: value}} on top of everything; ``without``: node names to leave out
         (explicitly: a node that is missing is otherwise an error)."""
         import rclpy  # noqa: PLC0415
-        from rclpy.executors import MultiThreadedExecutor  # noqa: PLC0415
         from rclpy.parameter import Parameter  # noqa: PLC0415
 
         args = {name: d for name, (d, _) in bringup.launch_argument_defaults("sim").items()}
@@ -46,6 +45,8 @@ class SimStack:
         self.context = context
         self.nodes = {}
         self.parameters = {}
+        self.spinning = SpinningNodes(context, num_threads=num_threads, name="parapush-sim")
+        self.executor = self.spinning.executor
         try:
             for spec in bringup.nodes("sim"):
                 if spec.name in without:
@@ -59,34 +60,30 @@ class SimStack:
                 params = bringup.node_parameters(spec, "sim", args, share)
                 params.update(overrides.get(spec.name, {}))
                 self.parameters[spec.name] = params
-                self.nodes[spec.name] = cls(context=context, parameter_overrides=[
-                    Parameter(k, value=v) for k, v in params.items()])
+                self.add_node(spec.name, cls(context=context, parameter_overrides=[
+                    Parameter(k, value=v) for k, v in params.items()]))
         except BaseException:
             self.shutdown()
             raise
-        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
-        for node in self.nodes.values():
-            self.executor.add_node(node)
-        self._spin = BackgroundSpin(self.executor, name="parapush-sim")
+
+    def add_node(self, name: str, node):
+        """Spin one more node with the stack (a client of it, e.g. the CLI's watcher); destroyed with it."""
+        self.nodes[name] = self.spinning.add(node)
+        return node
+
+    @property
+    def errors(self) -> list:
+        """Exceptions raised by the nodes' callbacks so far (printed when they happen)."""
+        return self.spinning.errors
 
     def start(self) -> "SimStack":
-        self._spin.start()
+        self.spinning.start()
         return self
 
     def shutdown(self):
+        """Stop spinning, end running pushes, wait for callbacks in flight, destroy every node (``spinning``)."""
         import rclpy  # noqa: PLC0415
-        ex = getattr(self, "executor", None)
-        if ex is not None:
-            self._spin.stop(timeout=5.0)  # before the executor's shutdown: see spinning.py
-            for node in self.nodes.values():
-                ex.remove_node(node)
-            ex.shutdown(timeout_sec=5.0)
-            _drain(ex, timeout=3.0)
-        for node in reversed(list(self.nodes.values())):
-            try:
-                node.destroy_node()
-            except Exception:  # noqa: BLE001 - teardown must go on
-                pass
+        self.spinning.shutdown(timeout=5.0)
         self.nodes = {}
         if self._own_context and self.context.ok():
             rclpy.shutdown(context=self.context)
@@ -97,17 +94,6 @@ class SimStack:
     def __exit__(self, *exc):
         self.shutdown()
         return False
-
-
-def _drain(executor, timeout: float):
-    """Wait (bounded) for callbacks still running in a MultiThreadedExecutor's worker threads: rclpy's
-    ``shutdown`` does not, and destroying nodes under running callbacks makes them fail noisily."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        running = [f for f in getattr(executor, "_futures", []) if not f.done()]
-        if not running:
-            return
-        time.sleep(0.01)
 
 
 # ------------------------------------------------------------------------------------------------ CLI
@@ -189,8 +175,7 @@ def run(args) -> dict:
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
     watch = _Watch(watch_node)
-    stack.executor.add_node(watch_node)
-    stack.nodes["parapush_sim_cli"] = watch_node
+    stack.add_node("parapush_sim_cli", watch_node)
     summary = {}
     print(f"parapush sim: nodes {', '.join(n for n in stack.nodes if n != 'parapush_sim_cli')}"
           + (f" (left out: {', '.join(args.without)})" if args.without else ""), flush=True)

@@ -196,6 +196,31 @@ class CommandSafety:
         return SafetyOutput(float(v[0]), float(v[1]), "limited" if limits else "ok", "; ".join(limits))
 
 
+# ------------------------------------------------------------------------------------------------ stopping bound
+def stop_travel_bound(speed: float, reaction_time: float, output_period: float, deceleration: float,
+                      servo_bandwidth_hz: float) -> float:
+    """How far (m) the pusher may travel from the moment the scene state goes bad until it stands still.
+
+    The terms, in the order a stop happens:
+      ``speed * reaction_time``   full speed until the stopping command is issued: for an invalid state the
+                                  planner's timer period (plus delivery), for a stale one ``state_timeout`` more;
+                                  mocap_ingest's ``timeout`` more when a body's samples stop (it is declared lost
+                                  only then);
+      ``speed * output_period``   the stop is applied on the next period of whatever sends it to the arm;
+      ``speed**2 / (2 a)``        the commander's ramp down at ``max_acceleration`` (a planner zero is limited
+                                  like any command; ``inf`` where no ramp applies: e-stop, watchdog, no state);
+      ``2 speed / omega``         a critically damped position servo of bandwidth omega = 2 pi f tracking the
+                                  integral of the velocity lags it by 2 v / omega, and covers that lag after the
+                                  command stops (no overshoot).
+    ``speed`` is the largest commanded speed (``max_speed``)."""
+    for name, value in (("speed", speed), ("reaction_time", reaction_time), ("output_period", output_period),
+                        ("deceleration", deceleration), ("servo_bandwidth_hz", servo_bandwidth_hz)):
+        if not value >= 0.0:
+            raise ValueError(f"stop_travel_bound: {name} must be >= 0, got {value}")
+    ramp = 0.0 if math.isinf(deceleration) else speed ** 2 / (2.0 * deceleration)
+    return speed * (reaction_time + output_period) + ramp + 2.0 * speed / (2.0 * math.pi * servo_bandwidth_hz)
+
+
 # ------------------------------------------------------------------------------------------------ output mapping
 def rotate_planar(v, yaw: float) -> np.ndarray:
     """Express a table-frame planar vector in a frame in which the table frame is rotated by ``yaw`` about z."""

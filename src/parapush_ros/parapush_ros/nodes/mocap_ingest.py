@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import math
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from parapush_msgs.msg import ObjectState, SceneState
@@ -34,6 +33,7 @@ from ..core.mocap import (INVALID, LOST, NEVER_SEEN, TRACKING, BodyTracker, Moca
                           PlanarPose, TrackingConfig, check_pose, parse_body_map, pose_topic)
 from ..core.scene import load_scene
 from ..params import MOCAP_INGEST, declare_all
+from ..spinning import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 PUSHER_KEY = "pusher"  # tracker key of the pusher (objects are keyed by their scene names)
@@ -192,16 +192,7 @@ class MocapIngestNode(Node):
         self.marker_pub.publish(MarkerArray(markers=ms))
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = MocapIngestNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_node(MocapIngestNode, args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from nav_msgs.msg import Path
 from parapush_msgs.action import PushObject
@@ -32,9 +31,9 @@ from parapush_msgs.msg import PushPlan, SceneState
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.duration import Duration
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
 from std_msgs.msg import Header, String
 from visualization_msgs.msg import MarkerArray
 
@@ -48,9 +47,11 @@ from ..core.predict import COARSE_KINDS, Predictor, parse_model
 from ..core.scene import load_scene
 from ..core.tasks import CostWeights, PushTask, goal_for
 from ..params import PLANNER, declare_all
+from ..spinning import run_node
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+WALL_BACKSTOP_FACTOR = 10.0  # a wait bounded on the node clock also ends after this many times as long in wall time
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
                 Outcome.OFF_TABLE: PushObject.Result.OFF_TABLE, Outcome.TIMEOUT: PushObject.Result.TIMEOUT,
                 Outcome.ABORTED: PushObject.Result.ABORTED, Outcome.FAILED: PushObject.Result.FAILED}
@@ -105,7 +106,7 @@ class MPCPlannerNode(Node):
             raise ValueError(f"planner parameters: {e}") from None
 
         self._lock = threading.Lock()
-        self._state = None  # (x or None, error message or "", receive time (rclpy Time))
+        self._state = None  # (x or None, error message or "", receive time (rclpy Time), stamp (rclpy Time))
         self._run: PushRun | None = None
         self._run_lock = threading.Lock()  # one push at a time
         self._request_seq = 0  # goals and /goal_pose pushes in arrival order: only the newest one runs
@@ -156,11 +157,20 @@ class MPCPlannerNode(Node):
         g = self.scene.goal
         return g.position if g is not None else self.scene.objects[self.scene.object_index(self.target_name)].pose[:2]
 
-    def destroy_node(self):
+    def stop_activity(self, timeout: float = 5.0) -> bool:
+        """Abort a running push, send zero, and wait (bounded, wall time) until its loop has reported and left:
+        nothing of this node runs after it. False if the loop is still running at ``timeout``."""
         run = self._run
         if run is not None:
             run.stop(Outcome.ABORTED, "planner shutting down")
         self._send_zero()
+        if not self._run_lock.acquire(timeout=timeout):
+            return False
+        self._run_lock.release()
+        return True
+
+    def destroy_node(self):
+        self.stop_activity()
         self.predictor.close()
         super().destroy_node()
 
@@ -172,7 +182,7 @@ class MPCPlannerNode(Node):
         except ConversionError as e:
             x, err = None, f"invalid scene state: {e}"
         with self._lock:
-            self._state = (x, err, now)
+            self._state = (x, err, now, Time.from_msg(msg.header.stamp, clock_type=now.clock_type))
 
     def _state_problem(self) -> str:
         """Why the latest state must not be acted on ('' when it is fine)."""
@@ -180,7 +190,7 @@ class MPCPlannerNode(Node):
             st = self._state
         if st is None:
             return f"no scene state received on {self.state_sub.topic_name}"
-        x, err, t = st
+        x, err, t, _ = st
         age = (self.get_clock().now() - t).nanoseconds * 1e-9
         if age > self.p["state_timeout"]:
             return f"stale scene state: last one {age:.2f} s ago (state_timeout {self.p['state_timeout']} s)"
@@ -325,9 +335,7 @@ class MPCPlannerNode(Node):
         monitor = OutcomeMonitor(self.scene, goal, max_actions)
         clock = self.get_clock()
         # the first state may still be on its way: wait up to state_timeout for one
-        deadline = clock.now() + Duration(seconds=self.p["state_timeout"])
-        while self._state_problem() and clock.now() < deadline and not run.stop_event.is_set():
-            run.stop_event.wait(0.01)
+        self._wait_until(lambda: not self._state_problem(), clock.now(), self.p["state_timeout"], run)
         actions, dist = 0, float("nan")
         while True:
             if run.goal_handle is not None and run.goal_handle.is_cancel_requested:
@@ -361,7 +369,8 @@ class MPCPlannerNode(Node):
             u = plan.controls[0]
             if not np.all(np.isfinite(u)):
                 return Outcome.FAILED, f"planning failed: non-finite control {u}", actions, dist
-            until = clock.now() + Duration(seconds=self.config.dt)
+            start = clock.now()
+            until = start + Duration(seconds=self.config.dt)
             run.interrupted.clear()
             self._command = (u.copy(), until)
             self._publish_twist(u)
@@ -369,14 +378,48 @@ class MPCPlannerNode(Node):
             self._set_status(f"pushing {self.scene.objects[goal.object_index].name!r}: step {actions + 1}/"
                              f"{max_actions}, {dist * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan "
                              f"{plan.plan_time:.2f} s ({plan.model})")
-            while clock.now() < until and not run.stop_event.is_set() and not run.interrupted.is_set():
-                run.stop_event.wait(0.005)
+            self._wait_until(run.interrupted.is_set, start, self.config.dt, run)  # the hold, on the node clock
             self._command = None
             if run.stop_event.is_set():
                 continue
             self._publish_twist(np.zeros(2))  # stop-and-plan: hold still while re-planning
             self.planner.commit()
             actions += 1  # an interrupted control counts: the pusher has moved
+            self._wait_for_state_measured_after(until, run)
+
+    def _wait_for_state_measured_after(self, t: Time, run: PushRun):
+        """Wait until the scene state was measured at ``t`` or later (header stamp), so that the next plan starts
+        from where the control left the scene, not from a sample still in flight (on a slow host, or with mocap
+        latency). Bounded by ``state_timeout`` on the node clock: after that the state is stale anyway and the
+        loop pauses; a state that never catches up (stamps on another clock) is said in the log."""
+        def stamp():
+            with self._lock:
+                return None if self._state is None else self._state[3]
+
+        if self._wait_until(lambda: stamp() is not None and stamp() >= t, t, self.p["state_timeout"], run):
+            return
+        if not run.stop_event.is_set():
+            newest = stamp()
+            lag = "none received" if newest is None else f"newest {(t - newest).nanoseconds * 1e-9:.3f} s before it"
+            self.get_logger().warning(f"no scene state measured after the control ended ({lag}); planning from the "
+                                      f"newest one (are scene_state stamps on this node's clock?)",
+                                      throttle_duration_sec=5.0)
+
+    def _wait_until(self, condition, start: Time, seconds: float, run: PushRun) -> bool:
+        """Poll ``condition`` until it holds (True), ``seconds`` after ``start`` pass on the node clock, or the run
+        stops (False). The node clock is the sim clock under use_sim_time, so a slow host never cuts a wait short;
+        a wall-time backstop (``WALL_BACKSTOP_FACTOR`` x as long) keeps a simulation whose /clock died from
+        hanging the push."""
+        clock = self.get_clock()
+        deadline = start + Duration(seconds=seconds)
+        wall_deadline = time.monotonic() + WALL_BACKSTOP_FACTOR * seconds
+        while not run.stop_event.is_set():
+            if condition():
+                return True
+            if clock.now() >= deadline or time.monotonic() >= wall_deadline:
+                return False
+            run.stop_event.wait(0.005)
+        return False
 
     def _wait_for_valid_state(self, run: PushRun) -> str:
         """'' once the scene state is usable; while it is not (a mocap dropout), hold the pusher still for up to
@@ -389,15 +432,12 @@ class MPCPlannerNode(Node):
             return problem
         self.get_logger().warning(f"paused: {problem}; resuming if it clears within {timeout:g} s")
         self._set_status(f"paused: {problem}")
-        deadline = time.monotonic() + timeout  # wall time: a simulation whose /clock died must not hang it
-        while problem and not run.stop_event.is_set():
-            if time.monotonic() >= deadline:
-                return f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)"
-            run.stop_event.wait(0.01)
-            problem = self._state_problem()
-        if not run.stop_event.is_set():
+        if self._wait_until(lambda: not self._state_problem(), self.get_clock().now(), timeout, run):
             self.get_logger().info("valid scene state again: resuming the push")
-        return ""
+            return ""
+        if run.stop_event.is_set():
+            return ""
+        return f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)"
 
     def _publish_plan(self, plan, goal, run: PushRun, step: int, dist: float):
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
@@ -421,18 +461,7 @@ class MPCPlannerNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = MPCPlannerNode()
-    executor = MultiThreadedExecutor(num_threads=4)
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_node(MPCPlannerNode, args, num_threads=4)
 
 
 if __name__ == "__main__":

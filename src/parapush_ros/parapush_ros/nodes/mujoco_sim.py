@@ -14,7 +14,9 @@ same mocap -> table transform parameters, at ``pose_rate`` on the sim clock with
 Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/srv/LoadScene``).
 
 The physics is the fine model's MuJoCo model (``core.sim.PushSim`` over ``core.fine``), stepped at
-``real_time_factor`` times wall-clock speed. The loop runs on a steady (wall) timer, never on the sim clock it
+``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows
+down (every other node runs on it), it never skips ahead, and the node says so (a warning and ``/diagnostics``
+WARN with the achieved factor). The loop runs on a steady (wall) timer, never on the sim clock it
 publishes, so the node works with ``use_sim_time`` set like every other node.
 """
 from __future__ import annotations
@@ -24,7 +26,6 @@ import threading
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from parapush_msgs.srv import LoadScene
@@ -46,6 +47,7 @@ from ..core.mocap import parse_name_list
 from ..core.scene import SceneError, load_scene
 from ..core.sim import MocapEmulator, PushSim
 from ..params import MUJOCO_SIM, declare_all
+from ..spinning import run_node
 from .mocap_ingest import mocap_setup
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -107,6 +109,7 @@ class MujocoSimNode(Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._last_wall = time.monotonic()
         self._carry = 0.0
+        self._behind = 0.0  # s of sim time not simulated since the last diagnostics (the host fell behind)
         self._wall_start, self._sim_start = self._last_wall, self.time
         self.create_timer(p["step_period"], self._tick, callback_group=loop_group, clock=steady)
         self.create_timer(1.0, self._publish_diagnostics, callback_group=service_group, clock=steady)
@@ -237,7 +240,9 @@ class MujocoSimNode(Node):
 
     def _advance(self):
         now = time.monotonic()
-        budget = min((now - self._last_wall) * self.p["real_time_factor"], MAX_SIM_STEP_PER_TICK) + self._carry
+        wanted = (now - self._last_wall) * self.p["real_time_factor"]
+        budget = min(wanted, MAX_SIM_STEP_PER_TICK) + self._carry
+        self._behind += max(0.0, wanted - MAX_SIM_STEP_PER_TICK)  # sim time given up: the host could not keep up
         self._last_wall = now
         nsteps = int(budget / TIMESTEP + 1e-9)
         self._carry = budget - nsteps * TIMESTEP
@@ -276,8 +281,18 @@ class MujocoSimNode(Node):
             self.pose_pubs[key].publish(msg)
 
     def _publish_diagnostics(self):
-        wall = time.monotonic() - self._wall_start
-        rtf = (self.time - self._sim_start) / wall if wall > 0 else 0.0
+        """Once a second (wall): achieved real-time factor over the last second; falling behind is a warning."""
+        now_wall, now_sim = time.monotonic(), self.time
+        wall = now_wall - self._wall_start
+        rtf = (now_sim - self._sim_start) / wall if wall > 0 else 0.0
+        self._wall_start, self._sim_start = now_wall, now_sim
+        behind, self._behind = self._behind, 0.0
+        lagging = behind > 0.0
+        if lagging:
+            self.get_logger().warning(
+                f"falling behind: {rtf:.2f}x real time achieved, {self.p['real_time_factor']:g}x asked (the host is "
+                f"too slow or busy; every node runs on the sim clock, so the simulation slows down rather than "
+                f"skipping time)", throttle_duration_sec=10.0)
         with self._lock:
             if self._closing:
                 return
@@ -287,8 +302,10 @@ class MujocoSimNode(Node):
                   "command": self._cmd_note, "fallen_objects": ", ".join(fallen) or "none",
                   "hidden_bodies": ", ".join(sorted(self.emulator.hidden)) or "none",
                   "pusher": f"({x[0]:.4f}, {x[1]:.4f})"}
-        level = DiagnosticStatus.WARN if fallen else DiagnosticStatus.OK
-        message = f"objects off the table: {', '.join(fallen)}" if fallen else "running"
+        problems = ([f"objects off the table: {', '.join(fallen)}"] if fallen else []) + (
+            [f"falling behind real time ({rtf:.2f}x of {self.p['real_time_factor']:g}x)"] if lagging else [])
+        level = DiagnosticStatus.WARN if problems else DiagnosticStatus.OK
+        message = "; ".join(problems) or "running"
         arr = DiagnosticArray()
         arr.header.stamp = Time(nanoseconds=int(round(self.time * 1e9))).to_msg()
         arr.status.append(DiagnosticStatus(level=level, name="mujoco_sim", hardware_id=self.sim.scene.name,
@@ -306,16 +323,7 @@ class MujocoSimNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = MujocoSimNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_node(MujocoSimNode, args)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import socket
 import threading
 import time
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.clock import Clock, ClockType
@@ -41,6 +40,7 @@ from ..core.natnet import (Frame, ModelDefinitions, NatNetError, ServerInfo, Ver
                            disconnect_packet, keepalive_packet, parse_body_names, request_modeldef_packet,
                            topic_safe_name)
 from ..params import NATNET_BRIDGE, declare_all
+from ..spinning import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 POSE_QOS = {"reliable": RELIABLE, "best_effort": qos_profile_sensor_data}
@@ -390,16 +390,7 @@ class NatNetBridgeNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = NatNetBridgeNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_node(NatNetBridgeNode, args)
 
 
 if __name__ == "__main__":

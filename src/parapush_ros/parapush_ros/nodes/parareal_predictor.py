@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import rclpy
 from nav_msgs.msg import Path
 from parapush_msgs.srv import PredictTrajectory
 from rclpy.node import Node
@@ -24,6 +23,7 @@ from ..core.parareal import Parareal
 from ..core.predict import COARSE_KINDS, Predictor, parse_model
 from ..core.scene import load_scene
 from ..params import PREDICTOR, declare_all
+from ..spinning import run_node
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -110,16 +110,7 @@ class PararealPredictorNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = PararealPredictorNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_node(PararealPredictorNode, args)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from parapush_msgs.msg import SceneState
@@ -36,6 +35,7 @@ from ..core.command_safety import (CommandSafety, SafetyConfig, SafetyConfigErro
                                    rotate_planar)
 from ..core.scene import load_scene
 from ..params import VELOCITY_COMMANDER, declare_all
+from ..spinning import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -114,6 +114,13 @@ class VelocityCommanderNode(Node):
             self.get_logger().warning(f"scene_state ignored: frame_id {msg.header.frame_id!r} is not "
                                       f"{self.p['input_frame_id']!r}", throttle_duration_sec=1.0)
         self.safety.pusher_state(self._now(), msg.pusher_x, msg.pusher_y, msg.pusher_tracking_valid and ok_frame)
+
+    def stop_activity(self, timeout: float = 5.0) -> bool:
+        """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
+        controller would hold the last command forever)."""
+        self.safety.estop("shutdown")
+        self._send(np.zeros(2))
+        return True
 
     def _on_estop(self, req, res):
         self.safety.estop("e-stop service called")
@@ -270,22 +277,7 @@ class VelocityCommanderNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = VelocityCommanderNode()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        # leave the robot with a zero command (a forward velocity controller would hold the last one)
-        try:
-            node.safety.estop("shutdown")
-            node._send(np.zeros(2))
-        except Exception:  # noqa: BLE001 - best effort during shutdown
-            pass
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_node(VelocityCommanderNode, args)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,32 @@ if os.environ.get("PARAPUSH_REQUIRE_ROS", "0") == "1":
     import rclpy  # noqa: F401  (`make test` sets this: a missing ROS must fail the run, not skip its tests)
 
 
+_UNRETRIEVED = []  # rclpy futures whose exception nobody retrieved (rclpy only prints them from Future.__del__)
+
+
+def pytest_configure(config):
+    """Make rclpy's "The following exception was never retrieved" a failure of the run instead of a stray line:
+    every callback's exception must reach someone (parapush_ros.spinning collects them at teardown)."""
+    try:
+        from rclpy.task import Future
+    except ImportError:
+        return
+    original = Future.__del__
+
+    def __del__(self):
+        if self._exception is not None and not self._exception_fetched:
+            _UNRETRIEVED.append(f"{self._exception!r} (during {os.environ.get('PYTEST_CURRENT_TEST', '?')})")
+        original(self)
+
+    Future.__del__ = __del__
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _UNRETRIEVED and session.exitstatus == 0:
+        print(f"\n{len(_UNRETRIEVED)} rclpy future exception(s) never retrieved: {_UNRETRIEVED[:5]}")
+        session.exitstatus = 1
+
+
 def pytest_report_header(config):
     return f"ROS_DOMAIN_ID={_DOMAIN_ID} (isolated per test run)"
 

@@ -191,3 +191,47 @@ def test_workspace_from_scene():
     ws = Workspace.from_scene(scene)
     names = [n for n, _, _ in ws.boundaries(np.array(scene.pusher.start))]
     assert "obstacle 'obstacle'" in names and len(names) == 5
+
+
+@pytest.mark.parametrize("fault", ["invalid state", "stale state", "e-stop"])
+def test_pusher_stops_within_stop_travel_bound(fault):
+    """The stated bound, checked in simulated time on the real MuJoCo pusher (servo included): a planner at 20 Hz
+    pushes at max_speed; at t_bad the scene state goes invalid (the planner zeros on its next tick), stops coming
+    (stale: the planner zeros once it is ``state_timeout`` old), or the e-stop is called (zeros at once). The
+    commander (CommandSafety at 50 Hz, max_acceleration 0.5) drives PushSim; the pusher moves along y, clear of
+    the slider."""
+    from parapush_ros.core.command_safety import stop_travel_bound
+    from parapush_ros.core.fine import PUSHER_BANDWIDTH_HZ, TIMESTEP
+    from parapush_ros.core.sim import PushSim
+
+    planner_period, commander_period, state_timeout, speed, decel = 0.05, 0.02, 0.5, 0.1, 0.5
+    sim = PushSim(load_scene("cylinder_slider"))
+    safety = CommandSafety(SafetyConfig(max_speed=speed, max_acceleration=decel, command_timeout=0.2,
+                                        state_timeout=0.2, enforce_workspace=False))
+    t_bad, steps_per_ms = 1.0, round(1e-3 / TIMESTEP)
+    last_good, planner_cmd, path = 0.0, (0.0, speed), []
+    for k in range(int(3.0 / 1e-3)):
+        t = k * 1e-3
+        if k % round(planner_period / 1e-3) == 0:  # the planner's timer tick
+            if fault != "stale state" or t < t_bad:
+                last_good = t  # the newest valid state it has seen
+            bad = (fault == "invalid state" and t >= t_bad) or (t - last_good > state_timeout)
+            planner_cmd = (0.0, 0.0) if bad else (0.0, speed)
+            safety.command(t, *planner_cmd)
+        if fault == "e-stop" and abs(t - t_bad) < 1e-9:
+            safety.estop("test")
+        if k % round(commander_period / 1e-3) == 0 or (fault == "e-stop" and abs(t - t_bad) < 1e-9):
+            out = safety.step(t)  # the e-stop service also sends zeros at once
+            sim.set_velocity(out.vx, out.vy)
+        sim.step(steps_per_ms)
+        path.append((t + 1e-3, sim.planar_state()[1]))
+    ys = np.array([y for t, y in path if t >= t_bad - 1e-9])
+    travel = float(ys[-1] - ys[0])
+    reaction = {"invalid state": planner_period, "stale state": state_timeout + planner_period, "e-stop": 0.0}[fault]
+    bound = stop_travel_bound(speed=speed, reaction_time=reaction,
+                              output_period=0.0 if fault == "e-stop" else commander_period,  # e-stop: zeros at once
+                              deceleration=math.inf if fault == "e-stop" else decel,
+                              servo_bandwidth_hz=PUSHER_BANDWIDTH_HZ)
+    assert 0.0 < travel <= bound, f"{fault}: travelled {travel * 1e3:.2f} mm, bound {bound * 1e3:.2f} mm"
+    assert travel >= 0.5 * bound  # and the bound is not vacuous
+    assert abs(ys[-1] - ys[-200]) < 1e-5  # standing still at the end

@@ -1,4 +1,10 @@
-"""mocap_ingest through real rclpy entities: transform, honest stamps, dropouts, bad poses and diagnostics."""
+"""mocap_ingest through real rclpy entities: transform, honest stamps, dropouts, bad poses and diagnostics.
+
+The test's mocap stream owns the simulated clock (the ingest runs with ``use_sim_time``): each sample publishes
+``/clock`` at its measurement time, then the poses; once scene states flow, the stream waits at every ingest
+period for that period's state (lock-step), so loss timeouts are judged in simulated time and a slow host makes
+the test slower, never different.
+"""
 import math
 import threading
 
@@ -11,6 +17,7 @@ from parapush_msgs.msg import SceneState  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from rclpy.time import Time  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from conftest import wait_for  # noqa: E402
@@ -18,6 +25,7 @@ from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+RATE = 50.0  # Hz: the ingest's state rate
 
 
 class Recorder:
@@ -68,7 +76,8 @@ def ingest(ros_context, ros_executor, request):
               Parameter("pose_topic_template", value=prefix + "/{body}/pose"),
               Parameter("body_map", value="slider=Slider1"), Parameter("table_origin_in_mocap", value=[1.0, 2.0, 0.75]),
               Parameter("table_rotation_in_mocap", value=[math.pi / 2]), Parameter("timeout", value=timeout),
-              Parameter("rate", value=50.0), Parameter("diagnostics_period", value=0.2)]
+              Parameter("rate", value=RATE), Parameter("diagnostics_period", value=0.2),
+              Parameter("use_sim_time", value=True)]
     node = ros_executor.add(MocapIngestNode(parameter_overrides=params))
     io = ros_executor.add(rclpy.create_node(f"ingest_io_{prefix[8:]}", context=ros_context))
     states, diags = Recorder(), Recorder()
@@ -77,7 +86,10 @@ def ingest(ros_context, ros_executor, request):
     # natnet_ros2 publishes reliable; vrpn_mocap best effort: the ingest must take both
     pubs = {"pusher": io.create_publisher(PoseStamped, prefix + "/pusher/pose", RELIABLE),
             "slider": io.create_publisher(PoseStamped, prefix + "/Slider1/pose", qos_profile_sensor_data)}
-    wait_for(lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()), what="ingest subscriptions")
+    pubs["clock"] = io.create_publisher(Clock, "/clock", RELIABLE)
+    pubs["states"] = states
+    wait_for(lambda: all(pubs[k].get_subscription_count() >= 1 for k in ("pusher", "slider", "clock")),
+             what="ingest subscriptions (its clock's too)")
     return node, pubs, states, diags
 
 
@@ -92,16 +104,41 @@ def body_status(diags, key):
 
 
 def stream(pubs, t0, n, dt=0.01, slider=True, pusher=True, vx=0.05, bad=None):
-    """Publish n samples of a pusher moving along table +x (mocap +y: the table is yawed 90 deg) and a slider."""
-    import time
+    """Publish n samples of a pusher moving along table +x (mocap +y: the table is yawed 90 deg) and a slider, each
+    after the clock of its measurement time; in lock-step with the ingest's states once they flow."""
     for k in range(n):
-        t = t0 + k * dt
+        t = round(t0 + k * dt, 9)
+        tick(pubs, t)
         if pusher:
             pubs["pusher"].publish(pose(t, 1.0, 2.0 - 0.2 + vx * k * dt, 0.75 + 0.056, yaw=math.pi / 2))
         if slider:
             msg = bad(t) if bad is not None else pose(t, 1.0 - 0.1, 2.0 + 0.05, 0.76, yaw=math.pi / 2 + 0.3)
             pubs["slider"].publish(msg)
-        time.sleep(dt)
+    # on, period by period, until a state has seen the last samples (their callbacks may come after a timer's)
+    t_next, states = (math.floor(round(t * RATE, 6)) + 1) / RATE, pubs["states"]
+    for _ in range(3):
+        tick(pubs, t_next)
+        last = states.last()
+        if last is None or Time.from_msg(last.header.stamp).nanoseconds >= round(t * 1e9) - 1000:
+            return
+        t_next = round(t_next + 1.0 / RATE, 9)
+
+
+def tick(pubs, t):
+    """The clock to ``t``; at the end of an ingest period wait for that period's state: without fail once states
+    flow (lock-step), briefly before (the ingest publishes only once it has seen every body)."""
+    states = pubs["states"]
+    if t <= pubs.get("clock_time", -1.0):  # the clock never goes back, nor repeats itself
+        return
+    pubs["clock_time"] = t
+    n_states = states.count()
+    pubs["clock"].publish(Clock(clock=Time(seconds=t).to_msg()))
+    if abs(t * RATE - round(t * RATE)) > 1e-6:
+        return
+    if n_states:
+        wait_for(lambda: states.count() > n_states, timeout=30.0, interval=0.001, what=f"the state at {t} s")
+    else:
+        threading.Event().wait(1.0 / RATE)
 
 
 @pytest.mark.parametrize("ingest", [{"timeout": 5.0}], indirect=True)
@@ -169,6 +206,10 @@ def test_bad_poses_are_rejected_with_a_diagnostic(ingest, bad, words):
 
 
 def test_nothing_is_published_before_every_body_was_seen(ingest):
-    node, pubs, states, _ = ingest
+    node, pubs, states, diags = ingest
     stream(pubs, 30.0, 20, slider=False)
-    assert states.last() is None
+    for k in range(1, 11):  # a diagnostics period (0.2 s) on: the ingest reports what it received
+        tick(pubs, round(30.2 + k / RATE, 9))
+    wait_for(lambda: (b := body_status(diags, "pusher")) is not None and dict((kv.key, kv.value) for kv in b.values)
+             ["accepted"] == "20", timeout=30.0, what="the pusher's 20 samples accepted")  # it has seen the stream...
+    assert states.last() is None  # ...and still publishes nothing: the slider was never seen

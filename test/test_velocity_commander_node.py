@@ -1,7 +1,12 @@
-"""velocity_commander through real rclpy entities: output formats, watchdog, e-stop, limits and the workspace."""
+"""velocity_commander through real rclpy entities: output formats, watchdog, e-stop, limits and the workspace.
+
+The harness stands in for the planner and mocap_ingest and owns the simulated clock (the commander runs with
+``use_sim_time``): each tick of one commander period it publishes the scene state and the command, then ``/clock``,
+and waits for the commander's output for that period before the next tick (lock-step). A slow host makes the
+test slower, never different, so the watchdog is checked against its exact bound in simulated time.
+"""
 import math
 import threading
-import time
 
 import pytest
 
@@ -13,7 +18,10 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from conftest import wait_for, wait_future  # noqa: E402
+from rclpy.time import Time  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+
+from conftest import wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.nodes.velocity_commander import LATCHED, VelocityCommanderNode  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,13 +36,14 @@ class Harness:
     def __init__(self, ctx, ex, ns, **params):
         self.ns = ns
         overrides = {"scene": "obstacle_push", "rate": RATE, "command_timeout": TIMEOUT, "gripper_enabled": False,
-                     "max_acceleration": 100.0, **params}
+                     "max_acceleration": 100.0, "use_sim_time": True, **params}
         self.node = ex.add(VelocityCommanderNode(namespace=ns, parameter_overrides=[
             Parameter(k, value=v) for k, v in overrides.items()]))
         self.io = ex.add(rclpy.create_node("commander_io", namespace=ns, context=ctx))
         self.out = []
         self.out_times = []
         self.lock = threading.Lock()
+        self.clock_pub = self.io.create_publisher(Clock, "/clock", RELIABLE)
         self.cmd_pub = self.io.create_publisher(TwistStamped, "pusher_cmd", RELIABLE)
         self.state_pub = self.io.create_publisher(SceneState, "scene_state", RELIABLE)
         self.status = []
@@ -43,6 +52,8 @@ class Harness:
         self.reset = self.io.create_client(Trigger, "velocity_commander/reset")
         self.pusher = (-0.2, 0.0)
         self.valid = True
+        self.t = 0.0  # the simulated clock (s)
+        self.cmd_frame = "table"
         self._stop = threading.Event()
         self._cmd = None
         self._thread = threading.Thread(target=self._feed, daemon=True)
@@ -51,33 +62,43 @@ class Harness:
         self.io.create_subscription(msg_type, topic, self._on_out, RELIABLE)
         wait_for(lambda: self.cmd_pub.get_subscription_count() >= 1 and self.state_pub.get_subscription_count() >= 1,
                  what="commander subscriptions")
-        wait_for(lambda: self.out, what=f"output on {topic}")
         self._thread.start()
+        wait_for(lambda: self.out, timeout=30.0, what=f"output on {topic}")
         return self
 
     def _on_out(self, msg):
         with self.lock:
             self.out.append(msg)
-            self.out_times.append(time.monotonic())
+            self.out_times.append(self.t)
 
     def _feed(self):
-        """Like mocap_ingest (scene_state at 100 Hz) and, while ``command`` is set, like the planner (50 Hz)."""
-        k = 0
+        """One commander period per tick: state and command (like mocap_ingest and the planner), then the clock;
+        then wait for the commander's output of that period (generous wall bound: a hung node)."""
         while not self._stop.is_set():
+            stamp = Time(nanoseconds=int(round(self.t * 1e9))).to_msg()
             s = SceneState()
-            s.header.frame_id = "table"
+            s.header.frame_id, s.header.stamp = "table", stamp
             s.pusher_x, s.pusher_y = self.pusher
             s.pusher_tracking_valid = self.valid
             self.state_pub.publish(s)
-            if self._cmd is not None and k % 2 == 0:
-                self.cmd_pub.publish(self._twist(*self._cmd))
-            k += 1
-            time.sleep(0.01)
+            if self._cmd is not None:
+                self.cmd_pub.publish(self._twist(*self._cmd, frame=self.cmd_frame, stamp=stamp))
+            with self.lock:
+                n = len(self.out)
+                self.t = round(self.t + 1.0 / RATE, 9)
+            self.clock_pub.publish(Clock(clock=Time(nanoseconds=int(round(self.t * 1e9))).to_msg()))
+            if self.out or self.t > 1.0:  # once outputs flow (the subscription is matched): lock-step on them
+                wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,
+                         what="the commander's output for the period")
+            else:
+                self._stop.wait(1.0 / RATE)
 
     @staticmethod
-    def _twist(vx, vy, frame="table"):
+    def _twist(vx, vy, frame="table", stamp=None):
         m = TwistStamped()
         m.header.frame_id = frame
+        if stamp is not None:
+            m.header.stamp = stamp
         m.twist.linear.x, m.twist.linear.y = vx, vy
         return m
 
@@ -88,9 +109,16 @@ class Harness:
         with self.lock:
             return [m for m, tm in zip(self.out, self.out_times) if tm >= t]
 
-    def wait_output(self, pred, what, timeout=5.0):
-        t = time.monotonic()
+    def wait_output(self, pred, what, timeout=30.0):
+        t = self.t
         return wait_for(lambda: next((m for m in self.outputs_since(t) if pred(m)), None), timeout=timeout, what=what)
+
+    def received_at(self, msg) -> float:
+        with self.lock:
+            return next(t for m, t in zip(self.out, self.out_times) if m is msg)
+
+    def wait_sim(self, seconds):
+        wait_sim(lambda: self.t, seconds)
 
     def close(self):
         self._stop.set()
@@ -123,18 +151,19 @@ def test_servo_output_watchdog_estop_and_reset(harness):
     m = h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.01)), "the command passed through")
     assert m.header.frame_id == "panda_link0"
     stamp = m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
-    assert abs(stamp - time.time()) < 0.5  # fresh stamps (Servo drops twists older than 0.1 s)
+    assert stamp == pytest.approx(h.received_at(m), abs=1e-6)  # stamped with the clock it was sent at (Servo drops
+    #                                                             twists older than 0.1 s)
 
-    # watchdog: the planner goes silent -> zeros, then zeros every period. The exact bound (one period after the
-    # timeout) is checked on simulated time in test_core_command_safety; over DDS on a loaded CI machine the timer
-    # itself can fire late, so here only "zeros well before a second of silence" is asserted.
-    h.command(None)
-    last_cmd = time.time()
+    # watchdog: the planner goes silent -> zeros within the timeout and one period (plus one period for the
+    # order in which the last command and the clock reach the commander), then zeros every period
+    with h.lock:
+        h.command(None)
+        last_cmd = h.t - 1.0 / RATE  # the last command went out with the previous tick
     zero = h.wait_output(lambda m: vel(m) == (0.0, 0.0), "watchdog zeros")
     t_zero = zero.header.stamp.sec + zero.header.stamp.nanosec * 1e-9
-    assert t_zero - last_cmd <= TIMEOUT + 1.0 / RATE + 0.75
-    t = time.monotonic()
-    time.sleep(0.5)
+    assert t_zero - last_cmd <= TIMEOUT + 2.0 / RATE + 1e-9
+    t = h.t
+    h.wait_sim(0.5)
     after = h.outputs_since(t)
     assert len(after) >= 3 and all(vel(m) == (0.0, 0.0) for m in after)
     assert any(s.data.startswith("watchdog") for s in h.status)
@@ -143,8 +172,8 @@ def test_servo_output_watchdog_estop_and_reset(harness):
     h.command((0.03, 0.0))
     h.wait_output(lambda m: vel(m)[0] > 0.0, "motion again")
     assert wait_future(h.estop.call_async(Trigger.Request()), what="estop").success
-    t = time.monotonic()
-    time.sleep(0.4)
+    t = h.t
+    h.wait_sim(0.4)
     assert all(vel(m) == (0.0, 0.0) for m in h.outputs_since(t))
     assert any(s.data.startswith("estop") for s in h.status)
     res = wait_future(h.reset.call_async(Trigger.Request()), what="reset")
@@ -195,9 +224,9 @@ def test_ur_twist_output_rotated_into_the_base_frame(harness):
 def test_wrong_frame_commands_are_ignored_and_bad_params_are_named(harness, ros_executor):
     h = harness(output="servo", output_topic="servo_twist")
     h.subscribe(TwistStamped, "servo_twist")
-    for _ in range(10):
-        h.cmd_pub.publish(h._twist(0.02, 0.0, frame="world"))
-        time.sleep(0.02)
+    h.cmd_frame = "world"
+    h.command((0.02, 0.0))
+    h.wait_sim(0.5)
     assert all(vel(m) == (0.0, 0.0) for m in h.outputs_since(0.0))
     with pytest.raises(ValueError, match="output: 'teleport'"):
         VelocityCommanderNode(parameter_overrides=[Parameter("output", value="teleport")])

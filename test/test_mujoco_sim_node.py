@@ -204,3 +204,19 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
     finally:
         io.destroy_timer(planner)
     assert math.isfinite(state.msg.pusher_x)
+
+
+def test_a_sim_that_cannot_keep_its_real_time_factor_says_so(ros_context, ros_executor):
+    """Asked for 1000x real time (no host can: MAX_SIM_STEP_PER_TICK caps a loop tick), the sim slows its clock
+    down rather than skipping time, and reports it on /diagnostics as a warning with the factor achieved."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    ros_executor.add(MujocoSimNode(namespace="/simlag", parameter_overrides=params(
+        scene="cylinder_slider", pose_topic_template="/simlag/{body}/pose", real_time_factor=1000.0)))
+    io = ros_executor.add(rclpy.create_node("simlag_io", context=ros_context))
+    diags = []
+    io.create_subscription(DiagnosticArray, "/diagnostics", diags.append, RELIABLE)
+    status = wait_for(lambda: next((s for a in diags for s in a.status if s.name == "mujoco_sim"
+                                    and s.hardware_id == "cylinder_slider" and "falling behind" in s.message), None),
+                      timeout=30, what="a 'falling behind' diagnostic")
+    assert status.level == DiagnosticStatus.WARN and "of 1000x" in status.message

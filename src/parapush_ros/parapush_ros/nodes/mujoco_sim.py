@@ -53,6 +53,7 @@ from .mocap_ingest import mocap_setup
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMANDS = {"twist": topics.SERVO_TWIST, "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral
+LAG_WARNING_FRACTION = 0.9  # below this share of real_time_factor over a second, falling behind is reported
 
 
 def _sec(stamp) -> float:
@@ -287,7 +288,7 @@ class MujocoSimNode(Node):
         rtf = (now_sim - self._sim_start) / wall if wall > 0 else 0.0
         self._wall_start, self._sim_start = now_wall, now_sim
         behind, self._behind = self._behind, 0.0
-        lagging = behind > 0.0
+        lagging = behind > 0.0 and rtf < LAG_WARNING_FRACTION * self.p["real_time_factor"]
         if lagging:
             self.get_logger().warning(
                 f"falling behind: {rtf:.2f}x real time achieved, {self.p['real_time_factor']:g}x asked (the host is "

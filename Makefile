@@ -1,6 +1,6 @@
 # parapush — workspace entry points. Everything runs inside .venv + the colcon overlay (see env.sh).
 #   make setup      create .venv, install pinned requirements, build the colcon workspace (incremental, idempotent)
-#   make test       run the test suite
+#   make test       lint (ruff) and run the test suite
 #   make test-stress  the suite from a fresh clone of HEAD while busy loops occupy every core (scripts/test-stress.sh)
 #   make demo       the main job: the closed-loop sim, one PushObject goal around the obstacle (parapush sim --push)
 #   make build      force a colcon build
@@ -21,6 +21,7 @@ setup:
 	@./scripts/setup.sh
 
 test: setup
+	./env.sh ruff check .
 	PARAPUSH_REQUIRE_ROS=1 timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) ./env.sh python -m pytest test -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
 
 test-stress:

@@ -309,7 +309,8 @@ def test_tracking_lost_mid_push_stops_the_pusher_within_the_stated_bound(harness
     travel = float(np.sum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
     bound = stop_travel_bound(speed=planner.p["max_speed"], reaction_time=1.0 / CONTROL_RATE + ordering_ticks * TICK,
                               output_period=TICK, deceleration=math.inf, servo_bandwidth_hz=PUSHER_BANDWIDTH_HZ)
-    assert 0.0 < travel <= bound, f"pusher travelled {travel * 1e3:.2f} mm after tracking was lost (bound {bound * 1e3:.2f} mm)"
+    assert 0.0 < travel <= bound, \
+        f"pusher travelled {travel * 1e3:.2f} mm after tracking was lost (bound {bound * 1e3:.2f} mm)"
     assert np.linalg.norm(path[-1] - path[-10]) < 1e-4  # and it is still now
 
 

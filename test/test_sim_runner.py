@@ -27,7 +27,8 @@ def dropout_stop_bound(stack) -> tuple[float, float]:
     """(travel bound (m), settle time (s)) after an object's marker is hidden in the sim stack: mocap_ingest marks
     it lost ``timeout`` after its last sample (+ one ingest period + one mocap period), the planner zeros on its
     next timer tick, the commander ramps down at ``max_acceleration`` on its next period, the servo coasts."""
-    ing, plan, com, sim = (stack.nodes[n].p for n in ("mocap_ingest", "mpc_planner", "velocity_commander", "mujoco_sim"))
+    ing, plan, com, sim = (stack.nodes[n].p
+                           for n in ("mocap_ingest", "mpc_planner", "velocity_commander", "mujoco_sim"))
     reaction = (ing["timeout"] + 1.0 / ing["rate"] + 1.0 / sim["pose_rate"]
                 + 1.0 / plan["control_rate"] + CALLBACK_LATENCY)
     bound = stop_travel_bound(speed=com["max_speed"], reaction_time=reaction, output_period=1.0 / com["rate"],
@@ -86,7 +87,8 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
             wait_sim(lambda: sim_node.time, settle)  # the commander's ramp down and the sim's servo are over
             p_stop = sim.planar_state()[:2].copy()
             travel = float(np.linalg.norm(p_stop - p_hide))
-            assert travel <= bound, f"pusher travelled {travel * 1e3:.1f} mm after the occlusion (bound {bound * 1e3:.1f} mm)"
+            assert travel <= bound, \
+                f"pusher travelled {travel * 1e3:.1f} mm after the occlusion (bound {bound * 1e3:.1f} mm)"
             wait_sim(lambda: sim_node.time, 0.5)
             assert np.linalg.norm(sim.planar_state()[:2] - p_stop) < 1e-3  # held still while tracking is lost
             assert not handle.get_result_async().done()

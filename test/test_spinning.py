@@ -5,7 +5,7 @@ import threading
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-import rclpy.node  # noqa: E402
+from rclpy.node import Node  # noqa: E402
 import std_msgs.msg as std_msgs  # noqa: E402
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 
@@ -76,7 +76,7 @@ def test_a_failing_callback_is_kept_and_spinning_goes_on(ros_context):
 def test_stop_activity_runs_before_the_nodes_are_destroyed(ros_context):
     from parapush_ros.spinning import SpinningNodes
 
-    class Busy(rclpy.node.Node):
+    class Busy(Node):
         """A node with work of its own on a thread that publishes until told to stop (like a push in progress)."""
 
         def __init__(self):

@@ -8,7 +8,6 @@ build, build/parapush_ros (holding a symlink to this file) with --symlink-instal
 repository root, so ../../launch names the same directory either way.
 """
 import os
-from glob import glob
 
 from setuptools import find_packages, setup
 

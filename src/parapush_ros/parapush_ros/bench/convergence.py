@@ -60,7 +60,8 @@ def run(args) -> dict:
     for name, (scene_name, offset) in FIG5_CASES.items():
         if scene_name not in models:
             sc = load_scene(scene_name)
-            models[scene_name] = (sc, Parareal(sc, AnalyticalCoarseModel(sc), FineModel(sc, threads=args.threads or None)))
+            fine = FineModel(sc, threads=args.threads or None)
+            models[scene_name] = (sc, Parareal(sc, AnalyticalCoarseModel(sc), fine))
         sc, solver = models[scene_name]
         x0 = sc.initial_state()
         x0[1] = offset

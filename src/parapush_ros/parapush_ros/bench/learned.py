@@ -199,7 +199,8 @@ def run(args) -> dict:
 def _summary(res) -> dict:
     s = {}
     for key, case in res["single"].items():
-        s[f"1 cylinder {key}: learned < analytical at every k < N"] = case["goals"]["learned_below_analytical_every_k_lt_N"]
+        s[f"1 cylinder {key}: learned < analytical at every k < N"] = \
+            case["goals"]["learned_below_analytical_every_k_lt_N"]
         s[f"1 cylinder {key}: analytical / learned at k = 1"] = round(case["goals"]["analytical_over_learned_k1"], 2)
     for key, case in res["multi"].items():
         gm = case["goals_mean_over_objects"]

@@ -171,7 +171,8 @@ def run(args) -> dict:
     print(f"bench mpc: {len(scenes)} random obstacle scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
           f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions", flush=True)
-    res = {"seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene, "models": models, "worlds": worlds,
+    res = {"seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene, "models": models,
+           "worlds": worlds,
            "planner": asdict(config), "weights": weights.as_dict(), "max_actions": args.max_actions,
            "mismatch": {"spread": args.spread, "position_noise_m": args.obs_noise,
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
@@ -192,10 +193,10 @@ def run(args) -> dict:
                          s["task_time_s"]))
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
     if rows:
-        print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
+        span = f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1}" if args.first_scene else ""
+    print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
                      "plan s/step", "task s"], rows,
-                    title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed}"
-                          + (f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1})" if args.first_scene else ")"))
+                    title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed}{span})")
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
@@ -243,7 +244,8 @@ def _plot_runs(scenes, records, path, title):
 
 def add_parser(sub, parent):
     p = sub.add_parser("mpc", parents=[parent], help="closed-loop MPC around an obstacle (paper 000 Sec. 4.3)")
-    p.add_argument("--scenes", type=int, default=3, help="random obstacle scenes (paper goal: 50; 0 = only the timing study)")
+    p.add_argument("--scenes", type=int, default=3,
+                   help="random obstacle scenes (paper goal: 50; 0 = only the timing study)")
     p.add_argument("--first-scene", type=int, default=0,
                    help="index of the first random scene of the seed's sequence (split a long study across runs)")
     p.add_argument("--models", default=DEFAULT_MODELS,

@@ -1,7 +1,6 @@
 """``parapush bench physics``: cost of the fine and coarse models, and how well batches use the cores."""
 from __future__ import annotations
 
-import time
 
 import mujoco
 import numpy as np

@@ -48,11 +48,12 @@ not evaluated. Absent slots never blend (they count as infinitely far, in their 
 
 Gate (as the authors, who call their network only when the pusher path nears a slider): an object goes through
 the network when the pusher's straight path over the slice passes within ``GATE_MARGIN`` of touching it or (only
-for weights that read object velocities) when it is moving; then, pass by pass, every object that the *predicted* motion of an object already evaluated sweeps
-within ``CHAIN_MARGIN`` of (chains of pushes). All other objects keep their pose and come to rest. The predicted
-sweep is a much sharper test than "within reach": on the training data ~85 % of the objects merely within reach
-of a pushed object do not move, and a network asked about them answers with a few mm of noise, which in a
-multi-object scene costs more than it gains (and ruins Parareal's corrections). Training uses every object within reach (``gate``), a superset.
+for weights that read object velocities) when it is moving; then, pass by pass, every object that the *predicted*
+motion of an object already evaluated sweeps within ``CHAIN_MARGIN`` of (chains of pushes). All other objects keep
+their pose and come to rest. The predicted sweep is a much sharper test than "within reach": on the training data
+~85 % of the objects merely within reach of a pushed object do not move, and a network asked about them answers
+with a few mm of noise, which in a multi-object scene costs more than it gains (and ruins Parareal's corrections).
+Training uses every object within reach (``gate``), a superset.
 ``parapush train``'s report checks on held-out fine data that objects left out indeed do not move.
 
 Symmetry: the physics is mirror symmetric about the push direction, so the prediction is the mean of the network
@@ -64,8 +65,8 @@ integral of u lags a ramp by 2 / omega_servo seconds), so its end position is ``
 velocity u. Penetration left by the network is projected away as for the analytical model.
 
 Inference is batched: one float32 forward pass of all gated rows per gate pass (``MLP``: torch
-``inference_mode`` on one thread, NumPy for a single row), no per-sample Python. torch is imported when weights are loaded, never at
-``parapush_ros.core`` import time.
+``inference_mode`` on one thread, NumPy for a single row), no per-sample Python. torch is imported when weights
+are loaded, never at ``parapush_ros.core`` import time.
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ target" as seen from the other objects' centroid, so that the aimed push drives 
 rare with random bearings alone. Datasets made before the option existed used 0 (``dataset.json`` without the key).
 Controls, speed uniform in 0–5 cm/s (5 % exactly zero): aimed at the target within ±40° (65 %), ±90° (20 %) or
 in any direction (10 %); later slices mostly perturb the previous control (60 %: ±15° heading, ±6 mm/s), as a
-smooth planner does, re-aim at a random object (30 %) or take a random one (10 %). Start velocities: pusher at rest, near the control, or random; objects
-mostly at rest, 10 % with small random velocities.
+smooth planner does, re-aim at a random object (30 %) or take a random one (10 %). Start velocities: pusher at rest,
+near the control, or random; objects mostly at rest, 10 % with small random velocities.
 
 Output: a directory with ``dataset.json`` (family, seed, counts, code version, command, timing) and
 ``chunk_NNNNN.npz`` files (x, u, x_next, step in rollout, n). Each chunk has its own seed (``[seed, chunk]``) and

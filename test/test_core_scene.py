@@ -27,7 +27,8 @@ def test_required_scenes_match_the_papers():
     obst = load_scene("obstacle_push")
     slider, goal, ob = obst.objects[0].pose, obst.goal.position, obst.obstacles[0].pose
     # the obstacle sits on the segment between slider and goal
-    t = np.dot(np.subtract(ob[:2], slider[:2]), np.subtract(goal, slider[:2])) / np.sum(np.subtract(goal, slider[:2]) ** 2)
+    to_goal = np.subtract(goal, slider[:2])
+    t = np.dot(np.subtract(ob[:2], slider[:2]), to_goal) / np.sum(to_goal ** 2)
     closest = np.add(slider[:2], t * np.subtract(goal, slider[:2]))
     assert 0 < t < 1 and np.linalg.norm(closest - ob[:2]) < obst.obstacles[0].radius
 
@@ -71,6 +72,11 @@ def test_bad_file_errors(tmp_path):
         load_scene(p)
     with pytest.raises(SceneError, match="no such scene file"):
         load_scene("does_not_exist")
+    # what the file system refuses is a SceneError too (a node answers it instead of raising in its callback)
+    with pytest.raises(SceneError, match=r"x{200}\.\.\.: cannot read the scene file: File name too long"):
+        load_scene("x" * 5000)
+    with pytest.raises(SceneError, match="/proc/self/mem: cannot read the scene file"):
+        load_scene("/proc/self/mem")
 
 
 def test_state_layout_views_and_compose():

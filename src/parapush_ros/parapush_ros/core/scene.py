@@ -323,10 +323,18 @@ def _outline_points(b: BodySpec) -> np.ndarray:
 
 
 def load_scene(path) -> Scene:
-    """Load and validate a scene YAML file. A bare name (``box_slider``) is looked up in the shipped scenes."""
-    path = resolve_scene_path(path)
+    """Load and validate a scene YAML file. A bare name (``box_slider``) is looked up in the shipped scenes.
+    Anything that is not a readable scene is a SceneError, so a node can refuse it: the file system's errors too
+    (a name too long for it, a file that cannot be read such as ``/proc/self/mem``)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        path = resolve_scene_path(path)
+        text = path.read_text()
+    except OSError as e:
+        name = str(path)
+        raise SceneError(f"{name[:200] + '...' if len(name) > 200 else name}: cannot read the scene file: "
+                         f"{e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SceneError(f"{path.name}: not valid YAML: {e}") from None
     return scene_from_dict(data, source=path.name)

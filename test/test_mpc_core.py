@@ -8,7 +8,7 @@ import pytest
 
 from parapush_ros.core.mpc import MPCPlanner, PlannerConfig
 from parapush_ros.core.optimisers import MPPI, StochasticOptimiser, make_optimiser
-from parapush_ros.core.outcome import Outcome, OutcomeMonitor
+from parapush_ros.core.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
 from parapush_ros.core.predict import Predictor
 from parapush_ros.core.scene import load_scene
 from parapush_ros.core.tasks import CostWeights, Goal, PushTask, goal_for, load_cost_weights, path_to_goal
@@ -213,8 +213,9 @@ def test_outcome_monitor(obstacle_scene):
     mon_yaw = OutcomeMonitor(s, yaw_goal, max_actions=20)
     assert mon_yaw.check(state(s, (0.1, 0.0), (0.25, 0.0, 0.5)), 2).outcome is Outcome.RUNNING
     assert mon_yaw.check(state(s, (0.1, 0.0), (0.25, 0.0, 0.05)), 2).outcome is Outcome.REACHED
-    with pytest.raises(ValueError, match="max_actions"):
-        OutcomeMonitor(s, goal, max_actions=0)
+    for absurd in (0, MAX_ACTIONS_LIMIT + 1, 2 ** 32 - 1):
+        with pytest.raises(ValueError, match="max_actions"):
+            OutcomeMonitor(s, goal, max_actions=absurd)
 
 
 # ------------------------------------------------------------------------------------------------ optimisers

@@ -81,6 +81,8 @@ def test_models_answer_and_parareal_K_equals_N_is_the_fine_model(served):
     (lambda r: setattr(r.initial_state.objects[0], "name", "teapot"), "unknown object(s) ['teapot']"),
     (lambda r: setattr(r.initial_state.objects[0], "tracking_valid", False), "tracking_valid is false"),
     (lambda r: setattr(r, "coarse_model", "oracle"), "coarse_model: 'oracle'"),
+    (lambda r: setattr(r, "tolerance", float("nan")), "tolerance: nan is not finite"),
+    (lambda r: setattr(r, "tolerance", float("inf")), "tolerance: inf is not finite"),
 ])
 def test_bad_requests_are_refused_with_a_named_reason_and_the_node_keeps_serving(served, mutate, words):
     _, _, client = served

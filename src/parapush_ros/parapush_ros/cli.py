@@ -14,6 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     from . import sim_runner  # noqa: PLC0415 (rclpy is imported only when `sim` runs)
     sim_runner.add_parser(sub)
+    from . import soak  # noqa: PLC0415 (rclpy is imported only when `soak` runs)
+    soak.add_parser(sub)
     from .learning import datagen, train  # noqa: PLC0415 (torch is imported only when `train` runs)
     datagen.add_parser(sub)
     train.add_parser(sub)

@@ -16,6 +16,9 @@ from .state import wrap_angle
 from .tasks import CONTACT_TOLERANCE, Goal, obstacle_clearance, off_table
 
 DEFAULT_MAX_ACTIONS = 20
+# A push that needs more re-plans than this is a mistake, not a push (at 1 s per action it is almost 3 hours); a
+# goal asking for more is refused rather than running the pusher, unattended, for days.
+MAX_ACTIONS_LIMIT = 10_000
 
 
 class Outcome(str, Enum):
@@ -49,8 +52,8 @@ class OutcomeMonitor:
 
     def __init__(self, scene: Scene, goal: Goal, max_actions: int = DEFAULT_MAX_ACTIONS,
                  contact_tolerance: float = CONTACT_TOLERANCE):
-        if int(max_actions) < 1:
-            raise ValueError(f"max_actions must be >= 1, got {max_actions}")
+        if not 1 <= int(max_actions) <= MAX_ACTIONS_LIMIT:
+            raise ValueError(f"max_actions must be in [1, {MAX_ACTIONS_LIMIT}], got {max_actions}")
         if not 0 <= goal.object_index < scene.layout.n_objects:
             raise ValueError(f"goal.object_index {goal.object_index} is not an object of scene {scene.name!r}")
         self.scene = scene

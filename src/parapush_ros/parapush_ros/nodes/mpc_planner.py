@@ -42,7 +42,7 @@ from ..conversions import ConversionError, array_to_scene_state, arrays_to_contr
 from ..core.fine import FineModelDiverged
 from ..core.mpc import MPCPlanner, PlannerConfig
 from ..core.optimisers import OPTIMISERS
-from ..core.outcome import Outcome, OutcomeMonitor
+from ..core.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
 from ..core.predict import COARSE_KINDS, Predictor, parse_model
 from ..core.scene import load_scene
 from ..core.tasks import CostWeights, PushTask, goal_for
@@ -268,6 +268,8 @@ class MPCPlannerNode(Node):
         for name in ("goal_x", "goal_y", "goal_yaw", "position_tolerance", "yaw_tolerance"):
             if not math.isfinite(getattr(req, name)):
                 raise ValueError(f"goal.{name}: not finite ({getattr(req, name)})")
+        if req.max_actions > MAX_ACTIONS_LIMIT:
+            raise ValueError(f"goal.max_actions: {req.max_actions} is above the limit of {MAX_ACTIONS_LIMIT}")
         name = req.target_object or self.target_name
         try:
             index = self.scene.object_index(name)

@@ -75,6 +75,8 @@ class PararealPredictorNode(Node):
         coarse = req.coarse_model or None
         if coarse is not None and coarse not in COARSE_KINDS:
             raise ConversionError(f"coarse_model: {coarse!r} is not one of {COARSE_KINDS}")
+        if not np.isfinite(req.tolerance):  # NaN is neither <= 0 (the default) nor a tolerance
+            raise ConversionError(f"tolerance: {req.tolerance} is not finite")
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
         history = None
         if kind == "parareal":

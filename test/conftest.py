@@ -39,7 +39,7 @@ _UNRETRIEVED = []  # rclpy futures whose exception nobody retrieved (rclpy only 
 
 def pytest_configure(config):
     """Make rclpy's "The following exception was never retrieved" a failure of the run instead of a stray line:
-    every callback's exception must reach someone (parapush_ros.spinning collects them at teardown)."""
+    every callback's exception must reach someone (parapush_ros.ros.spinning collects them at teardown)."""
     try:
         from rclpy.task import Future
     except ImportError:
@@ -93,7 +93,7 @@ def wait_future(future, timeout=5.0, what="future"):
 
 
 class BackgroundExecutor:
-    """Nodes spun on a background thread (``parapush_ros.spinning.SpinningNodes``), for a ``with`` block or a
+    """Nodes spun on a background thread (``parapush_ros.ros.spinning.SpinningNodes``), for a ``with`` block or a
     fixture. Teardown ends the nodes' activity, waits for callbacks in flight and destroys the nodes, then fails
     the test if any callback raised: a test leaves nothing running and hides no exception.
 
@@ -104,7 +104,7 @@ class BackgroundExecutor:
     """
 
     def __init__(self, context=None, num_threads=4):
-        from parapush_ros.spinning import SpinningNodes
+        from parapush_ros.ros.spinning import SpinningNodes
 
         self._nodes = SpinningNodes(context, num_threads=num_threads, name="ros-executor")
         self.executor = self._nodes.executor

@@ -32,7 +32,7 @@ class NodeSpec:
     name: str  # node name, and the section name in the YAML files
     executable: str  # console script (setup.py NODE_ENTRY_POINTS)
     module: str  # Python module defining the rclpy Node subclass and main()
-    params: str  # name of the node's parameter dict in parapush_ros.params
+    params: str  # name of the node's parameter dict in parapush_ros.ros.params
     modes: tuple = MODES  # launch files / runners that start it
     inherit: tuple = ()  # nodes whose parameters this node takes too where it declares the same name
 
@@ -41,10 +41,10 @@ class NodeSpec:
         return f"{self.name}.yaml"
 
     def param_spec(self) -> dict:
-        from . import params  # noqa: PLC0415
+        from .ros import params  # noqa: PLC0415
         spec = getattr(params, self.params, None)
         if spec is None:
-            raise LookupError(f"parapush_ros.params has no {self.params} (parameters of node {self.name!r})")
+            raise LookupError(f"parapush_ros.ros.params has no {self.params} (parameters of node {self.name!r})")
         return spec
 
     def node_class(self):
@@ -221,7 +221,7 @@ def mocap_static_transform_arguments(mode: str, arguments: dict, share=None) -> 
     """``static_transform_publisher`` arguments for the mocap frame -> table frame, from mocap_ingest's parameters
     (the same transform the ingest applies and the sim inverts, so TF agrees with the scene state and the table
     frame exists in TF for RViz)."""
-    from .core.mocap import MocapToTable  # noqa: PLC0415
+    from .core.robot.mocap import MocapToTable  # noqa: PLC0415
     s = spec("mocap_ingest")
     p = {k: v.default for k, v in s.param_spec().items()}
     p.update(node_parameters(s, mode, arguments, share))

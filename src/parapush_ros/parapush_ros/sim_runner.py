@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import bringup, topics
-from .spinning import SpinningNodes
+from . import bringup
+from .ros import topics
+from .ros.spinning import SpinningNodes
 
 
 class SimStack:

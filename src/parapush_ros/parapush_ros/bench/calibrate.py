@@ -3,17 +3,17 @@
 K_omega scales the turning rate of a pushed slider. What matters for Parareal is not the coarse model's own
 error but how well it transports corrections, so the criterion is the final slider error after ONE Parareal
 iteration (mm + deg) on random multi-slice pushes (``bench convergence``'s generator, not the Table 1 states).
-The defaults in ``core/coarse.py`` came from this command with its default arguments.
+The defaults in ``core/models/analytical.py`` came from this command with its default arguments.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.coarse import AnalyticalCoarseModel
-from ..core.fine import FineModel
-from ..core.parareal import Parareal
-from ..core.scene import load_scene
-from ..core.state import wrap_angle
+from ..core.models.analytical import AnalyticalCoarseModel
+from ..core.models.fine import FineModel
+from ..core.models.parareal import Parareal
+from ..core.scene.spec import load_scene
+from ..core.scene.state import wrap_angle
 from .common import Progress, output_paths, print_table, write_json
 from .convergence import random_pushes
 

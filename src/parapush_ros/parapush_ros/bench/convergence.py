@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.coarse import AnalyticalCoarseModel
-from ..core.fine import FineModel
-from ..core.parareal import Parareal
-from ..core.scene import load_scene
+from ..core.models.analytical import AnalyticalCoarseModel
+from ..core.models.fine import FineModel
+from ..core.models.parareal import Parareal
+from ..core.scene.spec import load_scene
 from .common import output_paths, print_table, pyplot, save_figure, write_json
 
 AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4

@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
-from ..core.coarse import AnalyticalCoarseModel
-from ..core.fine import FineModel
-from ..core.learned import LearnedCoarseModel
-from ..core.parareal import Parareal
-from ..core.scene import load_scene
+from ..core.models.analytical import AnalyticalCoarseModel
+from ..core.models.fine import FineModel
+from ..core.models.learned import LearnedCoarseModel
+from ..core.models.parareal import Parareal
+from ..core.scene.spec import load_scene
 from .common import median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .convergence import AUTHORS_ANALYTICAL_N4, random_pushes, trajectory_rms_mm
 

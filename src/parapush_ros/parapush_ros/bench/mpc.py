@@ -3,8 +3,8 @@
 N random scenes like ``config/scenes/obstacle_push.yaml``: the cylinder slider on the left of the table, the goal
 on the right, the obstacle near the middle ON the straight line between them (so the straight push, the first
 candidate, hits it), the pusher right behind the slider. For every model the same scenes are solved by the MPC
-loop of ``core.mpc`` (plan -> execute the first control in a MuJoCo world -> observe -> re-plan) and scored by
-the shared outcome monitor: success rate, failures by reason, mean actions, planning wall time per step and
+loop of ``core.sim.closed_loop`` (plan -> execute the first control in a MuJoCo world -> observe -> re-plan) and
+scored by the shared outcome monitor: success rate, failures by reason, mean actions, planning wall time per step and
 total task time (planning + the pushes themselves). ``--mismatch`` adds a second world whose friction and masses
 differ randomly from the planner's scene, observed with noise.
 
@@ -20,12 +20,13 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ..core.fine import default_threads
-from ..core.mpc import MPCPlanner, PlannerConfig, SimWorld, WorldConfig, run_closed_loop
-from ..core.outcome import Outcome
-from ..core.predict import Predictor, parse_model
-from ..core.scene import GoalSpec, load_scene, scene_from_dict
-from ..core.tasks import PushTask, load_cost_weights
+from ..core.models.fine import default_threads
+from ..core.planning.planner import MPCPlanner, PlannerConfig
+from ..core.sim.closed_loop import SimWorld, WorldConfig, run_closed_loop
+from ..core.planning.outcome import Outcome
+from ..core.models.registry import Predictor, parse_model
+from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
+from ..core.planning.tasks import PushTask, load_cost_weights
 from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"

@@ -28,10 +28,10 @@ import math
 
 import numpy as np
 
-from ..core.fine import FineModel, default_threads
-from ..core.parareal import Parareal
-from ..core.predict import COARSE_KINDS, Predictor
-from ..core.scene import load_scene
+from ..core.models.fine import FineModel, default_threads
+from ..core.models.parareal import Parareal
+from ..core.models.registry import COARSE_KINDS, Predictor
+from ..core.scene.spec import load_scene
 from .common import interleaved_times, median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .convergence import random_pushes
 

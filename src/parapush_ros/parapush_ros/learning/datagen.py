@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from ..bench.common import Progress
-from ..core.fine import FineModel, FineModelDiverged, default_threads
-from ..core.learned import MAX_OBJECTS, family_metadata, family_scene, version_string
-from ..core.projection import project_feasible
+from ..core.models.fine import FineModel, FineModelDiverged, default_threads
+from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene, version_string
+from ..core.scene.projection import project_feasible
 
 FORMAT = "parapush-coarse-data/1"
 SLICE_S = 1.0

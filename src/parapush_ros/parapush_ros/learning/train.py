@@ -1,4 +1,4 @@
-"""``parapush train``: fit the learned coarse model (``core/learned.py``) to ``parapush datagen`` datasets.
+"""``parapush train``: fit the learned coarse model (``core/models/learned.py``) to ``parapush datagen`` datasets.
 
 Several datasets of the same scene family train together (``--data A B``: e.g. a general set and a later one of
 chain pushes); the report lists each one's command, seed, code version and counts.
@@ -10,7 +10,7 @@ sample. Depths are divided by the standard deviation of the position outputs so 
 MuJoCo itself keeps ~0.7 mm in a resting contact, and the data shows it) is penalised.
 
 Inputs: by default the network is blind to the objects' start velocities and its gate ignores them (see
-``core/learned.py``, "Object velocities"); ``--object-velocities`` trains the first shipped encoding instead.
+``core/models/learned.py``, "Object velocities"); ``--object-velocities`` trains the first shipped encoding instead.
 
 Split: whole chunks go to validation (rollouts never straddle the split). Augmentation: every training sample is
 also used mirrored about the x axis (the physics is symmetric). Optimiser: NAdam (lr 5e-4, batches of 512
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import learned as LM
-from ..core.coarse import AnalyticalCoarseModel
+from ..core.models import learned as LM
+from ..core.models.analytical import AnalyticalCoarseModel
 from .datagen import load_datasets
 
 PAIRS = [(i, j) for i in range(LM.MAX_OBJECTS) for j in range(i + 1, LM.MAX_OBJECTS)]
@@ -180,7 +180,7 @@ def output_errors(net_fn, d) -> dict:
 def compare_models(model_factory, chunks) -> dict:
     """Single-slice errors of the learned model (with gate, pusher model and projection) and of the analytical
     model on held-out samples: RMS object position error (mm) over all objects, and over the objects that moved."""
-    from ..core.learned import family_scene  # noqa: PLC0415
+    from ..core.models.learned import family_scene  # noqa: PLC0415
     per_n = {}
     for ch in chunks:
         n = int(ch["n"])
@@ -265,7 +265,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
     """Train, write weights + report + plot, return the report. ``learning_curve``: fractions of the training
     chunks on which extra models are trained and scored on the same validation set (what more data buys)."""
     import torch  # noqa: PLC0415
-    from ..core.fine import default_threads  # noqa: PLC0415
+    from ..core.models.fine import default_threads  # noqa: PLC0415
     torch.set_num_threads(max(1, min(int(threads) or 1, default_threads())))
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -454,7 +454,7 @@ def add_parser(sub, parent=None):
     p.add_argument("--no-mirror", action="store_true", help="no mirror augmentation")
     p.add_argument("--object-velocities", action="store_true",
                    help="feed the objects' start velocities to the network (the first shipped encoding); by default "
-                        "it is blind to them (core/learned.py, 'Object velocities')")
+                        "it is blind to them (core/models/learned.py, 'Object velocities')")
     p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay of NAdam")
     p.add_argument("--learning-curve", default="",
                    help="also train on these fractions of the training data (e.g. 0.25,0.5) and report the trend")

@@ -10,7 +10,7 @@ Publishes:
   ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``) per body: state, rate, latency, rejections and why;
   ``~/markers`` (``visualization_msgs/MarkerArray``, table frame) of the tracked bodies for RViz.
 
-The mocap -> table transform and all tracking logic live in ``core.mocap`` (tested without ROS); this node only
+The mocap -> table transform and all tracking logic live in ``core.robot.mocap`` (tested without ROS); this node only
 moves messages.
 """
 from __future__ import annotations
@@ -27,13 +27,25 @@ from rclpy.time import Time
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from .. import markers, topics
-from ..conversions import SHAPES
-from ..core.mocap import (INVALID, LOST, NEVER_SEEN, TRACKING, BodyTracker, MocapConfigError, MocapToTable,
-                          PlanarPose, TrackingConfig, check_pose, parse_body_map, pose_topic)
-from ..core.scene import load_scene
-from ..params import MOCAP_INGEST, declare_all
-from ..spinning import run_node
+from ..ros import markers, topics
+from ..ros.conversions import SHAPES
+from ..core.robot.mocap import (
+    INVALID,
+    LOST,
+    NEVER_SEEN,
+    TRACKING,
+    BodyTracker,
+    MocapConfigError,
+    MocapToTable,
+    PlanarPose,
+    TrackingConfig,
+    check_pose,
+    parse_body_map,
+    pose_topic,
+)
+from ..core.scene.spec import load_scene
+from ..ros.params import MOCAP_INGEST, declare_all
+from ..ros.spinning import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 PUSHER_KEY = "pusher"  # tracker key of the pusher (objects are keyed by their scene names)

@@ -37,17 +37,17 @@ from rclpy.time import Time
 from std_msgs.msg import Header, String
 from visualization_msgs.msg import MarkerArray
 
-from .. import markers, topics
-from ..conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
-from ..core.fine import FineModelDiverged
-from ..core.mpc import MPCPlanner, PlannerConfig
-from ..core.optimisers import OPTIMISERS
-from ..core.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
-from ..core.predict import COARSE_KINDS, Predictor, parse_model
-from ..core.scene import load_scene
-from ..core.tasks import CostWeights, PushTask, goal_for
-from ..params import PLANNER, declare_all
-from ..spinning import run_node
+from ..ros import markers, topics
+from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
+from ..core.models.fine import FineModelDiverged
+from ..core.planning.planner import MPCPlanner, PlannerConfig
+from ..core.planning.optimisers import OPTIMISERS
+from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
+from ..core.models.registry import COARSE_KINDS, Predictor, parse_model
+from ..core.scene.spec import load_scene
+from ..core.planning.tasks import CostWeights, PushTask, goal_for
+from ..ros.params import PLANNER, declare_all
+from ..ros.spinning import run_node
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

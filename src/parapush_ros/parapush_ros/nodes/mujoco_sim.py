@@ -13,7 +13,7 @@ same mocap -> table transform parameters, at ``pose_rate`` on the sim clock with
 (``rosgraph_msgs/Clock``) for ``use_sim_time``; ``/diagnostics``.
 Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/srv/LoadScene``).
 
-The physics is the fine model's MuJoCo model (``core.sim.PushSim`` over ``core.fine``), stepped at
+The physics is the fine model's MuJoCo model (``core.sim.world.PushSim`` over ``core.models.fine``), stepped at
 ``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows
 down (every other node runs on it), it never skips ahead, and the node says so (a warning and ``/diagnostics``
 WARN with the achieved factor). The loop runs on a steady (wall) timer, never on the sim clock it
@@ -40,14 +40,14 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from .. import topics
-from ..core.command_safety import SafetyConfigError, joint_matrix, rotate_planar
-from ..core.fine import TIMESTEP
-from ..core.mocap import parse_name_list
-from ..core.scene import SceneError, load_scene
-from ..core.sim import MocapEmulator, PushSim
-from ..params import MUJOCO_SIM, declare_all
-from ..spinning import run_node
+from ..ros import topics
+from ..core.robot.command_safety import SafetyConfigError, joint_matrix, rotate_planar
+from ..core.models.fine import TIMESTEP
+from ..core.robot.mocap import parse_name_list
+from ..core.scene.spec import SceneError, load_scene
+from ..core.sim.world import MocapEmulator, PushSim
+from ..ros.params import MUJOCO_SIM, declare_all
+from ..ros.spinning import run_node
 from .mocap_ingest import mocap_setup
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

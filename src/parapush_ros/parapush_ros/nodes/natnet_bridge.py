@@ -19,7 +19,7 @@ Publishes:
   digits and '_' in a name become '_' in its topic.
   ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``) once a second: packet rate, parse errors, bodies.
 Unparsable packets are counted, logged (throttled) and dropped; they never stop the bridge. The decoding lives in
-``core.natnet`` (tested without ROS); this node only moves packets and messages.
+``core.robot.natnet`` (tested without ROS); this node only moves packets and messages.
 """
 from __future__ import annotations
 
@@ -35,12 +35,23 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
-from .. import topics
-from ..core.natnet import (Frame, ModelDefinitions, NatNetError, ServerInfo, Version, connect_packet, decode,
-                           disconnect_packet, keepalive_packet, parse_body_names, request_modeldef_packet,
-                           topic_safe_name)
-from ..params import NATNET_BRIDGE, declare_all
-from ..spinning import run_node
+from ..ros import topics
+from ..core.robot.natnet import (
+    Frame,
+    ModelDefinitions,
+    NatNetError,
+    ServerInfo,
+    Version,
+    connect_packet,
+    decode,
+    disconnect_packet,
+    keepalive_packet,
+    parse_body_names,
+    request_modeldef_packet,
+    topic_safe_name,
+)
+from ..ros.params import NATNET_BRIDGE, declare_all
+from ..ros.spinning import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 POSE_QOS = {"reliable": RELIABLE, "best_effort": qos_profile_sensor_data}

@@ -16,14 +16,14 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
-from .. import markers
-from ..conversions import ConversionError, array_to_scene_state, controls_to_arrays, scene_state_to_array
-from ..core.fine import FineModelDiverged
-from ..core.parareal import Parareal
-from ..core.predict import COARSE_KINDS, Predictor, parse_model
-from ..core.scene import load_scene
-from ..params import PREDICTOR, declare_all
-from ..spinning import run_node
+from ..ros import markers
+from ..ros.conversions import ConversionError, array_to_scene_state, controls_to_arrays, scene_state_to_array
+from ..core.models.fine import FineModelDiverged
+from ..core.models.parareal import Parareal
+from ..core.models.registry import COARSE_KINDS, Predictor, parse_model
+from ..core.scene.spec import load_scene
+from ..ros.params import PREDICTOR, declare_all
+from ..ros.spinning import run_node
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 

@@ -14,7 +14,7 @@ Services: ``~/estop`` (``std_srvs/Trigger``) latches zero output until ``~/reset
 Gripper: at start the gripper closes on the pusher through ``control_msgs/action/GripperCommand`` when
 control_msgs is installed (``stalled`` = good grasp); otherwise the log says clearly that it was skipped.
 
-Limits, watchdog and workspace clamping live in ``core.command_safety`` (tested without ROS).
+Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS).
 """
 from __future__ import annotations
 
@@ -30,12 +30,18 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from .. import topics
-from ..core.command_safety import (CommandSafety, SafetyConfig, SafetyConfigError, Workspace, joint_matrix,
-                                   rotate_planar)
-from ..core.scene import load_scene
-from ..params import VELOCITY_COMMANDER, declare_all
-from ..spinning import run_node
+from ..ros import topics
+from ..core.robot.command_safety import (
+    CommandSafety,
+    SafetyConfig,
+    SafetyConfigError,
+    Workspace,
+    joint_matrix,
+    rotate_planar,
+)
+from ..core.scene.spec import load_scene
+from ..ros.params import VELOCITY_COMMANDER, declare_all
+from ..ros.spinning import run_node
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

@@ -1,0 +1,431 @@
+"""Pushing tasks and their costs (paper 000 Sec. 3, paper 001 Sec. 5), vectorised over samples and time.
+
+One ``PushTask`` covers both tasks of the papers, because each is the other with some terms switched off by the
+scene: *push around an obstacle* (one object, static obstacles: proximity, collision, smoothness, table edge,
+terminal goal distance) and *multi-object* (several objects: the target into the goal without moving the
+others, pushing anything off the table or a non-target object into the goal). ``kind`` names which one a scene
+poses. Costs take predicted states (M, N+1, D) and controls (M, N, 2) and return (M,) totals, so one batched
+prediction of all optimiser samples is scored in one call.
+
+Weights come from ``config/costs.yaml`` (the one place their defaults live; see ``load_cost_weights``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..scene.geometry import disc_penetration, pair_penetration
+from ..scene.spec import Scene, scenes_dir
+from ..scene.state import wrap_angle
+
+CONTACT_TOLERANCE = 1.0e-3  # m: outlines closer than this touch (MuJoCo keeps ~0.7 mm of penetration in contact)
+SWEEP_POINTS = 5  # clearance samples per slice (its end included) for the obstacle terms
+APPROACH_GAP = 0.002  # m: the push primitive stops this short of touching before it pushes
+APPROACH_CLEARANCE = 0.012  # m: clearance the push primitive keeps from the target while going round it
+
+
+@dataclass(frozen=True)
+class CostWeights:
+    """Weights of the cost terms; meanings and units are documented in ``config/costs.yaml``."""
+
+    terminal: float
+    terminal_path: float
+    path_margin: float
+    terminal_yaw: float
+    goal_running: float
+    outside_goal: float
+    goal_margin: float
+    slider_obstacle: float
+    pusher_obstacle: float
+    clearance_floor: float
+    collision: float
+    collision_margin: float
+    smoothness: float
+    table_edge: float
+    edge_margin: float
+    pusher_approach: float
+    other_motion: float
+    other_in_goal: float
+    variance: float
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_mapping(cls, data, source: str = "<dict>") -> "CostWeights":
+        """Validate a complete mapping of weights; errors name the source and the offending key."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: cost weights must be a mapping, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.names()))
+        if unknown:
+            raise ValueError(f"{source}: unknown cost weight(s) {unknown} (known: {', '.join(cls.names())})")
+        missing = [n for n in cls.names() if n not in data]
+        if missing:
+            raise ValueError(f"{source}: missing cost weight(s) {missing}")
+        return cls(**{n: _weight(data[n], f"{source}: {n}") for n in cls.names()})
+
+    def with_overrides(self, overrides: dict | None, source: str = "overrides") -> "CostWeights":
+        """A copy with some weights replaced (validated like the file)."""
+        if not overrides:
+            return self
+        unknown = sorted(set(overrides) - set(self.names()))
+        if unknown:
+            raise ValueError(f"{source}: unknown cost weight(s) {unknown} (known: {', '.join(self.names())})")
+        return replace(self, **{k: _weight(v, f"{source}: {k}") for k, v in overrides.items()})
+
+    def as_dict(self) -> dict:
+        return {n: getattr(self, n) for n in self.names()}
+
+
+def _weight(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0.0:
+        raise ValueError(f"{where}: must be finite and >= 0, got {value}")
+    return value
+
+
+def costs_file() -> Path:
+    """The shipped ``config/costs.yaml`` (installed share directory or source tree, like the scenes)."""
+    path = scenes_dir().parent / "costs.yaml"
+    if path.exists():
+        return path
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "config" / "costs.yaml"
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError("cannot find the shipped cost weights (config/costs.yaml)")
+
+
+def load_cost_weights(path=None, overrides: dict | None = None) -> CostWeights:
+    """Weights from a YAML file (default: the shipped ``config/costs.yaml``), optionally with overrides."""
+    path = Path(path) if path else costs_file()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ValueError(f"cost weights file {path}: cannot read it: {e}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path.name}: not valid YAML: {e}") from None
+    return CostWeights.from_mapping(data, source=path.name).with_overrides(overrides)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """Where the target object must go: a disc around ``position``; optionally a yaw (``yaw_tolerance`` >= 0)."""
+
+    object_index: int
+    position: tuple[float, float]
+    radius: float
+    yaw: float = 0.0
+    yaw_tolerance: float = -1.0  # < 0: yaw does not matter
+
+    @property
+    def uses_yaw(self) -> bool:
+        return self.yaw_tolerance >= 0.0
+
+
+def goal_for(scene: Scene, object_name: str | None = None, position=None, radius: float | None = None,
+             yaw: float = 0.0, yaw_tolerance: float = -1.0) -> Goal:
+    """A goal for ``scene``: unspecified parts come from the scene's goal. Errors name the bad field."""
+    sg = scene.goal
+    name = object_name or (sg.object if sg is not None else None)
+    if name is None:
+        raise ValueError(f"scene {scene.name!r} has no goal: give the target object")
+    index = scene.object_index(name)
+    if position is None:
+        if sg is None:
+            raise ValueError(f"scene {scene.name!r} has no goal: give the goal position")
+        position = sg.position
+    position = tuple(float(v) for v in position)
+    if len(position) != 2 or not all(math.isfinite(v) for v in position):
+        raise ValueError(f"goal position must be two finite numbers, got {position}")
+    if not scene.table.contains(np.array(position)):
+        raise ValueError(f"goal position {list(position)} is off the table (half extents "
+                         f"{list(scene.table.half)})")
+    if radius is None or radius <= 0.0:
+        radius = sg.radius if sg is not None else 0.05
+    if not (math.isfinite(radius) and radius > 0.0):
+        raise ValueError(f"goal radius must be > 0, got {radius}")
+    if not (math.isfinite(yaw) and math.isfinite(yaw_tolerance)):
+        raise ValueError(f"goal yaw / yaw tolerance must be finite, got {yaw}, {yaw_tolerance}")
+    return Goal(index, position, float(radius), float(yaw), float(yaw_tolerance))
+
+
+# ------------------------------------------------------------------------------------------------- geometry
+def obstacle_clearance(scene: Scene, states) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest outline clearance (m, < 0 when overlapping) to any obstacle of (objects (..., n), pusher (...)).
+
+    ``inf`` where the scene has no obstacles.
+    """
+    L = scene.layout
+    states = np.asarray(states, dtype=float)
+    poses, pusher = L.object_poses(states), L.pusher_pos(states)
+    objects = np.full(states.shape[:-1] + (L.n_objects,), np.inf)
+    pusher_c = np.full(states.shape[:-1], np.inf)
+    for ob in scene.obstacles:
+        ob_pose = np.asarray(ob.pose, dtype=float)
+        depth, _ = disc_penetration(pusher, scene.pusher.radius, ob.footprint, ob_pose)
+        pusher_c = np.minimum(pusher_c, -depth)
+        for i, o in enumerate(scene.objects):
+            depth, _ = pair_penetration(ob.footprint, ob_pose, o.footprint, poses[..., i, :])
+            objects[..., i] = np.minimum(objects[..., i], -depth)
+    return objects, pusher_c
+
+
+def off_table(scene: Scene, states, margin: float = 0.0) -> np.ndarray:
+    """(..., n_objects) True where an object's centre lies outside the table shrunk by ``margin`` (the centre
+    of mass past the edge is when a flat object tips over it)."""
+    xy = scene.layout.object_poses(np.asarray(states, dtype=float))[..., :2]
+    return np.any(np.abs(xy) > scene.table.half - margin, axis=-1)
+
+
+def path_to_goal(scene: Scene, xy, goal, inflate: float):
+    """Length of the shortest planar path from points ``xy`` (..., 2) to ``goal`` (2,) around the obstacles, each
+    grown to a disc (bounding radius + ``inflate``), and the unit direction of its first leg.
+
+    A blocked straight line becomes tangent - arc - tangent around the disc, on the shorter side; several
+    blocking obstacles add their detours. Points inside a grown disc count as on its rim for the length, and
+    their first leg also turns outward, the more the deeper they are. Without this the squared goal distance of
+    paper 000 has a local minimum in front of an obstacle that lies on the line to the goal: every push toward
+    the goal ends closer to the obstacle, every detour first increases the distance.
+    """
+    xy = np.asarray(xy, dtype=float)
+    g = np.asarray(goal, dtype=float)
+    to_goal = g - xy
+    straight = np.linalg.norm(to_goal, axis=-1)
+    direction = to_goal / np.maximum(straight, 1e-12)[..., None]
+    length = straight.copy()
+    best_detour = np.zeros(straight.shape)
+    for ob in scene.obstacles:
+        c = np.asarray(ob.pose[:2], dtype=float)
+        R = ob.footprint.bounding_radius + inflate
+        pc = c - xy
+        dp = np.maximum(np.linalg.norm(pc, axis=-1), R)
+        dg = max(float(np.linalg.norm(c - g)), R)
+        # blocked when the segment xy -> goal passes closer than R to the centre (and the centre lies between)
+        s = np.clip(np.einsum("...d,...d->...", pc, direction), 0.0, straight)
+        closest = xy + direction * s[..., None]
+        ahead = np.einsum("...d,...d->...", pc, direction) > 0.0  # inside a disc and moving away: free
+        blocked = (np.linalg.norm(closest - c, axis=-1) < R) & ahead
+        # angle at the centre between the point and the goal, minus the parts covered by the tangents
+        a_p = np.arctan2(xy[..., 1] - c[1], xy[..., 0] - c[0])
+        a_g = np.arctan2(g[1] - c[1], g[0] - c[0])
+        sweep = np.abs((a_g - a_p + np.pi) % (2 * np.pi) - np.pi)
+        arc = np.maximum(sweep - np.arccos(np.minimum(R / dp, 1.0)) - np.arccos(min(R / dg, 1.0)), 0.0)
+        around = np.sqrt(np.maximum(dp ** 2 - R ** 2, 0.0)) + np.sqrt(max(dg ** 2 - R ** 2, 0.0)) + R * arc
+        detour = np.where(blocked, np.maximum(around - straight, 0.0), 0.0)
+        length = length + detour
+        # first leg: tangent to the disc on the goal's side of the line point -> centre
+        side = np.sign(pc[..., 0] * (g[1] - xy[..., 1]) - pc[..., 1] * (g[0] - xy[..., 0]))
+        side = np.where(side == 0.0, 1.0, side)
+        half = np.arcsin(np.minimum(R / dp, 1.0))
+        # inside the grown disc the tangent would keep the point as close as it is: turn it outward as well
+        deficit = np.maximum(R - np.linalg.norm(pc, axis=-1), 0.0)
+        half = half + np.minimum(np.pi / 3, 2.0 * np.pi * deficit / R)
+        ang = np.arctan2(pc[..., 1], pc[..., 0]) + side * half
+        tangent = np.stack([np.cos(ang), np.sin(ang)], axis=-1)
+        use = blocked & (detour > best_detour)
+        direction = np.where(use[..., None], tangent, direction)
+        best_detour = np.where(use, detour, best_detour)
+    return length, direction
+
+
+def _segment_point_distance(a, b, c) -> float:
+    ab = b - a
+    t = float(np.clip(np.dot(c - a, ab) / max(float(np.dot(ab, ab)), 1e-18), 0.0, 1.0))
+    return float(np.linalg.norm(a + t * ab - c))
+
+
+# ------------------------------------------------------------------------------------------------- the task
+class PushTask:
+    """Cost of pushing ``goal.object_index`` into the goal region in ``scene`` (see the module docstring)."""
+
+    def __init__(self, scene: Scene, weights: CostWeights | None = None, goal: Goal | None = None):
+        self.scene = scene
+        self.layout = scene.layout
+        self.weights = weights if weights is not None else load_cost_weights()
+        self.goal = goal if goal is not None else goal_for(scene)
+        if not 0 <= self.goal.object_index < self.layout.n_objects:
+            raise ValueError(f"goal.object_index {self.goal.object_index} is not an object of scene {scene.name!r}")
+        self.others = np.array([i for i in range(self.layout.n_objects) if i != self.goal.object_index], dtype=int)
+        target = scene.objects[self.goal.object_index]
+        # the pusher pushes through the target's centre from this far behind it (bounding radius + pusher)
+        self.push_offset = target.footprint.bounding_radius + scene.pusher.radius
+
+    @property
+    def kind(self) -> str:
+        """'multi_object' (paper 001) when other objects share the table, else 'obstacle' (paper 000)."""
+        return "multi_object" if self.others.size else "obstacle"
+
+    @property
+    def target(self) -> int:
+        return self.goal.object_index
+
+    def with_goal(self, goal: Goal) -> "PushTask":
+        return PushTask(self.scene, self.weights, goal)
+
+    def with_weights(self, weights: CostWeights) -> "PushTask":
+        return PushTask(self.scene, weights, self.goal)
+
+    # --- pieces shared with the outcome monitor and the optimisers
+    def target_xy(self, states) -> np.ndarray:
+        return self.layout.object_poses(np.asarray(states, dtype=float))[..., self.target, :2]
+
+    def goal_distance(self, states) -> np.ndarray:
+        return np.linalg.norm(self.target_xy(states) - np.asarray(self.goal.position), axis=-1)
+
+    def path_to_goal(self, states):
+        """Obstacle-aware path length (m) of the target to the goal and its first-leg direction (see
+        ``path_to_goal``); plain distance and direction when the scene has no obstacles."""
+        inflate = self.scene.objects[self.target].footprint.bounding_radius + self.weights.path_margin
+        return path_to_goal(self.scene, self.target_xy(states), self.goal.position, inflate)
+
+    def straight_push(self, x, speed: float, horizon: int) -> np.ndarray:
+        """The first candidate of paper 000: ``horizon`` equal controls pushing the target straight at the goal
+        (the direction from its centre to the goal) at ``speed``."""
+        d = np.asarray(self.goal.position) - self.target_xy(x)
+        n = float(np.linalg.norm(d))
+        u = d / n * speed if n > 1e-9 else np.zeros(2)
+        return np.repeat(u[None], horizon, axis=0)
+
+    def approach_and_push(self, x, push_speed: float, approach_speed: float, horizon: int,
+                          dt: float) -> np.ndarray:
+        """A pushing primitive: move the pusher to the push point behind the target (walking round the target at
+        a clearance when it is in the way), then push along the first leg of the path to the goal.
+
+        A disc pusher cannot drag a slider sideways (pusher-object friction is low): the slider goes where the
+        pusher points at its centre from. So turning a push needs the pusher to walk round the slider first, a
+        move the cost only rewards once it is complete; sampling around the current sequence rarely finds it.
+        Returned as ``horizon`` controls of ``dt`` seconds. The walk round is a polygon with one control per
+        edge, so the pusher moves exactly along edges that keep clear of the target (a time-sampled curve
+        would cut its corners through the slider).
+        """
+        x = np.asarray(x, dtype=float)
+        s, p = self.target_xy(x), self.layout.pusher_pos(x).copy()
+        _, d = self.path_to_goal(x)
+        q = s - (self.push_offset + APPROACH_GAP) * d
+        legs = []  # (start, end) of pusher moves that each take one slice
+        if _segment_point_distance(p, q, s) < self.push_offset + APPROACH_GAP and np.linalg.norm(p - q) > 0.01:
+            r_round = self.push_offset + APPROACH_CLEARANCE
+            step = 2.0 * math.atan(approach_speed * dt / (2.0 * r_round))  # edge length = approach_speed * dt
+            r_c = r_round / math.cos(step / 2.0)  # polygon circumscribing the clearance circle
+            a0 = math.atan2(p[1] - s[1], p[0] - s[0])
+            sweep = float(wrap_angle(math.atan2(q[1] - s[1], q[0] - s[0]) - a0))
+            sign = 1.0 if sweep >= 0.0 else -1.0
+            # first edge from wherever the pusher is: no component toward the target (it would push it)
+            first = min(step, math.acos(min(1.0, np.linalg.norm(p - s) / r_c)))
+            angles = [first] if abs(sweep) > first else []
+            while angles and abs(sweep) - angles[-1] > step:
+                angles.append(angles[-1] + step)
+            corner = p
+            for a in angles:
+                v = s + r_c * np.array([math.cos(a0 + sign * a), math.sin(a0 + sign * a)])
+                legs.append((corner, v))
+                corner = v
+            legs.append((corner, q))  # the last edge ends at the push point, moving along the push
+        else:
+            legs.append((p, q))
+        u = []
+        for a, b in legs:
+            length = float(np.linalg.norm(b - a))
+            if length < 1e-9:
+                continue
+            n = max(1, int(math.ceil(length / (approach_speed * dt) - 1e-9)))  # long edges take several slices
+            u += [(b - a) / (n * dt)] * n
+        if legs and len(legs) == 1 and u:
+            # straight to the push point: only as long as it takes, then push in the same slice
+            length = float(np.linalg.norm(q - p))
+            t_move = length / approach_speed
+            if t_move < dt:
+                u = [((q - p) + d * push_speed * (dt - t_move)) / dt]
+        u += [d * push_speed] * horizon
+        return np.array(u[:horizon])
+
+    # --- costs
+    def cost_terms(self, states, controls, u_prev=None, variance=None) -> dict:
+        """Each weighted term, (M,) per sample. ``states`` (M, N+1, D) with ``states[:, 0]`` the start state,
+        ``controls`` (M, N, 2), ``u_prev`` the control executed before (2,) (smoothness of the first control),
+        ``variance`` an optional predicted variance (M, N+1, D) or (M, N+1)."""
+        states = np.asarray(states, dtype=float)
+        controls = np.asarray(controls, dtype=float)
+        if states.ndim != 3 or states.shape[-1] != self.layout.dim:
+            raise ValueError(f"cost: states must be (M, N+1, {self.layout.dim}), got {states.shape}")
+        if controls.shape != (states.shape[0], states.shape[1] - 1, 2):
+            raise ValueError(f"cost: controls must be (M, N, 2) = {(states.shape[0], states.shape[1] - 1, 2)}, "
+                             f"got {controls.shape}")
+        w, L = self.weights, self.layout
+        run = states[:, 1:]  # running states x_1..x_N
+        final = states[:, -1]
+        goal = np.asarray(self.goal.position)
+        terms = {}
+
+        d_final = self.target_xy(final) - goal
+        terms["terminal"] = w.terminal * (d_final ** 2).sum(-1)
+        path_len, first_leg = self.path_to_goal(run)  # (M, N), (M, N, 2)
+        terms["terminal_path"] = w.terminal_path * path_len[:, -1] ** 2
+        if self.goal.uses_yaw and w.terminal_yaw > 0.0:
+            yaw_err = wrap_angle(L.object_poses(final)[:, self.target, 2] - self.goal.yaw)
+            terms["terminal_yaw"] = w.terminal_yaw * yaw_err ** 2
+        terms["goal_running"] = w.goal_running * (path_len[:, :-1] ** 2).sum(-1)
+        inside = max(self.goal.radius - w.goal_margin, 0.5 * self.goal.radius)
+        dist = np.linalg.norm(self.target_xy(run) - goal, axis=-1)
+        terms["outside_goal"] = w.outside_goal * (dist > inside).sum(-1)
+
+        if self.scene.obstacles:
+            # clearance along each slice, not only at its end: in 1 s an object can pass an obstacle and be
+            # clear again (positions between slice ends interpolated linearly, the pusher moves straight)
+            f = np.arange(1, SWEEP_POINTS + 1) / SWEEP_POINTS
+            swept = states[:, :-1, None] + f[:, None] * (states[:, 1:, None] - states[:, :-1, None])
+            obj_c, pus_c = obstacle_clearance(self.scene, swept)  # (M, N, S, n), (M, N, S)
+            obj_c, pus_c = obj_c.min(axis=2), pus_c.min(axis=2)  # (M, N, n), (M, N)
+            floor2 = w.clearance_floor ** 2
+            terms["slider_obstacle"] = w.slider_obstacle * (1.0 / np.maximum(obj_c ** 2 * (obj_c > 0), floor2)
+                                                             ).sum(-1).sum(-1)
+            terms["pusher_obstacle"] = w.pusher_obstacle * (1.0 / np.maximum(pus_c ** 2 * (pus_c > 0), floor2)
+                                                            ).sum(-1)
+            margin = max(w.collision_margin, CONTACT_TOLERANCE)
+            touching = (obj_c.min(-1) < margin) | (pus_c < margin)
+            terms["collision"] = w.collision * touching.sum(-1)
+
+        u_before = np.concatenate([np.broadcast_to(np.zeros(2) if u_prev is None else np.asarray(u_prev, float),
+                                                   (controls.shape[0], 1, 2)), controls[:, :-1]], axis=1)
+        du = controls - u_before
+        if u_prev is None:
+            du[:, 0] = 0.0  # nothing executed yet: the first control is free
+        terms["smoothness"] = w.smoothness * (du ** 2).sum(-1).sum(-1)
+
+        terms["table_edge"] = w.table_edge * off_table(self.scene, run, w.edge_margin).any(-1).sum(-1)
+
+        if w.pusher_approach > 0.0:
+            push_point = self.target_xy(run) - self.push_offset * first_leg
+            terms["pusher_approach"] = w.pusher_approach * ((L.pusher_pos(run) - push_point) ** 2).sum(-1).sum(-1)
+
+        if self.others.size:
+            poses = L.object_poses(states)[..., self.others, :2]  # (M, N+1, n-1, 2)
+            moved = ((poses[:, 1:] - poses[:, :1]) ** 2).sum(-1)
+            terms["other_motion"] = w.other_motion * moved.sum(-1).sum(-1)
+            in_goal = np.linalg.norm(poses[:, 1:] - goal, axis=-1) < self.goal.radius
+            terms["other_in_goal"] = w.other_in_goal * in_goal.any(-1).sum(-1)
+
+        if variance is not None and w.variance > 0.0:
+            var = np.asarray(variance, dtype=float)
+            if var.shape == states.shape:  # per-coordinate variance: positions only
+                var = var[..., L.position_indices].sum(-1)
+            if var.shape != states.shape[:2]:
+                raise ValueError(f"cost: variance must be (M, N+1, D) or (M, N+1), got {var.shape}")
+            terms["variance"] = w.variance * var[:, 1:].sum(-1)
+        return terms
+
+    def cost(self, states, controls, u_prev=None, variance=None) -> np.ndarray:
+        """Total cost (M,) of each sample."""
+        terms = self.cost_terms(states, controls, u_prev, variance)
+        total = np.zeros(np.asarray(states).shape[0])
+        for v in terms.values():
+            total = total + v
+        return total

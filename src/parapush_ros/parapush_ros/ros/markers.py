@@ -1,0 +1,100 @@
+"""RViz visualisation of scenes and predictions (MarkerArray, Path), shared by the predictor and planner nodes."""
+from __future__ import annotations
+
+import numpy as np
+from geometry_msgs.msg import Point, PoseStamped
+from nav_msgs.msg import Path
+from visualization_msgs.msg import Marker, MarkerArray
+
+from ..core.scene.spec import Scene
+
+PALETTE = [(0.12, 0.47, 0.71), (1.0, 0.5, 0.05), (0.17, 0.63, 0.17), (0.84, 0.15, 0.16), (0.58, 0.4, 0.74)]
+
+
+def _color(m: Marker, rgb, a: float):
+    m.color.r, m.color.g, m.color.b = (float(c) for c in rgb)
+    m.color.a = float(a)
+
+
+def _yaw_quat(pose_msg, yaw: float):
+    pose_msg.orientation.z = float(np.sin(yaw / 2.0))
+    pose_msg.orientation.w = float(np.cos(yaw / 2.0))
+
+
+def _body_marker(header, ns, mid, shape, size, pose, rgb, alpha, z_center) -> Marker:
+    m = Marker(header=header, ns=ns, id=mid, action=Marker.ADD)
+    m.type = Marker.CUBE if shape == "box" else Marker.CYLINDER
+    m.scale.x, m.scale.y, m.scale.z = (float(s) for s in size)
+    m.pose.position.x, m.pose.position.y, m.pose.position.z = float(pose[0]), float(pose[1]), float(z_center)
+    _yaw_quat(m.pose, float(pose[2]))
+    _color(m, rgb, alpha)
+    return m
+
+
+def delete_all(header, ns: str = "") -> Marker:
+    return Marker(header=header, ns=ns, action=Marker.DELETEALL)
+
+
+def scene_markers(scene: Scene, header, goal=None) -> list:
+    """Table, obstacles and goal region (static parts of the scene)."""
+    out = []
+    t = Marker(header=header, ns="table", id=0, type=Marker.CUBE, action=Marker.ADD)
+    t.scale.x, t.scale.y, t.scale.z = float(scene.table.size[0]), float(scene.table.size[1]), 0.01
+    t.pose.position.z = -0.005
+    t.pose.orientation.w = 1.0
+    _color(t, (0.8, 0.7, 0.55), 0.6)
+    out.append(t)
+    for i, o in enumerate(scene.obstacles):
+        out.append(_body_marker(header, "obstacles", i, o.shape, o.size, o.pose, (0.3, 0.3, 0.3), 0.9, o.half_height))
+    goal_xy, radius = goal if goal is not None else (
+        (scene.goal.position, scene.goal.radius) if scene.goal is not None else (None, None))
+    if goal_xy is not None:
+        g = _body_marker(header, "goal", 0, "cylinder", (2 * radius, 2 * radius, 0.002), (*goal_xy, 0.0),
+                         (0.1, 0.8, 0.1), 0.4, 0.001)
+        out.append(g)
+    return out
+
+
+def trajectory_markers(scene: Scene, states: np.ndarray, header, ns: str, alpha: float = 0.8,
+                       pusher: bool = True) -> list:
+    """Predicted object outlines at every slice end plus a line per object and one for the pusher."""
+    L = scene.layout
+    states = np.asarray(states)
+    out = []
+    mid = 0
+    for k, spec in enumerate(scene.objects):
+        rgb = PALETTE[k % len(PALETTE)]
+        line = Marker(header=header, ns=f"{ns}/paths", id=mid, type=Marker.LINE_STRIP, action=Marker.ADD)
+        line.scale.x = 0.004
+        line.pose.orientation.w = 1.0
+        _color(line, rgb, alpha)
+        line.points = [Point(x=float(p[0]), y=float(p[1]), z=0.002) for p in L.object_poses(states)[:, k, :2]]
+        out.append(line)
+        mid += 1
+        for n in range(1, len(states)):
+            fade = alpha * (0.25 + 0.75 * n / (len(states) - 1 if len(states) > 1 else 1))
+            out.append(_body_marker(header, f"{ns}/objects", mid, spec.shape, spec.size,
+                                    L.object_poses(states[n])[k], rgb, 0.5 * fade, spec.half_height))
+            mid += 1
+    if pusher:
+        line = Marker(header=header, ns=f"{ns}/pusher", id=mid, type=Marker.LINE_STRIP, action=Marker.ADD)
+        line.scale.x = 0.003
+        line.pose.orientation.w = 1.0
+        _color(line, (0.1, 0.1, 0.1), alpha)
+        line.points = [Point(x=float(p[0]), y=float(p[1]), z=0.003) for p in states[:, 0:2]]
+        out.append(line)
+    return out
+
+
+def object_path(scene: Scene, states: np.ndarray, header, object_index: int = 0) -> Path:
+    path = Path(header=header)
+    for pose in scene.layout.object_poses(np.asarray(states))[:, object_index]:
+        ps = PoseStamped(header=header)
+        ps.pose.position.x, ps.pose.position.y = float(pose[0]), float(pose[1])
+        _yaw_quat(ps.pose, float(pose[2]))
+        path.poses.append(ps)
+    return path
+
+
+def marker_array(markers) -> MarkerArray:
+    return MarkerArray(markers=list(markers))

@@ -1,0 +1,220 @@
+"""Node parameters: the single source of their names, defaults and meanings.
+
+Nodes declare exactly these (``declare_all``); the YAML files in ``config/`` set a subset of them and a test
+checks that every key there is declared here with a matching type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Param:
+    default: object
+    description: str
+
+
+PREDICTOR = {
+    "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML"),
+    "coarse_model": Param("analytical", "default coarse model for Parareal: analytical | learned"),
+    "learned_weights": Param("", "weights file for the learned coarse model; empty = the shipped weights"),
+    "max_iterations": Param(2, "default Parareal iterations K (requests may override, 1..N)"),
+    "tolerance": Param(0.0, "default Parareal tolerance on the change between iterates (m); 0 = run K iterations"),
+    "threads": Param(0, "threads for the fine model; 0 = all cores"),
+    "frame_id": Param("table", "frame of all states (REP-103 table frame)"),
+    "max_speed": Param(0.5, "reject controls faster than this (m/s)"),
+    "max_slice_duration": Param(10.0, "reject control durations above this (s)"),
+    "max_controls": Param(64, "reject requests with more controls than this"),
+    "publish_iterations": Param(True, "publish every Parareal iterate as markers (not only the last)"),
+}
+
+
+_MOCAP_COMMON = {
+    "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML"),
+    "mocap_driver": Param("natnet", "mocap driver whose topic names to use: natnet (/<body>/pose) | vrpn "
+                                    "(/vrpn_mocap/<body>/pose)"),
+    "pose_topic_template": Param("", "PoseStamped topic per rigid body with '{body}' for the body name, e.g. "
+                                     "'/mocap/{body}/pose'; empty = the mocap_driver default"),
+    "pusher_body": Param("pusher", "mocap rigid-body name of the pusher"),
+    "body_map": Param("", "scene object -> mocap rigid-body names, 'object=Body' pairs separated by commas "
+                          "(e.g. 'slider=Slider1'); objects not listed use their scene name"),
+    "mocap_frame_id": Param("world", "frame_id of the mocap poses (natnet_ros2 and vrpn_mocap: world); other "
+                                     "frames are rejected; empty = accept any"),
+    "up_axis": Param("z", "axis the mocap system streams as up: z (ROS convention; set Motive's up axis to Z) | "
+                          "y (Motive's default)"),
+    "table_origin_in_mocap": Param([0.0, 0.0, 0.0], "position of the table frame origin (centre of the table top) "
+                                                    "in the streamed mocap coordinates [x, y, z] (m)"),
+    "table_rotation_in_mocap": Param([0.0], "table frame orientation in the (Z-up) mocap frame: [yaw] (rad, about "
+                                            "up, counter-clockwise) or a quaternion [qx, qy, qz, qw]"),
+}
+
+MOCAP_INGEST = {
+    **_MOCAP_COMMON,
+    "frame_id": Param("table", "frame_id of the published scene state (the table frame)"),
+    "rate": Param(100.0, "scene_state publish rate (Hz)"),
+    "timeout": Param(0.1, "a body without an accepted sample for this long is lost: tracking_valid = false (s)"),
+    "table_margin": Param(0.0, "a body origin may lie this far beyond the table edge before it is off the table "
+                               "(m)"),
+    "min_height": Param(-0.05, "a body origin lower than this in the table frame has fallen off the table (m)"),
+    "max_speed": Param(3.0, "a displacement between samples faster than this is a jump (m/s)"),
+    "jump_tolerance": Param(0.01, "displacements below max_speed * dt + this are never jumps (m)"),
+    "jump_confirm_samples": Param(5, "consecutive consistent samples that confirm a jumped-to position"),
+    "max_tilt": Param(0.5, "a body tilted further than this from upright is invalid (rad)"),
+    "velocity_time_constant": Param(0.05, "time constant of the low-pass on finite-difference velocities (s); "
+                                          "0 = raw differences"),
+    "quaternion_tolerance": Param(0.01, "reject orientations whose quaternion norm differs from 1 by more"),
+    "diagnostics_period": Param(1.0, "period of the /diagnostics report (s)"),
+    "markers_period": Param(0.1, "period of the tracked-body markers (s); 0 = off"),
+}
+
+VELOCITY_COMMANDER = {
+    "scene": Param("obstacle_push", "scene name or path: the table and obstacles the pusher must stay clear of"),
+    "output": Param("servo", "output interface: servo (MoveIt Servo TwistStamped) | ur_twist (UR twist "
+                             "controller) | joint_velocity (Float64MultiArray for a 2-axis stage)"),
+    "output_topic": Param("", "output topic; empty = /servo_node/delta_twist_cmds, /twist_controller/twist or "
+                              "/forward_velocity_controller/commands by output"),
+    "output_frame_id": Param("table", "header.frame_id of output twists (a frame the robot's TF knows; UR: base)"),
+    "table_yaw_in_output_frame": Param(0.0, "yaw of the table frame in the output frame (rad): output velocities "
+                                            "are rotated by it"),
+    "joint_matrix": Param([1.0, 0.0, 0.0, 1.0], "joint_velocity output: row-major 2x2 map from table-frame "
+                                                "(vx, vy) to the two joint velocities"),
+    "input_frame_id": Param("table", "required frame_id of incoming pusher_cmd twists; empty = accept any"),
+    "rate": Param(100.0, "output rate (Hz): the command (or zeros) is sent every period"),
+    "command_timeout": Param(0.2, "watchdog: no pusher_cmd for this long -> zero velocity (s)"),
+    "state_timeout": Param(0.2, "no valid pusher position for this long -> zero velocity (s)"),
+    "max_speed": Param(0.1, "pusher speed limit (m/s)"),
+    "max_acceleration": Param(0.5, "pusher acceleration limit (m/s^2)"),
+    "enforce_workspace": Param(True, "keep the pusher on the table and clear of obstacles (needs scene_state)"),
+    "workspace_margin": Param(0.01, "clearance kept between the pusher and table edges / obstacles (m)"),
+    "braking_horizon": Param(0.2, "speed toward a boundary is limited to (clearance - margin) / this (s)"),
+    "switch_command_type": Param(True, "servo output: call the Servo switch_command_type service (TWIST) at "
+                                       "start"),
+    "servo_switch_service": Param("/servo_node/switch_command_type", "MoveIt Servo's ServoCommandType service"),
+    "gripper_enabled": Param(True, "close the gripper on the pusher at start (control_msgs GripperCommand)"),
+    "gripper_action": Param("/robotiq_gripper_controller/gripper_cmd", "GripperCommand action name"),
+    "gripper_close_position": Param(0.7929, "gripper command position to close on the pusher (Robotiq: knuckle "
+                                            "angle, rad)"),
+    "gripper_max_effort": Param(50.0, "gripper max effort"),
+    "startup_timeout": Param(10.0, "how long to wait for the Servo switch service and the gripper action server "
+                                   "(s)"),
+    "require_grasp": Param(False, "send zeros until the gripper reports a good grasp"),
+}
+
+MUJOCO_SIM = {
+    **_MOCAP_COMMON,
+    "mocap_frame_id": Param("world", "frame_id of the published mocap poses"),
+    "real_time_factor": Param(1.0, "simulated seconds per wall-clock second"),
+    "step_period": Param(0.005, "wall-clock period of the simulation loop (s)"),
+    "command_interface": Param("twist", "what the simulated arm consumes: twist (TwistStamped, as MoveIt Servo / "
+                                        "UR) | joint_velocity (Float64MultiArray, as a forward velocity "
+                                        "controller)"),
+    "command_topic": Param("", "command topic; empty = /servo_node/delta_twist_cmds (twist) or "
+                               "/forward_velocity_controller/commands (joint_velocity)"),
+    "command_frame_id": Param("table", "required frame_id of twist commands"),
+    "table_yaw_in_command_frame": Param(0.0, "yaw of the table frame in the twist command frame (rad)"),
+    "joint_matrix": Param([1.0, 0.0, 0.0, 1.0], "joint_velocity interface: row-major 2x2 map from table-frame "
+                                                "(vx, vy) to the joint velocities (inverted to move the pusher)"),
+    "command_timeout": Param(0.1, "twist interface: twists older than this on the sim clock stop the pusher, as "
+                                  "MoveIt Servo does (s); joint_velocity holds the last command forever"),
+    "pose_rate": Param(120.0, "mocap sample rate (Hz)"),
+    "position_noise": Param(0.0002, "standard deviation of the planar position noise (m)"),
+    "yaw_noise": Param(0.002, "standard deviation of the yaw noise (rad)"),
+    "latency": Param(0.005, "delay between a pose's measurement time (its stamp) and its publication (s)"),
+    "dropout_probability": Param(0.0, "probability per sample and body that tracking drops out"),
+    "dropout_duration": Param(0.1, "duration of a random dropout (s)"),
+    "hidden_bodies": Param("", "mocap bodies not published (occluded), comma separated; may be changed at run "
+                               "time"),
+    "pose_reliability": Param("best_effort", "QoS reliability of the pose topics: best_effort (as vrpn_mocap) | "
+                                             "reliable (as natnet_ros2)"),
+    "seed": Param(0, "seed of the noise and dropouts"),
+    "publish_clock": Param(True, "publish /clock (simulated time) for use_sim_time"),
+}
+
+
+NATNET_BRIDGE = {
+    "server_address": Param("", "IPv4 address of the Motive PC: the bridge asks its command port for the model "
+                                "definitions (rigid-body names) and server info at start, and in unicast mode "
+                                "connects and sends keep-alives; empty = no requests (names from body_names)"),
+    "local_address": Param("0.0.0.0", "local IPv4 address to receive on: the interface on the Motive network "
+                                      "(multicast: the interface that joins the group); 0.0.0.0 = any"),
+    "multicast_address": Param("239.255.42.99", "Motive's multicast group (Streaming: Multicast Interface); empty "
+                                                "= unicast (Motive transmission type Unicast)"),
+    "data_port": Param(1511, "UDP port of the frame data (Motive: Data Port); 0 = any free port (tests)"),
+    "command_port": Param(1510, "Motive's command port, where requests are sent (Motive: Command Port)"),
+    "natnet_version": Param("4.1", "NatNet bitstream version the server streams, major.minor: 3.0, 3.1, 4.0 or 4.1 "
+                                   "(Motive 2.0: 3.0, Motive 2.1-2.3: 3.1, Motive 3.0: 4.0, Motive 3.1+: 4.1)"),
+    "frame_id": Param("world", "frame_id of the published poses (= mocap_ingest's mocap_frame_id)"),
+    "topic_template": Param("/{body}/pose", "PoseStamped topic per rigid body, '{body}' = its name (natnet_ros2 "
+                                            "convention, mocap_ingest's default)"),
+    "body_names": Param("", "rigid-body id -> name pairs 'id=name', comma separated (e.g. '1=pusher,2=Slider1'); "
+                            "they override the model-definition names; empty = names from the model definitions "
+                            "(needs server_address); bodies without a name are published as body_<id>"),
+    "qos": Param("reliable", "reliability of the pose publishers: reliable (as natnet_ros2) | best_effort (sensor "
+                             "data); mocap_ingest subscribes best effort and takes both"),
+}
+
+
+def _planner_params() -> dict:
+    """mpc_planner parameters. Planner defaults come from ``core.planning.planner.PlannerConfig`` and cost weights from
+    ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
+    from ..core.planning.planner import (PlannerConfig)  # noqa: PLC0415 (core imports MuJoCo; only the planner pays for it here)
+    from ..core.planning.outcome import DEFAULT_MAX_ACTIONS  # noqa: PLC0415
+    from ..core.planning.tasks import load_cost_weights  # noqa: PLC0415
+    c = PlannerConfig()
+    spec = {
+        "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
+                                        "objects, obstacles and the default goal"),
+        "target_object": Param("", "object that /goal_pose goals move; empty = the scene goal's object"),
+        "model": Param(c.model, "predictive model: coarse | analytical | learned | fine | parareal<K>"),
+        "coarse_model": Param("analytical", "coarse model inside Parareal: analytical | learned"),
+        "learned_weights": Param("", "weights file for the learned coarse model; empty = the shipped weights"),
+        "optimiser": Param(c.optimiser, "stochastic (paper 000) | mppi (paper 004, with exploration decay)"),
+        "horizon": Param(c.horizon, "controls per plan, N"),
+        "control_duration": Param(c.dt, "seconds each planned control is held (a multiple of 1 ms)"),
+        "samples": Param(c.samples, "control sequences per optimiser iteration (one batched prediction)"),
+        "iterations": Param(c.iterations, "optimiser iterations per plan (MPPI: exploration decay steps)"),
+        "exploration_variance": Param(c.variance, "variance of the sampling noise per velocity component "
+                                                  "((m/s)^2)"),
+        "max_speed": Param(c.max_speed, "pusher speed limit of planned controls (m/s)"),
+        "nominal_speed": Param(c.nominal_speed, "pushing speed of the straight push toward the goal (the first "
+                                                "candidate) and of the push primitive (m/s)"),
+        "approach_speed": Param(c.approach_speed, "speed at which the push primitive walks the pusher round the "
+                                                  "object to its push point (m/s)"),
+        "primitive": Param(c.primitive, "also try the push primitive (walk round, then push along the path) as "
+                                        "a candidate every plan"),
+        "sensitivity": Param(c.sensitivity, "stochastic optimiser: h in the weights exp(-h * normalised cost)"),
+        "temperature": Param(c.temperature, "MPPI temperature lambda (cost units)"),
+        "decay": Param(c.decay, "MPPI exploration variance factor per iteration, in (0, 1]"),
+        "seed": Param(c.seed, "seed of the optimiser's sampling noise"),
+        "threads": Param(0, "threads for the fine model; 0 = all cores"),
+        "max_actions": Param(DEFAULT_MAX_ACTIONS, "default limit of executed actions per push (goals may set "
+                                                  "their own)"),
+        "position_tolerance": Param(0.0, "default success radius around the goal (m); 0 = the scene goal's "
+                                         "radius (0.05 m if the scene has no goal)"),
+        "control_rate": Param(20.0, "rate of pusher_cmd while pushing (Hz)"),
+        "state_timeout": Param(0.5, "a scene state older than this (since reception) is stale: stop (s)"),
+        "stop_hold": Param(0.5, "after a push ends, zero commands keep being sent for this long (s)"),
+        "tracking_loss_timeout": Param(3.0, "a stale or invalid scene state stops the pusher at once; the push "
+                                            "resumes (re-planned from the fresh state) if a valid one comes back "
+                                            "within this long, else it fails (s; 0 = fail at once)"),
+        "frame_id": Param("table", "frame of commands, plans and markers (REP-103 table frame); incoming "
+                                   "goal poses must be in it (or have an empty frame_id)"),
+        "goal_pose_starts_push": Param(True, "a /goal_pose message starts a push to it (pre-empting a running "
+                                             "one); false = it only moves the goal of a running push"),
+    }
+    for name, value in load_cost_weights().as_dict().items():
+        spec[f"weights.{name}"] = Param(value, f"cost weight {name!r} (see config/costs.yaml)")
+    return spec
+
+
+PLANNER = _planner_params()
+
+
+def declare_all(node, spec: dict) -> dict:
+    """Declare every parameter of ``spec`` on ``node`` and return their current values by name."""
+    from rcl_interfaces.msg import ParameterDescriptor  # noqa: PLC0415
+    values = {}
+    for name, p in spec.items():
+        node.declare_parameter(name, p.default, ParameterDescriptor(description=p.description))
+        values[name] = node.get_parameter(name).value
+    return values

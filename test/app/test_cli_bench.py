@@ -1,0 +1,97 @@
+"""The ``parapush`` benchmarks and demo run end to end at tiny sizes and write what they promise.
+
+These are smoke tests of the commands (arguments, JSON keys, plots), not of speed: numbers are checked by
+running the benchmarks themselves (see README).
+"""
+import json
+
+import numpy as np
+
+import pytest
+
+from parapush_ros.cli import main
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def run(tmp_path, *args):
+    out = tmp_path / "out"
+    assert main(list(args) + ["--out", str(out)]) == 0
+    return out
+
+
+def test_bench_table1_small(tmp_path):
+    out = run(tmp_path, "bench", "table1", "--states", "2", "--seed", "3")
+    res = json.loads((out / "bench_table1.json").read_text())
+    assert res["trajectories"] == 6
+    assert set(res["models"]) == {"coarse", "parareal1", "parareal2", "parareal3", "parareal4"}
+    assert res["models"]["parareal4"]["mean_trans_mm"] == 0.0 and res["models"]["parareal4"]["mean_rot_deg"] == 0.0
+    for m in res["models"].values():
+        assert {"mean_trans_mm", "mean_rot_deg", "paper_trans_mm", "paper_rot_deg"} <= set(m)
+    assert (out / "table1.png").stat().st_size > 1000
+
+
+def test_bench_table1_is_deterministic_given_the_seed(tmp_path):
+    a = json.loads((run(tmp_path / "a", "bench", "table1", "--states", "1", "--seed", "5")
+                    / "bench_table1.json").read_text())
+    b = json.loads((run(tmp_path / "b", "bench", "table1", "--states", "1", "--seed", "5")
+                    / "bench_table1.json").read_text())
+    assert a["models"] == b["models"]
+
+
+def test_bench_convergence_small(tmp_path):
+    out = run(tmp_path, "bench", "convergence", "--pushes", "2", "--actions", "3")
+    res = json.loads((out / "bench_convergence.json").read_text())
+    assert set(res["fig5"]) == {"cylinder_centre", "cylinder_side", "box_centre", "box_side"}
+    for case in res["fig5"].values():
+        assert len(case["rms_mm"]) == 5 and case["rms_mm"][-1] == 0.0
+    assert len(res["random"]["N3"]["mean_rms_mm"]) == 4 and res["random"]["N3"]["mean_rms_mm"][-1] == 0.0
+    assert (out / "convergence.png").exists()
+
+
+def test_speedup_push_keeps_contact():
+    """The speedup push must keep contact for the longest default horizon (8 s): the model assumes every fine
+    slice costs the same, and a slice without contact costs about half."""
+    from parapush_ros.bench.speedup import DEFAULT_OFFSET, contact_gaps_mm
+    from parapush_ros.core.models.fine import FineModel
+    from parapush_ros.core.scene.spec import load_scene
+    scene = load_scene("cylinder_slider")
+    x0 = scene.initial_state()
+    x0[1] = DEFAULT_OFFSET
+    fine = FineModel(scene, threads=1)
+    gaps = contact_gaps_mm(scene, fine.rollout(x0, np.array([[0.025, 0.0]] * 8), 1.0))
+    assert gaps[1:].max() < 1.0, gaps
+    x0[1] = 0.02  # the old offset: loses contact, which the bench's warning is about
+    gaps = contact_gaps_mm(scene, fine.rollout(x0, np.array([[0.025, 0.0]] * 8), 1.0))
+    assert gaps[-1] > 5.0, gaps
+
+
+def test_bench_speedup_refuses_an_offset_that_misses_the_slider(tmp_path):
+    with pytest.raises(ValueError, match="--offset"):
+        run(tmp_path, "bench", "speedup", "--offset", "0.2", "--horizons", "2", "--repeats", "1")
+
+
+def test_bench_speedup_and_physics_small(tmp_path):
+    out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2")
+    res = json.loads((out / "bench_speedup.json").read_text())
+    assert {"N2_K1", "N2_K2"} == set(res["single"])
+    for entry in res["single"].values():
+        assert entry["measured_speedup"] > 0 and entry["model_speedup"] > 0 and entry["pipelined_speedup"] > 0
+        assert entry["model_speedup_hw"] > 0 and entry["measured_over_hw_model"] > 0
+    assert res["coarse_model"] == "analytical" and 0 < res["parallel_efficiency"]
+    assert res["max_contact_gap_mm"]["N2"] < 1.0
+    assert res["goals_summary"]["measured >= 0.9 x model"].split(" of ")[1].startswith("2 (N, K)")
+    out = run(tmp_path, "bench", "speedup", "--horizons", "2", "--repeats", "1", "--batch", "2", "--coarse", "learned")
+    res = json.loads((out / "bench_speedup.json").read_text())
+    assert res["coarse_model"] == "learned" and res["single"]["N2_K2"]["measured_speedup"] > 0
+    out = run(tmp_path, "bench", "physics", "--batch", "2", "--repeats", "1")
+    res = json.loads((out / "bench_physics.json").read_text())
+    for key in ("fine_slice_s", "fine_batch_steps_per_s_per_core", "raw_steps_per_s_per_core", "threads",
+                "coarse_slice_s", "cost_ratio"):
+        assert res[key] > 0
+
+
+def test_demo_writes_the_open_loop_plot(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "demo_open_loop.png").stat().st_size > 1000
+    assert "final pos diff to fine" in capsys.readouterr().out

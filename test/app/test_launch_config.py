@@ -1,0 +1,234 @@
+"""Launch files, parameter files and the RViz config, checked without the ``launch`` package: every executable,
+parameter file and RViz file they name exists and matches the package's entry points, config files and params."""
+import ast
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from parapush_ros import bringup
+from parapush_ros.ros import params, topics
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP = ROOT / "src" / "parapush_ros" / "setup.py"
+LAUNCH_FILES = {"sim": ROOT / "launch" / "sim.launch.py", "robot": ROOT / "launch" / "robot.launch.py"}
+REQUIRED_ARGUMENTS = {"scene", "model", "use_sim_time", "rviz"}
+EXTERNAL_EXECUTABLES = {("rviz2", "rviz2"), ("tf2_ros", "static_transform_publisher")}
+
+
+def entry_points() -> dict:
+    """{executable: "module:function"} of NODE_ENTRY_POINTS in setup.py, read by AST (setup() is not run)."""
+    tree = ast.parse(SETUP.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "NODE_ENTRY_POINTS" for t in node.targets):
+            items = ast.literal_eval(node.value)
+            return {k.strip(): v.strip() for k, v in (i.split("=") for i in items)}
+    raise AssertionError("setup.py has no NODE_ENTRY_POINTS")
+
+
+# ------------------------------------------------------------------------------------------------ node set
+@pytest.mark.parametrize("spec", bringup.NODES, ids=lambda s: s.name)
+def test_every_node_has_an_entry_point_a_node_class_params_and_a_config_file(spec):
+    eps = entry_points()
+    assert spec.executable in eps, f"{spec.executable} is not in setup.py NODE_ENTRY_POINTS"
+    assert eps[spec.executable] == f"{spec.module}:main"
+    cls = spec.node_class()
+    mod = sys.modules[spec.module]
+    assert callable(getattr(mod, "main", None))
+    assert cls.__module__ == spec.module
+    assert isinstance(spec.param_spec(), dict) and spec.param_spec()
+    assert (ROOT / "config" / spec.config).is_file(), f"config/{spec.config} is missing"
+
+
+def _check_parameters(path: Path, node_name: str, spec: dict):
+    values = bringup.read_parameters(path, node_name)
+    for key, value in values.items():
+        assert key in spec, f"{path.name}: {node_name}.{key} is not declared in params.py"
+        default = spec[key].default
+        if isinstance(default, bool):
+            assert isinstance(value, bool), f"{path.name}: {node_name}.{key} must be a bool"
+        elif isinstance(default, float):
+            assert isinstance(value, float), f"{path.name}: {node_name}.{key} must be a float (write 1.0, not 1)"
+        elif isinstance(default, int):
+            assert isinstance(value, int) and not isinstance(value, bool), f"{path.name}: {node_name}.{key}: int"
+        elif isinstance(default, str):
+            assert isinstance(value, str), f"{path.name}: {node_name}.{key} must be a string"
+        elif isinstance(default, list):
+            assert isinstance(value, list) and value, f"{path.name}: {node_name}.{key} must be a non-empty list"
+            assert {type(v) for v in value} == {type(default[0])}, f"{path.name}: {node_name}.{key} element type"
+    return values
+
+
+@pytest.mark.parametrize("spec", bringup.NODES, ids=lambda s: s.name)
+def test_config_files_set_only_declared_parameters_with_matching_types(spec):
+    path = ROOT / "config" / spec.config
+    data = yaml.safe_load(path.read_text())
+    assert list(data) == [spec.name], f"{path.name}: expected exactly one section '{spec.name}:'"
+    values = _check_parameters(path, spec.name, spec.param_spec())
+    assert values, f"{path.name} sets no parameters"
+
+
+@pytest.mark.parametrize("mode", bringup.MODES)
+def test_mode_overlays_name_nodes_of_the_mode_and_declared_parameters(mode):
+    path = ROOT / "config" / f"{mode}.yaml"
+    if not path.exists():
+        pytest.skip(f"no config/{mode}.yaml")
+    names = {s.name for s in bringup.nodes(mode)}
+    for section in yaml.safe_load(path.read_text()):
+        assert section in names, f"{path.name}: section {section!r} is not a node of the {mode} launch"
+        _check_parameters(path, section, bringup.spec(section).param_spec())
+
+
+def test_merged_parameters_and_launch_arguments():
+    sim = bringup.node_parameters(bringup.spec("mujoco_sim"), "sim", {"scene": "box_slider", "use_sim_time": "true"})
+    ingest = bringup.node_parameters(bringup.spec("mocap_ingest"), "sim", {"use_sim_time": "true"})
+    # the sim simulates exactly the mocap the ingest expects: same transform and topic names
+    for key in ("table_origin_in_mocap", "table_rotation_in_mocap", "up_axis", "mocap_driver", "pusher_body",
+                "body_map", "mocap_frame_id", "pose_topic_template"):
+        assert sim[key] == ingest[key], key
+    assert sim["scene"] == "box_slider" and sim["use_sim_time"] is True
+    assert ingest["rate"] == 50.0  # config/sim.yaml over config/mocap_ingest.yaml
+    robot = bringup.node_parameters(bringup.spec("mocap_ingest"), "robot", {"mocap_driver": "vrpn",
+                                                                            "use_sim_time": "false"})
+    assert robot["mocap_driver"] == "vrpn" and robot["rate"] == 100.0 and robot["use_sim_time"] is False
+    planner = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {"model": "coarse", "scene": ""})
+    assert planner["model"] == "coarse" and planner["scene"] == "obstacle_push"
+    commander = bringup.node_parameters(bringup.spec("velocity_commander"), "robot", {"output": "ur_twist"})
+    assert commander["output"] == "ur_twist" and "model" not in commander  # only nodes declaring a name get it
+    with pytest.raises(ValueError, match="launch argument use_sim_time"):
+        bringup.argument_overrides(bringup.spec("mocap_ingest"), {"use_sim_time": "maybe"})
+
+
+def test_static_transform_matches_the_ingest_transform():
+    from parapush_ros.core.robot.mocap import MocapToTable
+    args = bringup.mocap_static_transform_arguments("robot", {})
+    kv = dict(zip(args[0::2], args[1::2]))
+    p = bringup.node_parameters(bringup.spec("mocap_ingest"), "robot", {})
+    origin, q = MocapToTable.from_params(p["table_origin_in_mocap"], p["table_rotation_in_mocap"],
+                                         p["up_axis"]).table_pose_in_mocap()
+    assert [float(kv[k]) for k in ("--x", "--y", "--z")] == pytest.approx(list(origin))
+    assert [float(kv[k]) for k in ("--qx", "--qy", "--qz", "--qw")] == pytest.approx(list(q))
+    assert (kv["--frame-id"], kv["--child-frame-id"]) == ("world", "table")
+
+
+# ------------------------------------------------------------------------------------------------ launch files
+@pytest.mark.parametrize("mode", bringup.MODES)
+def test_launch_file_parses_and_uses_the_shared_node_set(mode):
+    path = LAUNCH_FILES[mode]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "generate_launch_description" in funcs
+    consts = {n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)}
+    assert mode in consts, f"{path.name} does not select mode {mode!r}"
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert {"bringup.nodes", "bringup.launch_parameters", "bringup.launch_argument_defaults"} <= calls
+    # external executables named literally
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Node"):
+        kw = {k.arg: k.value for k in call.keywords}
+        if isinstance(kw.get("executable"), ast.Constant):
+            assert (kw["package"].value, kw["executable"].value) in EXTERNAL_EXECUTABLES
+    assert REQUIRED_ARGUMENTS <= set(bringup.LAUNCH_ARGUMENTS)
+
+
+class _Recorder:
+    """Stand-ins for launch / launch_ros classes: they remember their arguments."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+def _fake_launch_modules(monkeypatch, values: dict):
+    launch = types.ModuleType("launch")
+    launch.LaunchDescription = _Recorder
+    actions = types.ModuleType("launch.actions")
+    actions.DeclareLaunchArgument = _Recorder
+    actions.OpaqueFunction = _Recorder
+    subs = types.ModuleType("launch.substitutions")
+
+    class LaunchConfiguration:
+        def __init__(self, name):
+            self.name = name
+
+        def perform(self, context):
+            return context[self.name]
+    subs.LaunchConfiguration = LaunchConfiguration
+    launch_ros = types.ModuleType("launch_ros")
+    ros_actions = types.ModuleType("launch_ros.actions")
+    ros_actions.Node = _Recorder
+    ament = types.ModuleType("ament_index_python")
+    packages = types.ModuleType("ament_index_python.packages")
+    packages.get_package_share_directory = lambda pkg: str(ROOT) if pkg == "parapush_ros" else "/nonexistent"
+    for name, mod in {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
+                      "launch_ros": launch_ros, "launch_ros.actions": ros_actions, "ament_index_python": ament,
+                      "ament_index_python.packages": packages}.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
+@pytest.mark.parametrize("mode", bringup.MODES)
+def test_launch_file_runs_against_stand_in_launch_modules(monkeypatch, mode):
+    """Execute generate_launch_description and the node-creating function with recording stand-ins for launch,
+    launch_ros and ament_index_python: every Node it creates must be one of ours (entry point, config files that
+    exist) or a known external executable, with the RViz file that exists."""
+    _fake_launch_modules(monkeypatch, {})
+    ns = {"__name__": f"launch_{mode}", "__file__": str(LAUNCH_FILES[mode])}
+    exec(compile(LAUNCH_FILES[mode].read_text(), str(LAUNCH_FILES[mode]), "exec"), ns)
+    ld = ns["generate_launch_description"]()
+    declared = {a.args[0]: a.kwargs for a in ld.args[0] if a.args}
+    assert REQUIRED_ARGUMENTS <= set(declared)
+    opaque = [a for a in ld.args[0] if "function" in a.kwargs]
+    assert len(opaque) == 1
+    context = {name: kw["default_value"] for name, kw in declared.items()}
+    context.update(scene="box_slider", rviz="true")
+    created = opaque[0].kwargs["function"](context)
+    eps = entry_points()
+    ours = [n.kwargs for n in created if n.kwargs["package"] == "parapush_ros"]
+    assert [n["executable"] for n in ours] == [s.executable for s in bringup.nodes(mode)]
+    for n in ours:
+        assert n["executable"] in eps and n["name"] == bringup.spec(n["name"]).name
+        files = [p for p in n["parameters"] if isinstance(p, str)]
+        assert files and all(Path(p).is_file() for p in files)
+        assert Path(files[0]).name == f"{n['name']}.yaml"
+        overrides = n["parameters"][-1]
+        assert overrides["use_sim_time"] is (mode == "sim")
+        if "scene" in bringup.spec(n["name"]).param_spec():
+            assert overrides["scene"] == "box_slider"
+    others = [(n.kwargs["package"], n.kwargs["executable"]) for n in created if n.kwargs["package"] != "parapush_ros"]
+    assert set(others) == EXTERNAL_EXECUTABLES
+    rviz = next(n.kwargs for n in created if n.kwargs["executable"] == "rviz2")
+    assert Path(rviz["arguments"][1]).is_file() and Path(rviz["arguments"][1]).name == bringup.RVIZ_CONFIG
+    context["rviz"] = "false"
+    assert not any(n.kwargs["executable"] == "rviz2" for n in opaque[0].kwargs["function"](context))
+
+
+def test_installed_share_holds_launch_config_and_rviz():
+    share = ROOT / "install" / "parapush_ros" / "share" / "parapush_ros"
+    if not share.is_dir():
+        pytest.skip("workspace not built")
+    for rel in ["launch/sim.launch.py", "launch/robot.launch.py", f"rviz/{bringup.RVIZ_CONFIG}", "config/sim.yaml"] + \
+            [f"config/{s.config}" for s in bringup.NODES]:
+        assert (share / rel).exists(), f"{rel} is not installed (make setup)"
+
+
+# ------------------------------------------------------------------------------------------------ RViz
+def test_rviz_config():
+    cfg = yaml.safe_load((ROOT / "rviz" / bringup.RVIZ_CONFIG).read_text())
+    vm = cfg["Visualization Manager"]
+    assert vm["Global Options"]["Fixed Frame"] == topics.TABLE_FRAME
+    displays = {d["Class"].split("/")[-1] + ":" + d["Topic"]["Value"]: d for d in vm["Displays"] if "Topic" in d}
+    for key, latched in [("MarkerArray:/" + topics.PLAN_MARKERS, True), ("Path:/" + topics.PLAN_PATH, True),
+                         ("MarkerArray:/parareal_predictor/prediction_markers", True),
+                         ("Path:/parareal_predictor/predicted_path", True),
+                         ("MarkerArray:/mocap_ingest/markers", False)]:
+        assert key in displays, f"RViz has no display {key}"
+        durability = displays[key]["Topic"]["Durability Policy"]
+        assert durability == ("Transient Local" if latched else "Volatile"), key
+    goal_tools = [t for t in vm["Tools"] if t["Class"] == "rviz_default_plugins/SetGoal"]
+    assert len(goal_tools) == 1 and goal_tools[0]["Topic"]["Value"] == topics.GOAL_POSE
+
+
+def test_params_dicts_of_this_issue_are_complete():
+    for spec in (params.MOCAP_INGEST, params.VELOCITY_COMMANDER, params.MUJOCO_SIM):
+        for name, p in spec.items():
+            assert p.description and not (isinstance(p.default, list) and not p.default), name

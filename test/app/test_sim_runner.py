@@ -1,0 +1,117 @@
+"""``parapush sim``'s stack: the launch file's nodes and parameter files in one process, over real ROS."""
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from action_msgs.msg import GoalStatus  # noqa: E402
+from parapush_msgs.action import PushObject  # noqa: E402
+from parapush_msgs.msg import SceneState  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+
+from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa: E402
+from parapush_ros import bringup  # noqa: E402
+from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
+from parapush_ros.core.models.fine import PUSHER_BANDWIDTH_HZ  # noqa: E402
+from parapush_ros.sim_runner import SimStack  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+
+
+CALLBACK_LATENCY = 0.25  # s of sim time allowed for callbacks delayed in the one-process stack (a busy host)
+
+
+def dropout_stop_bound(stack) -> tuple[float, float]:
+    """(travel bound (m), settle time (s)) after an object's marker is hidden in the sim stack: mocap_ingest marks
+    it lost ``timeout`` after its last sample (+ one ingest period + one mocap period), the planner zeros on its
+    next timer tick, the commander ramps down at ``max_acceleration`` on its next period, the servo coasts."""
+    ing, plan, com, sim = (stack.nodes[n].p
+                           for n in ("mocap_ingest", "mpc_planner", "velocity_commander", "mujoco_sim"))
+    reaction = (ing["timeout"] + 1.0 / ing["rate"] + 1.0 / sim["pose_rate"]
+                + 1.0 / plan["control_rate"] + CALLBACK_LATENCY)
+    bound = stop_travel_bound(speed=com["max_speed"], reaction_time=reaction, output_period=1.0 / com["rate"],
+                              deceleration=com["max_acceleration"], servo_bandwidth_hz=PUSHER_BANDWIDTH_HZ)
+    settle = reaction + com["max_speed"] / com["max_acceleration"] + 5.0 / PUSHER_BANDWIDTH_HZ
+    return bound, settle
+
+
+def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context):
+    """End to end over real topics: sim -> mocap_ingest -> mpc_planner -> velocity_commander -> sim. A PushObject
+    goal reaches the goal; a mocap dropout on the way stops the pusher and the push resumes once tracking is back."""
+    stack = SimStack({"scene": "cylinder_slider", "model": "coarse"},
+                     overrides={"mujoco_sim": {"real_time_factor": 2.0}}, context=ros_context)
+    try:
+        assert list(stack.nodes) == [s.name for s in bringup.nodes("sim")]
+        # the same merged parameters the launch file gives ROS: YAML, sim overlay, launch arguments
+        com = stack.nodes["velocity_commander"]
+        assert com.p["rate"] == 50.0 and com.p["gripper_enabled"] is False  # config/sim.yaml
+        assert com.p["max_speed"] == 0.1  # config/velocity_commander.yaml
+        planner = stack.nodes["mpc_planner"]
+        assert planner.p["model"] == "coarse" and planner.p["tracking_loss_timeout"] == 3.0
+        assert all(n.get_parameter("use_sim_time").value for k, n in stack.nodes.items() if k != "mujoco_sim")
+        assert {n.scene.name for k, n in stack.nodes.items() if hasattr(n, "scene")} == {"cylinder_slider"}
+        sim_node = stack.nodes["mujoco_sim"]
+        sim = sim_node.sim
+        assert sim.scene.name == "cylinder_slider"
+        stack.start()
+        with BackgroundExecutor(ros_context) as ex:
+            io = ex.add(rclpy.create_node("runner_test_io", context=ros_context))
+            states, status = [], []
+            io.create_subscription(SceneState, "/scene_state", states.append,
+                                   QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            io.create_subscription(String, "/planner/status", lambda m: status.append(m.data),
+                                   QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            wait_for(lambda: states and states[-1].pusher_tracking_valid and states[-1].objects[0].tracking_valid,
+                     timeout=15, what="a valid scene_state from the simulated mocap")
+            assert states[-1].header.frame_id == "table"
+            # the planner's action takes a goal and drives the pusher through commander and sim
+            client = ActionClient(io, PushObject, "/push_object")
+            assert client.wait_for_server(timeout_sec=10)
+            feedback = []
+            goal = PushObject.Goal(target_object="cylinder", goal_x=0.12, goal_y=0.0, position_tolerance=0.03,
+                                   yaw_tolerance=-1.0, max_actions=12)
+            handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), timeout=10,
+                                 what="goal acceptance")
+            assert handle.accepted
+            x0 = sim.planar_state()[0]
+            wait_for(lambda: sim.planar_state()[0] > x0 + 0.01, timeout=20, what="the simulated pusher moving")
+
+            # mocap dropout: the slider's marker is occluded; the planner pauses and the pusher stops within the
+            # stated bound (simulated time throughout: a slow host makes this slower, not different)
+            p_hide = sim.planar_state()[:2].copy()
+            sim_node.set_parameters([Parameter("hidden_bodies", value="cylinder")])
+            wait_for(lambda: status and status[-1].startswith("paused"), timeout=30, what="planner status 'paused'")
+            bound, settle = dropout_stop_bound(stack)
+            wait_sim(lambda: sim_node.time, settle)  # the commander's ramp down and the sim's servo are over
+            p_stop = sim.planar_state()[:2].copy()
+            travel = float(np.linalg.norm(p_stop - p_hide))
+            assert travel <= bound, \
+                f"pusher travelled {travel * 1e3:.1f} mm after the occlusion (bound {bound * 1e3:.1f} mm)"
+            wait_sim(lambda: sim_node.time, 0.5)
+            assert np.linalg.norm(sim.planar_state()[:2] - p_stop) < 1e-3  # held still while tracking is lost
+            assert not handle.get_result_async().done()
+            sim_node.set_parameters([Parameter("hidden_bodies", value="")])  # tracking is back: it resumes
+
+            res = wait_future(handle.get_result_async(), timeout=60, what="push result")
+            assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+            assert res.result.outcome == PushObject.Result.REACHED, res.result.message
+            assert res.result.actions_executed >= 2 and feedback
+            assert abs(sim.planar_state()[2] - 0.12) < 0.03  # the simulated slider really is at the goal
+    finally:
+        stack.shutdown()
+
+
+def test_missing_nodes_are_an_error_unless_left_out_explicitly(ros_context, monkeypatch):
+    ghost = bringup.NodeSpec("ghost_node", "ghost_node", "parapush_ros.nodes.ghost_node", "GHOST")
+    monkeypatch.setattr(bringup, "NODES", (ghost,) + bringup.NODES)
+    with pytest.raises(RuntimeError, match="ghost_node.*--without ghost_node"):
+        SimStack({}, context=ros_context)
+    with pytest.raises(ValueError, match="not nodes of the sim"):
+        SimStack({}, without=["teapot"], context=ros_context)
+    stack = SimStack({}, without=["ghost_node", "mpc_planner", "parareal_predictor"], context=ros_context)
+    try:
+        assert list(stack.nodes) == ["mujoco_sim", "mocap_ingest", "velocity_commander"]
+    finally:
+        stack.shutdown()

@@ -1,0 +1,90 @@
+"""The analytical coarse model and the projection of infeasible states."""
+import numpy as np
+import pytest
+
+from parapush_ros.core.models.analytical import AnalyticalCoarseModel
+from parapush_ros.core.models.fine import FineModel
+from parapush_ros.core.scene.projection import max_penetration, project_feasible
+from parapush_ros.core.scene.spec import load_scene
+
+SHAPES = ["box_slider", "cylinder_slider"]
+
+
+@pytest.fixture(scope="module", params=SHAPES)
+def scene(request):
+    return load_scene(request.param)
+
+
+def test_no_contact_slider_stays(scene):
+    c = AnalyticalCoarseModel(scene)
+    x0 = scene.initial_state()
+    for u in ([-0.025, 0.0], [0.0, 0.05], [0.0, -0.05]):  # away from / alongside the slider
+        x1 = c.propagate(x0[None], np.array([u]), 1.0)[0]
+        assert np.array_equal(x1[2:5], x0[2:5])
+        assert x1[0:2] == pytest.approx(x0[0:2] + np.array(u))
+        assert np.all(scene.layout.object_vels(x1) == 0.0)
+
+
+def test_central_push_moves_slider_with_pusher(scene):
+    c = AnalyticalCoarseModel(scene)
+    x0 = scene.initial_state()  # pusher just behind the slider, touching within 1 mm
+    x1 = c.propagate(x0[None], np.array([[0.025, 0.0]]), 1.0)[0]
+    assert x1[2] == pytest.approx(0.025, abs=2e-3)
+    assert x1[3] == pytest.approx(0.0, abs=1e-12) and x1[4] == pytest.approx(0.0, abs=1e-12)
+    assert scene.layout.object_vels(x1)[0].tolist() == pytest.approx([0.025, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("offset", [0.03, -0.03])
+def test_offset_push_turns_the_same_way_as_mujoco(scene, offset):
+    c, f = AnalyticalCoarseModel(scene), FineModel(scene, threads=1)
+    x0 = scene.initial_state()
+    x0[1] = offset
+    u = np.array([[0.025, 0.0]])
+    yc = c.propagate(x0[None], u, 1.0)[0, 4]
+    yf = f.propagate(x0[None], u, 1.0)[0, 4]
+    assert np.sign(yc) == np.sign(yf) == -np.sign(offset)  # pushing +x above the centre turns it clockwise
+
+
+def test_zero_control_is_safe(scene):
+    c = AnalyticalCoarseModel(scene)
+    x0 = scene.initial_state()
+    x1 = c.propagate(x0[None], np.zeros((1, 2)), 1.0)[0]
+    assert np.all(np.isfinite(x1)) and np.array_equal(scene.layout.object_poses(x1), scene.layout.object_poses(x0))
+
+
+def test_no_penetration_after_a_step(scene):
+    """Random pushes from all around, including ones that rotate a box into the pusher."""
+    c = AnalyticalCoarseModel(scene)
+    rng = np.random.default_rng(3)
+    n = 500
+    ang = rng.uniform(-np.pi, np.pi, n)
+    x = np.repeat(scene.initial_state()[None], n, 0)
+    dist = rng.uniform(0.06, 0.12, n)
+    x[:, 0:2] = np.stack([np.cos(ang), np.sin(ang)], -1) * dist[:, None]
+    x[:, 4] = rng.uniform(-np.pi, np.pi, n)
+    x, _ = project_feasible(scene, x)
+    heading = ang + np.pi + rng.uniform(-0.6, 0.6, n)
+    u = 0.05 * np.stack([np.cos(heading), np.sin(heading)], -1)
+    for _ in range(4):
+        x = c.propagate(x, u, 1.0)
+        assert np.all(np.isfinite(x))
+        assert max_penetration(scene, x).max() <= 1e-3 + 1e-9
+    moved = np.linalg.norm(x[:, 2:4], axis=-1) > 1e-3
+    assert moved.mean() > 0.5  # most pushes hit the slider
+
+
+def test_projection_separates_and_respects_tolerance():
+    scene = load_scene("four_cylinders")
+    L = scene.layout
+    x = scene.initial_state()
+    L.object_poses(x)[1, :2] = L.object_poses(x)[0, :2] + [0.09, 0.0]  # 12 mm overlap of two cylinders
+    L.pusher_pos(x)[:] = L.object_poses(x)[0, :2] - [0.06, 0.0]  # 5.6 mm inside the target
+    shallow = scene.initial_state()
+    L.pusher_pos(shallow)[:] = L.object_poses(shallow)[0, :2] - [0.0660, 0.0]  # 0.65 mm: within tolerance
+    both = np.stack([x, shallow])
+    out, changed = project_feasible(scene, both)
+    assert changed.tolist() == [True, False]
+    assert np.array_equal(out[1], shallow)
+    assert max_penetration(scene, out[0]) <= 1e-3 + 1e-12
+    with pytest.raises(ValueError, match="below 1 mm"):
+        project_feasible(scene, x, tolerance=1e-4)

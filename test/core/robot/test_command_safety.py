@@ -1,0 +1,243 @@
+"""The velocity commander's safety layer without ROS: watchdog, e-stop, limits, workspace clamping, mapping."""
+import math
+
+import numpy as np
+import pytest
+
+from parapush_ros.core.robot.command_safety import (
+    CommandSafety,
+    SafetyConfig,
+    SafetyConfigError,
+    Workspace,
+    joint_matrix,
+    rotate_planar,
+)
+from parapush_ros.core.scene.geometry import Footprint
+from parapush_ros.core.scene.spec import load_scene
+
+PERIOD = 0.01
+
+
+def make(**kw):
+    cfg = SafetyConfig(**{"max_speed": 0.1, "max_acceleration": 100.0, "command_timeout": 0.2, "state_timeout": 0.2,
+                          "workspace_margin": 0.01, "braking_horizon": 0.2, **kw})
+    ws = Workspace((0.4, 0.5), 0.0145, [("obstacle", Footprint("cylinder", radius=0.04), (0.0, 0.0, 0.0))])
+    s = CommandSafety(cfg, ws)
+    s.step(-PERIOD)  # a first period has passed (the acceleration limit needs elapsed time)
+    return s
+
+
+def run(s, t0, t1, cmd=None, pusher=(-0.2, 0.0)):
+    """Step from t0 to t1 at PERIOD, feeding ``cmd`` (or nothing) and the pusher state every step."""
+    outs = []
+    for t in np.arange(t0, t1, PERIOD):
+        if pusher is not None:
+            s.pusher_state(t, *pusher, True)
+        if cmd is not None:
+            s.command(t, *cmd)
+        outs.append((t, s.step(t)))
+    return outs
+
+
+def test_passes_a_safe_command_and_waits_for_the_first():
+    s = make()
+    out = s.step(0.0)
+    assert out.zero and out.status == "waiting for command"
+    (_, out), = run(s, 0.01, 0.015, cmd=(0.03, 0.01))
+    assert (out.vx, out.vy, out.status) == (0.03, 0.01, "ok")
+
+
+def test_watchdog_sends_zeros_within_one_period_and_keeps_sending_them():
+    s = make()
+    run(s, 0.0, 0.5, cmd=(0.05, 0.0))
+    last_cmd = 0.49
+    outs = run(s, 0.5, 1.5)  # the planner went silent
+    for t, o in outs:
+        if t - last_cmd > 0.2 + PERIOD:  # one period after the timeout at the latest
+            assert o.zero and o.status == "watchdog" and "no command" in o.detail
+    assert sum(o.zero for _, o in outs) >= len(outs) - 22  # zeros on every period once timed out
+    # a fresh command resumes motion
+    (_, o), = run(s, 1.5, 1.505, cmd=(0.05, 0.0))
+    assert o.vx == 0.05
+
+
+def test_silence_after_a_zero_command_is_idle_not_a_fault():
+    s = make()
+    run(s, 0.0, 0.5, cmd=(0.05, 0.0))
+    run(s, 0.5, 0.7, cmd=(0.0, 0.0))  # the planner stops the pusher (ramped down to zero) ...
+    outs = run(s, 0.7, 1.2)  # ... and goes quiet
+    assert all(o.zero for _, o in outs)
+    assert outs[-1][1].status == "idle" and "last command was zero" in outs[-1][1].detail
+    # silence while the output is still ramping down from a non-zero command is the watchdog's
+    s = make()
+    run(s, 0.0, 0.5, cmd=(0.05, 0.0))
+    outs = run(s, 0.5, 1.0)
+    assert outs[-1][1].status == "watchdog"
+
+
+def test_estop_latches_until_reset_and_reset_needs_a_new_command():
+    s = make()
+    run(s, 0.0, 0.1, cmd=(0.05, 0.0))
+    s.estop("operator")
+    for _, o in run(s, 0.1, 0.5, cmd=(0.05, 0.0)):  # commands keep arriving: still zeros
+        assert o.zero and o.status == "estop" and o.detail == "operator"
+    s.reset()
+    (_, o), = run(s, 0.5, 0.505)  # the pre-reset command is gone
+    assert o.zero and o.status == "waiting for command"
+    (_, o), = run(s, 0.51, 0.515, cmd=(0.05, 0.0))
+    assert o.vx == 0.05 and not s.estopped
+
+
+def test_speed_limit_keeps_direction():
+    s = make(max_speed=0.1)
+    (_, o), = run(s, 0.0, 0.005, cmd=(0.3, 0.4))
+    assert math.hypot(o.vx, o.vy) == pytest.approx(0.1)
+    assert o.vy / o.vx == pytest.approx(0.4 / 0.3)
+    assert o.status == "limited" and "speed" in o.detail
+
+
+def test_acceleration_limit_ramps_the_output():
+    s = make(max_acceleration=1.0)
+    outs = run(s, 0.0, 0.2, cmd=(0.1, 0.0))
+    v = [o.vx for _, o in outs]
+    assert v[0] == pytest.approx(1.0 * PERIOD)
+    assert np.all(np.diff(v) <= 1.0 * PERIOD + 1e-12)
+    assert v[-1] == pytest.approx(0.1)
+    assert "acceleration" in outs[3][1].detail
+
+
+@pytest.mark.parametrize("pusher, cmd, expect", [
+    ((0.4 - 0.0145 - 0.005, 0.0), (0.05, 0.02), (0.0, 0.02)),  # inside the margin of +x: vx removed, vy kept
+    ((0.4 - 0.0145 - 0.005, 0.0), (-0.05, 0.0), (-0.05, 0.0)),  # moving away from the edge is fine
+    ((0.0, -0.5 + 0.0145 + 0.001), (0.01, -0.05), (0.01, 0.0)),  # -y edge
+    ((-0.04 - 0.0145 - 0.005, 0.0), (0.05, 0.0), (0.0, 0.0)),  # touching the obstacle margin, moving into it
+    ((-0.04 - 0.0145 - 0.005, 0.0), (0.0, 0.05), (0.0, 0.05)),  # sliding along the obstacle is allowed
+    ((0.5, 0.0), (0.05, 0.0), (0.0, 0.0)),  # already off the table: never further out
+    ((0.5, 0.0), (-0.05, 0.0), (-0.05, 0.0)),  # ... but it may come back
+])
+def test_workspace_clamps_components_toward_boundaries(pusher, cmd, expect):
+    s = make()
+    (_, o), = run(s, 0.0, 0.005, cmd=cmd, pusher=pusher)
+    assert (o.vx, o.vy) == pytest.approx(expect, abs=1e-12)
+    if expect != cmd:
+        assert "workspace" in o.detail
+
+
+def test_braking_zone_limits_speed_toward_an_edge_in_proportion_to_clearance():
+    s = make(workspace_margin=0.01, braking_horizon=0.2)
+    clearance = 0.02  # m from the +x edge (pusher disc edge to table edge)
+    (_, o), = run(s, 0.0, 0.005, cmd=(0.1, 0.0), pusher=(0.4 - 0.0145 - clearance, 0.0))
+    assert o.vx == pytest.approx((clearance - 0.01) / 0.2)
+
+
+def test_closed_loop_never_leaves_the_table_or_enters_the_obstacle():
+    s = make(max_acceleration=2.0)
+    ws = s.workspace
+    for start, cmd in [((-0.2, 0.0), (0.1, 0.0)), ((0.0, 0.3), (0.07, 0.07)), ((0.1, -0.1), (-0.1, 0.1)),
+                       ((-0.3, -0.4), (-0.05, -0.1))]:
+        p = np.array(start, dtype=float)
+        s.reset()
+        for k in range(1000):  # 10 s of integrating the output
+            t = k * PERIOD
+            s.pusher_state(t, p[0], p[1], True)
+            s.command(t, *cmd)
+            o = s.step(t)
+            p += PERIOD * np.array([o.vx, o.vy])
+            assert min(c for _, c, _ in ws.boundaries(p)) > 0.0, (start, cmd, p)
+
+
+def test_missing_invalid_or_stale_pusher_state_gives_zeros():
+    s = make()
+    s.command(0.0, 0.05, 0.0)
+    o = s.step(0.0)
+    assert o.zero and o.status == "no pusher state"
+    s.pusher_state(0.0, 0.0, 0.3, True)
+    s.command(0.05, 0.05, 0.0)
+    assert s.step(0.05).vx > 0.0
+    s.command(0.3, 0.05, 0.0)
+    o = s.step(0.3)  # the state is 0.3 s old
+    assert o.zero and "old" in o.detail
+    s.pusher_state(0.31, 0.0, 0.3, False)  # tracking lost
+    s.command(0.31, 0.05, 0.0)
+    assert s.step(0.31).status == "no pusher state"
+    # without workspace enforcement the state is not needed
+    free = CommandSafety(SafetyConfig(enforce_workspace=False, max_acceleration=100.0))
+    free.command(0.0, 0.05, 0.0)
+    free.step(0.0)
+    assert free.step(0.01).vx == 0.05
+
+
+def test_non_finite_commands_are_rejected():
+    s = make()
+    assert "non-finite" in s.command(0.0, float("nan"), 0.0)
+    assert s.step(0.0).status == "waiting for command"
+
+
+def test_config_errors_name_the_parameter():
+    with pytest.raises(SafetyConfigError, match="max_speed"):
+        SafetyConfig(max_speed=0.0)
+    with pytest.raises(SafetyConfigError, match="workspace_margin"):
+        SafetyConfig(workspace_margin=-1.0)
+    with pytest.raises(SafetyConfigError, match="enforce_workspace"):
+        CommandSafety(SafetyConfig())
+    with pytest.raises(SafetyConfigError, match="singular"):
+        joint_matrix([1.0, 1.0, 1.0, 1.0])
+    with pytest.raises(SafetyConfigError, match="4 finite numbers"):
+        joint_matrix([1.0, 0.0])
+
+
+def test_output_mappings():
+    np.testing.assert_allclose(rotate_planar([1.0, 0.0], math.pi / 2), [0.0, 1.0], atol=1e-12)
+    m = joint_matrix([0.0, 1.0, -1.0, 0.0])  # joint 0 moves along table y, joint 1 along table -x
+    np.testing.assert_allclose(m @ [0.02, 0.03], [0.03, -0.02])
+
+
+def test_workspace_from_scene():
+    scene = load_scene("obstacle_push")
+    ws = Workspace.from_scene(scene)
+    names = [n for n, _, _ in ws.boundaries(np.array(scene.pusher.start))]
+    assert "obstacle 'obstacle'" in names and len(names) == 5
+
+
+@pytest.mark.parametrize("fault", ["invalid state", "stale state", "e-stop"])
+def test_pusher_stops_within_stop_travel_bound(fault):
+    """The stated bound, checked in simulated time on the real MuJoCo pusher (servo included): a planner at 20 Hz
+    pushes at max_speed; at t_bad the scene state goes invalid (the planner zeros on its next tick), stops coming
+    (stale: the planner zeros once it is ``state_timeout`` old), or the e-stop is called (zeros at once). The
+    commander (CommandSafety at 50 Hz, max_acceleration 0.5) drives PushSim; the pusher moves along y, clear of
+    the slider."""
+    from parapush_ros.core.robot.command_safety import stop_travel_bound
+    from parapush_ros.core.models.fine import PUSHER_BANDWIDTH_HZ, TIMESTEP
+    from parapush_ros.core.sim.world import PushSim
+
+    planner_period, commander_period, state_timeout, speed, decel = 0.05, 0.02, 0.5, 0.1, 0.5
+    sim = PushSim(load_scene("cylinder_slider"))
+    safety = CommandSafety(SafetyConfig(max_speed=speed, max_acceleration=decel, command_timeout=0.2,
+                                        state_timeout=0.2, enforce_workspace=False))
+    t_bad, steps_per_ms = 1.0, round(1e-3 / TIMESTEP)
+    last_good, planner_cmd, path = 0.0, (0.0, speed), []
+    for k in range(int(3.0 / 1e-3)):
+        t = k * 1e-3
+        if k % round(planner_period / 1e-3) == 0:  # the planner's timer tick
+            if fault != "stale state" or t < t_bad:
+                last_good = t  # the newest valid state it has seen
+            bad = (fault == "invalid state" and t >= t_bad) or (t - last_good > state_timeout)
+            planner_cmd = (0.0, 0.0) if bad else (0.0, speed)
+            safety.command(t, *planner_cmd)
+        if fault == "e-stop" and abs(t - t_bad) < 1e-9:
+            safety.estop("test")
+        if k % round(commander_period / 1e-3) == 0 or (fault == "e-stop" and abs(t - t_bad) < 1e-9):
+            out = safety.step(t)  # the e-stop service also sends zeros at once
+            sim.set_velocity(out.vx, out.vy)
+        sim.step(steps_per_ms)
+        path.append((t + 1e-3, sim.planar_state()[1]))
+    ys = np.array([y for t, y in path if t >= t_bad - 1e-9])
+    travel = float(ys[-1] - ys[0])
+    reaction = {"invalid state": planner_period, "stale state": state_timeout + planner_period, "e-stop": 0.0}[fault]
+    bound = stop_travel_bound(speed=speed, reaction_time=reaction,
+                              output_period=0.0 if fault == "e-stop" else commander_period,  # e-stop: zeros at once
+                              deceleration=math.inf if fault == "e-stop" else decel,
+                              servo_bandwidth_hz=PUSHER_BANDWIDTH_HZ)
+    assert 0.0 < travel <= bound, f"{fault}: travelled {travel * 1e3:.2f} mm, bound {bound * 1e3:.2f} mm"
+    assert travel >= 0.5 * bound  # and the bound is not vacuous
+    assert abs(ys[-1] - ys[-200]) < 1e-5  # standing still at the end

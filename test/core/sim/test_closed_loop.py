@@ -1,0 +1,114 @@
+"""Closed-loop MPC in a MuJoCo world with the fine model as the planner's predictive model (paper 000 Sec. 4.3),
+at small optimiser sizes so the file stays fast; plus the world's mismatch knobs and the ``bench mpc`` command.
+"""
+import json
+
+import numpy as np
+import pytest
+
+from parapush_ros.cli import main
+from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
+from parapush_ros.core.sim.closed_loop import SimWorld, WorldConfig, perturbed_scene, run_closed_loop
+from parapush_ros.core.planning.outcome import Outcome
+from parapush_ros.core.scene.spec import load_scene
+from parapush_ros.core.planning.tasks import obstacle_clearance
+
+pytestmark = pytest.mark.timeout(120)
+SMALL = dict(model="fine", samples=6, iterations=1)
+
+
+def closed_loop(scene_name, **config):
+    scene = load_scene(scene_name)
+    planner = MPCPlanner(scene, PlannerConfig(**config))
+    try:
+        return scene, run_closed_loop(planner, SimWorld(scene), keep_plans=True)
+    finally:
+        planner.close()
+
+
+def test_fine_mpc_reaches_the_goal_without_obstacles():
+    scene, rec = closed_loop("cylinder_slider", **SMALL)
+    assert rec.outcome is Outcome.REACHED, rec.reason
+    assert rec.final_distance <= scene.goal.radius and 1 <= rec.actions <= 10
+    assert len(rec.plan_times) == rec.actions == len(rec.controls) == len(rec.predicted)
+    assert rec.states.shape == (rec.actions + 1, scene.layout.dim) and len(rec.path) > rec.actions
+    assert rec.task_time == pytest.approx(rec.planning_time + rec.actions * 1.0)
+
+
+def test_fine_mpc_pushes_around_the_obstacle():
+    scene, rec = closed_loop("obstacle_push", **SMALL)
+    assert rec.outcome is Outcome.REACHED, rec.reason
+    obj_c, pusher_c = obstacle_clearance(scene, rec.path)
+    assert obj_c.min() > 1e-3 and pusher_c.min() > 1e-3  # never touched the obstacle, checked densely
+    assert np.abs(rec.path[:, 3]).max() > 0.09  # went round it, not through it
+    assert rec.actions <= 20
+
+
+def test_world_mismatch_and_observation_noise():
+    scene = load_scene("cylinder_slider")
+    other = perturbed_scene(scene, friction_scale=1.2, pusher_friction_scale=0.5, mass_scale=2.0)
+    assert other.friction["object_table"] == pytest.approx(1.2 * scene.friction["object_table"])
+    assert other.friction["pusher_object"] == pytest.approx(0.5 * scene.friction["pusher_object"])
+    assert other.objects[0].mass == pytest.approx(2.0 * scene.objects[0].mass)
+    with pytest.raises(ValueError, match="mass_scale"):
+        perturbed_scene(scene, mass_scale=0.0)
+    world = SimWorld(scene, WorldConfig(position_noise=0.002, yaw_noise=0.01, seed=4))
+    obs = np.array([world.observe() for _ in range(400)])
+    err = obs - world.x
+    assert err[:, 0:4].std() == pytest.approx(0.002, rel=0.15) and err[:, 4].std() == pytest.approx(0.01, rel=0.15)
+    assert not WorldConfig().mismatched and WorldConfig(mass_scale=1.1).mismatched
+    # more table friction: the slider moves less under the same push
+    u = np.array([0.05, 0.0])
+    light, heavy = SimWorld(scene), SimWorld(scene, WorldConfig(friction_scale=1.5))
+    path = light.execute(u, 1.0)
+    heavy.execute(u, 1.0)
+    assert path.shape == (20, scene.layout.dim)
+    assert heavy.x[2] < light.x[2]
+    with pytest.raises(ValueError, match="control must be 2 finite numbers"):
+        light.execute([np.nan, 0.0], 1.0)
+
+
+def test_bench_mpc_command_small(tmp_path):
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--scenes", "2", "--models", "coarse", "--mismatch", "--max-actions", "2",
+                 "--samples", "4", "--iterations", "1", "--timing-repeats", "1", "--out", str(out),
+                 "--json", str(out / "mpc.json")]) == 0
+    res = json.loads((out / "mpc.json").read_text())
+    assert set(res["summary"]) == {"nominal/coarse", "mismatch/coarse"}
+    for s in res["summary"].values():
+        assert s["runs"] == 2 and 0.0 <= s["success_rate"] <= 1.0
+        assert set(s["failures"]) == {"hit_obstacle", "off_table", "timeout", "failed"}
+        assert s["plan_time_per_step_s"] > 0.0 and s["task_time_s"] > 0.0
+    assert len(res["runs"]) == 4 and all(r["actions"] <= 2 for r in res["runs"])
+    assert res["runs"][2]["world_config"]["position_noise"] == 0.001  # the mismatch world
+    t = res["timing"]["models"]["coarse"]["seconds"]
+    assert len(t) == 4 and all(v > 0.0 for v in t.values())
+    for world in ("nominal", "mismatch"):
+        assert (out / f"mpc_{world}_coarse.png").stat().st_size > 1000
+    # scenes are deterministic given the seed and put the obstacle across the straight push
+    from parapush_ros.bench.mpc import random_scenes
+    a, b = random_scenes(3, 5), random_scenes(3, 5)
+    assert [s.to_dict() for s in a] == [s.to_dict() for s in b]
+    for s in a:
+        slider, goal, ob = np.array(s.objects[0].pose[:2]), np.array(s.goal.position), np.array(s.obstacles[0].pose[:2])
+        d = (goal - slider) / np.linalg.norm(goal - slider)
+        off = abs(d[0] * (ob - slider)[1] - d[1] * (ob - slider)[0])
+        assert off < s.objects[0].radius + s.obstacles[0].radius  # the straight push would hit it
+
+
+def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
+    """``--first-scene`` lets a 50-scene study run in parts: part runs equal the same scenes of one whole run."""
+    common = ["bench", "mpc", "--models", "coarse", "--mismatch", "--max-actions", "2", "--samples", "4",
+              "--iterations", "1", "--no-timing", "--seed", "3"]
+    assert main(common + ["--scenes", "2", "--out", str(tmp_path / "whole")]) == 0
+    assert main(common + ["--scenes", "1", "--first-scene", "1", "--out", str(tmp_path / "part")]) == 0
+    whole = json.loads((tmp_path / "whole" / "bench_mpc.json").read_text())
+    part = json.loads((tmp_path / "part" / "bench_mpc.json").read_text())
+    assert part["first_scene"] == 1 and part["scene_defs"] == whole["scene_defs"][1:]
+    for world in ("nominal", "mismatch"):
+        w = next(r for r in whole["runs"] if r["scene"] == 1 and r["world"] == world)
+        p = next(r for r in part["runs"] if r["world"] == world)
+        assert p["scene"] == 1 and p["world_config"] == w["world_config"]
+        assert (p["outcome"], p["actions"], p["path"]) == (w["outcome"], w["actions"], w["path"])
+    with pytest.raises(ValueError, match="--first-scene"):
+        main(common + ["--scenes", "1", "--first-scene", "-1", "--out", str(tmp_path / "bad")])

@@ -1,0 +1,359 @@
+"""The mpc_planner node end to end through real rclpy (same process, real DDS): PushObject goal -> feedback ->
+result against a MuJoCo world stepped in the test, plan outputs, cancel / stale / invalid state -> zero command.
+
+The world stands in for the robot and mocap and owns the simulated clock: each tick it advances the MuJoCo scene
+(``core.sim.closed_loop.SimWorld``)
+by ``TICK`` under the latest received command, publishes ``/clock`` and then the scene state
+stamped with the new time. The planner runs with ``use_sim_time``, so its holds, timeouts and pauses are measured
+on the world's clock. While the planner commands a non-zero velocity the world moves in lock-step with it: it
+advances a tick only once the planner's command for the current clock has arrived, so a slow or busy host makes
+the test slower, never different (otherwise, with the pusher commanded still, it ticks at about real time).
+"""
+import math
+import threading
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from action_msgs.msg import GoalStatus  # noqa: E402
+from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: E402
+from nav_msgs.msg import Path  # noqa: E402
+from parapush_msgs.action import PushObject  # noqa: E402
+from parapush_msgs.msg import PushPlan, SceneState  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.time import Time  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from visualization_msgs.msg import MarkerArray  # noqa: E402
+
+from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa: E402
+from parapush_ros.ros import topics  # noqa: E402
+from parapush_ros.ros.conversions import array_to_scene_state  # noqa: E402
+from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
+from parapush_ros.core.models.fine import PUSHER_BANDWIDTH_HZ  # noqa: E402
+from parapush_ros.core.sim.closed_loop import SimWorld  # noqa: E402
+from parapush_ros.core.scene.spec import load_scene  # noqa: E402
+from parapush_ros.nodes.mpc_planner import LATCHED, RELIABLE, MPCPlannerNode  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+SCENE = "cylinder_slider"
+DT = 0.2  # short holds keep the test quick
+CONTROL_RATE = 50.0  # Hz: the planner's command timer
+TICK = 0.02  # s of simulated time per world step (one planner timer period: fewer messages per simulated second)
+LOCKSTEP_WAIT = 30.0  # s of wall time the world waits for the planner's command at most (a hung planner)
+
+
+def sec(stamp) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+class Harness:
+    """The test's side of the wire: the world (clock, scene state), command/plan/status sinks, the action client.
+
+    The world publishes one of: the simulated scene (``run_world``), a fixed state (``publish_static``), or no
+    state at all (``stop_state``: the clock goes on, so the last state goes stale)."""
+
+    def __init__(self, node, scene):
+        self.node, self.scene = node, scene
+        self.clock_pub = node.create_publisher(Clock, topics.CLOCK, RELIABLE)
+        self.state_pub = node.create_publisher(SceneState, topics.SCENE_STATE, RELIABLE)
+        self.goal_pub = node.create_publisher(PoseStamped, topics.GOAL_POSE, 10)
+        self.cmds, self.plans, self.paths, self.markers, self.status = [], [], [], [], []
+        node.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_cmd, RELIABLE)
+        node.create_subscription(PushPlan, topics.PLAN, self.plans.append, RELIABLE)
+        node.create_subscription(Path, topics.PLAN_PATH, self.paths.append, LATCHED)
+        node.create_subscription(MarkerArray, topics.PLAN_MARKERS, self.markers.append, LATCHED)
+        node.create_subscription(String, topics.PLANNER_STATUS, lambda m: self.status.append(m.data), LATCHED)
+        self.client = ActionClient(node, PushObject, topics.PUSH_ACTION)
+        self.world = None
+        self.static, self.valid, self.source = None, True, "none"
+        self.t = 0.0  # the simulated clock (s)
+        self.pusher_path = []  # (t, pusher x, y) of the world after every tick
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="test-world", daemon=True)
+        self._thread.start()
+
+    def close(self):
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        self._thread.join(10.0)
+
+    # --- commands
+    def _on_cmd(self, msg):
+        with self._cond:
+            self.cmds.append((sec(msg.header.stamp), msg))
+            self._cond.notify_all()
+
+    def last_u(self):
+        if not self.cmds:
+            return np.zeros(2)
+        t = self.cmds[-1][1].twist.linear
+        return np.array([t.x, t.y])
+
+    def _await_command(self):
+        """Lock-step while the pusher is commanded to move: wait for the command the planner's timer sends for the
+        current clock (stamped within one timer period); otherwise tick at about real time."""
+        period = 1.0 / CONTROL_RATE
+        with self._cond:
+            if np.any(self.last_u() != 0.0):
+                self._cond.wait_for(lambda: self._stop.is_set() or self.cmds[-1][0] > self.t - period + 1e-9,
+                                    timeout=LOCKSTEP_WAIT)
+                return
+        self._stop.wait(TICK)
+
+    # --- the world
+    def run_world(self):
+        with self._cond:
+            self.world, self.valid, self.source = SimWorld(self.scene), True, "world"
+
+    def lose_tracking(self) -> float:
+        """From the next tick on, the world's states say tracking is lost; returns the sim time of the first."""
+        with self._cond:
+            self.valid = False
+            return round(self.t + TICK, 9)
+
+    def publish_static(self, x, valid=True):
+        with self._cond:
+            self.static, self.valid, self.source = np.array(x, float), valid, "static"
+
+    def stop_state(self):
+        with self._cond:
+            self.source = "none"
+
+    def _loop(self):
+        while not self._stop.is_set():
+            self._await_command()
+            with self._cond:
+                source = self.source
+                if source == "world":
+                    self.world.execute(self.last_u(), TICK)
+                    x, valid = self.world.x.copy(), self.valid
+                    self.pusher_path.append((self.t + TICK, x[0], x[1]))
+                else:
+                    x, valid = self.static, self.valid
+                self.t = round(self.t + TICK, 9)
+                stamp = Time(nanoseconds=int(round(self.t * 1e9))).to_msg()
+            self.clock_pub.publish(Clock(clock=stamp))
+            if source != "none":
+                msg = array_to_scene_state(x, self.scene, valid=valid)
+                msg.header.stamp, msg.header.frame_id = stamp, "table"
+                self.state_pub.publish(msg)
+
+    def wait_sim(self, seconds):
+        wait_sim(lambda: self.t, seconds)
+
+    # --- action
+    def send(self, x, y, feedback=None, **fields):
+        goal = PushObject.Goal(target_object="cylinder", goal_x=x, goal_y=y, yaw_tolerance=-1.0, **fields)
+        handle = wait_future(self.client.send_goal_async(goal, feedback_callback=feedback), what="goal response")
+        assert handle.accepted
+        return handle
+
+
+PLANNER_PARAMETERS = dict(scene=SCENE, model="coarse", samples=8, iterations=2, control_duration=DT,
+                          state_timeout=1.0, control_rate=CONTROL_RATE, stop_hold=0.5, tracking_loss_timeout=2.0,
+                          use_sim_time=True)
+
+
+@pytest.fixture
+def harness(ros_context):
+    """A planner on the world's clock and the harness, new for every test: a test that fails leaves no goal, no
+    busy thread and no node to the next (teardown aborts a running push and waits for it)."""
+    scene = load_scene(SCENE)
+    with BackgroundExecutor(ros_context) as ex:
+        planner = ex.add(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v)
+                                                             for k, v in PLANNER_PARAMETERS.items()]))
+        h = Harness(ex.add(rclpy.create_node("mpc_planner_test")), scene)
+        try:
+            assert h.client.wait_for_server(timeout_sec=30.0)
+            yield h, planner
+        finally:
+            h.close()
+
+
+def zero(msg):
+    return msg.twist.linear.x == 0.0 and msg.twist.linear.y == 0.0
+
+
+def test_goal_feedback_result_against_a_simulated_world(harness):
+    h, _ = harness
+    h.cmds.clear()
+    h.run_world()
+    feedback = []
+    handle = h.send(0.08, 0.0, feedback=lambda m: feedback.append(m.feedback), position_tolerance=0.02,
+                    max_actions=40)
+    res = wait_future(handle.get_result_async(), timeout=90.0, what="push result")
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+    r = res.result
+    assert r.outcome == PushObject.Result.REACHED and r.message.startswith("reached")
+    assert r.actions_executed >= 2 and 0.0 <= r.final_distance <= 0.02 and r.mean_planning_time > 0.0
+    assert h.world.x[2] > 0.05  # the slider really moved in the world
+    # feedback each step, carrying the plan being executed
+    assert feedback, "no feedback received"
+    assert [f.step for f in feedback] == sorted(f.step for f in feedback)
+    fb = feedback[-1]
+    assert len(fb.latest_plan.controls) == 4 and len(fb.latest_plan.predicted_states) == 4
+    assert fb.latest_plan.model == "coarse" and fb.latest_plan.controls[0].duration == pytest.approx(DT)
+    assert fb.distance_to_goal > 0.0
+    # commands: table frame, finite, within the speed limit, pushing forward; zero once the push is over
+    cmds = [m for _, m in h.cmds]
+    assert cmds and all(m.header.frame_id == "table" for m in cmds)
+    speeds = [math.hypot(m.twist.linear.x, m.twist.linear.y) for m in cmds]
+    assert all(math.isfinite(s) for s in speeds) and max(speeds) <= 0.1 + 1e-9
+    assert max(m.twist.linear.x for m in cmds) > 0.02
+    wait_for(lambda: zero(h.cmds[-1][1]), timeout=30.0, what="zero command after the result")
+    # plan outputs for RViz and the status line
+    wait_for(lambda: h.plans and h.paths and h.markers, timeout=30.0, what="plan, path and markers")
+    assert len(h.paths[-1].poses) == 5 and h.paths[-1].header.frame_id == "table"
+    ns = {m.ns for m in h.markers[-1].markers}
+    assert {"plan/paths", "plan/objects", "goal", "table"} <= ns
+    wait_for(lambda: h.status and h.status[-1].startswith("reached"), timeout=30.0, what="status 'reached'")
+
+
+def test_cancel_sends_a_zero_command_at_once(harness):
+    h, _ = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.cmds.clear()
+    handle = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=30.0, what="a non-zero push command")
+    n_before = len(h.cmds)
+    cancel = wait_future(handle.cancel_goal_async(), what="cancel response")
+    assert len(cancel.goals_canceling) == 1
+    res = wait_future(handle.get_result_async(), timeout=30.0, what="cancelled result")
+    assert res.status == GoalStatus.STATUS_CANCELED
+    assert res.result.outcome == PushObject.Result.ABORTED and "cancelled" in res.result.message
+    wait_for(lambda: len(h.cmds) > n_before and zero(h.cmds[-1][1]), timeout=30.0, what="zero command after cancel")
+    n = len(h.cmds)
+    wait_for(lambda: len(h.cmds) >= n + 3, timeout=30.0, what="the zeros that follow a stop")
+    assert all(zero(m) for _, m in h.cmds[n:])  # the pusher is never set moving again
+
+
+def test_a_new_goal_pre_empts_the_running_one(harness):
+    h, _ = harness
+    h.publish_static(h.scene.initial_state())
+    h.cmds.clear()
+    first = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=30.0, what="a non-zero push command")
+    second = h.send(0.3, -0.2, max_actions=100)
+    res = wait_future(first.get_result_async(), timeout=30.0, what="pre-empted result")
+    assert res.status == GoalStatus.STATUS_ABORTED
+    assert res.result.outcome == PushObject.Result.ABORTED and "pre-empted" in res.result.message
+    n = len(h.cmds)
+    wait_for(lambda: any(not zero(m) and m.twist.linear.y < 0.0 for _, m in h.cmds[n:]), timeout=30.0,
+             what="the second goal's push (toward -y)")
+    wait_future(second.cancel_goal_async(), what="cancel response")
+    res = wait_future(second.get_result_async(), timeout=30.0, what="cancelled result")
+    assert res.status == GoalStatus.STATUS_CANCELED
+
+
+@pytest.mark.parametrize("fault, words", [("stale", "stale scene state"), ("invalid", "tracking_valid is false")])
+def test_a_stale_or_invalid_state_that_lasts_fails_the_push(harness, fault, words):
+    h, _ = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.cmds.clear()
+    handle = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=30.0, what="a non-zero push command")
+    if fault == "stale":
+        h.stop_state()
+    else:
+        h.publish_static(x, valid=False)
+    res = wait_future(handle.get_result_async(), timeout=60.0, what="failed result")
+    assert res.status == GoalStatus.STATUS_ABORTED
+    assert res.result.outcome == PushObject.Result.FAILED and words in res.result.message, res.result.message
+    assert "tracking_loss_timeout" in res.result.message  # it waited for tracking to come back, in vain
+    wait_for(lambda: zero(h.cmds[-1][1]), timeout=30.0, what="zero command after the fault")
+
+
+def test_a_tracking_dropout_pauses_the_push_and_it_resumes(harness):
+    h, planner = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.cmds.clear()
+    handle = h.send(0.3, 0.2, max_actions=100)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds), timeout=30.0, what="a non-zero push command")
+    h.publish_static(x, valid=False)  # tracking lost for less than tracking_loss_timeout (2 s)
+    wait_for(lambda: h.cmds and zero(h.cmds[-1][1]), timeout=30.0, what="a zero command after the dropout")
+    n = len(h.cmds)
+    wait_for(lambda: h.status and h.status[-1].startswith("paused") and "tracking_valid is false" in h.status[-1],
+             timeout=30.0, what="status 'paused'")
+    h.wait_sim(0.2)
+    assert len(h.cmds) > n and all(zero(m) for _, m in h.cmds[n:])  # held still while tracking is lost
+    h.publish_static(x)  # tracking is back: the push goes on
+    n = len(h.cmds)
+    wait_for(lambda: any(not zero(m) for _, m in h.cmds[n:]), timeout=30.0, what="the push resuming")
+    assert not handle.get_result_async().done()
+    wait_future(handle.cancel_goal_async(), what="cancel response")
+    res = wait_future(handle.get_result_async(), timeout=30.0, what="cancelled result")
+    assert res.status == GoalStatus.STATUS_CANCELED
+
+
+def test_tracking_lost_mid_push_stops_the_pusher_within_the_stated_bound(harness):
+    """From the first invalid state on, the pusher travels at most ``stop_travel_bound``: the planner reacts on
+    its next timer tick (allowing ``ORDERING_TICKS`` of the world for the state's callback to be served before
+    that tick's), the world applies the zero from its next tick, and its servo coasts 2 v / omega."""
+    ordering_ticks = 3
+    h, planner = harness
+    h.run_world()
+    h.send(0.3, 0.0, max_actions=100)
+    wait_for(lambda: len(h.pusher_path) > 2 and h.pusher_path[-1][1] - h.pusher_path[-3][1] > 0.5 * 0.05 * 2 * TICK,
+             timeout=30.0, what="the pusher moving in the world")
+    t_bad = h.lose_tracking()
+    wait_for(lambda: h.status and h.status[-1].startswith("paused"), timeout=30.0, what="status 'paused'")
+    h.wait_sim(0.5)  # long past any stop
+    path = np.array([(px, py) for t, px, py in h.pusher_path if t >= t_bad - 1e-9])
+    travel = float(np.sum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
+    bound = stop_travel_bound(speed=planner.p["max_speed"], reaction_time=1.0 / CONTROL_RATE + ordering_ticks * TICK,
+                              output_period=TICK, deceleration=math.inf, servo_bandwidth_hz=PUSHER_BANDWIDTH_HZ)
+    assert 0.0 < travel <= bound, \
+        f"pusher travelled {travel * 1e3:.2f} mm after tracking was lost (bound {bound * 1e3:.2f} mm)"
+    assert np.linalg.norm(path[-1] - path[-10]) < 1e-4  # and it is still now
+
+
+def test_bad_goals_fail_with_a_named_reason(harness):
+    h, _ = harness
+    h.publish_static(h.scene.initial_state())
+    res = wait_future(h.send(5.0, 0.0).get_result_async(), timeout=30.0, what="result")
+    assert res.result.outcome == PushObject.Result.FAILED and "off the table" in res.result.message
+    goal = PushObject.Goal(target_object="teapot", goal_x=0.1, goal_y=0.0)
+    handle = wait_future(h.client.send_goal_async(goal), what="goal response")
+    res = wait_future(handle.get_result_async(), timeout=30.0, what="result")
+    h.stop_state()
+    assert res.result.outcome == PushObject.Result.FAILED and "teapot" in res.result.message
+    # no state at all
+    res = wait_future(h.send(0.1, 0.0).get_result_async(), timeout=30.0, what="result")
+    assert res.result.outcome == PushObject.Result.FAILED
+
+
+def test_goal_pose_starts_a_push(harness):
+    h, _ = harness
+    x = h.scene.initial_state()
+    h.publish_static(x)
+    h.status.clear()
+    pose = PoseStamped()
+    pose.header.frame_id = "map"  # not the table frame: ignored
+    pose.pose.position.x = 0.0
+    pose.pose.orientation.w = 1.0
+    h.goal_pub.publish(pose)
+    pose.header.frame_id = "table"  # the slider is already there: reached at once, without an action
+    wait_for(lambda: h.node.count_subscribers(topics.GOAL_POSE) > 0, timeout=30.0, what="goal_pose subscriber")
+    h.goal_pub.publish(pose)
+    wait_for(lambda: h.status and h.status[-1].startswith("reached"), timeout=30.0, what="status 'reached'")
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("optimiser", "adam", "parameter optimiser: 'adam'"),
+    ("model", "oracle", "parameter model: unknown model 'oracle'"),
+    ("nominal_speed", 0.5, "optimiser parameter nominal_speed"),
+    ("control_duration", 0.0005, "parameter control_duration"),
+    ("weights.collision", -1.0, "collision: must be finite and >= 0"),
+    ("target_object", "teapot", "no object named 'teapot'"),
+])
+def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, words):
+    with pytest.raises((ValueError, KeyError), match=words):
+        MPCPlannerNode(parameter_overrides=[Parameter("scene", value=SCENE), Parameter(name, value=value)])

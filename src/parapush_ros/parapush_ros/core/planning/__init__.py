@@ -1,0 +1,1 @@
+"""Planning: tasks and costs, outcome rules, optimisers, the MPC planner."""

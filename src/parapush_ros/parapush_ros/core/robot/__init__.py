@@ -1,0 +1,1 @@
+"""Robot I/O logic without ROS: mocap tracking, NatNet parsing, command safety."""

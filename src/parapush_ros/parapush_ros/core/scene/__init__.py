@@ -1,0 +1,1 @@
+"""The world description: planar state layout, scene files, geometry, feasibility projection."""

@@ -1,0 +1,1 @@
+"""rclpy helpers shared by the nodes: parameters, topics and QoS, conversions, markers, spinning."""

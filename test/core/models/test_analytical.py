@@ -88,3 +88,31 @@ def test_projection_separates_and_respects_tolerance():
     assert max_penetration(scene, out[0]) <= 1e-3 + 1e-12
     with pytest.raises(ValueError, match="below 1 mm"):
         project_feasible(scene, x, tolerance=1e-4)
+
+
+def test_k_omega_comes_from_the_scene_file_everywhere():
+    """Issue 15: K_omega is a scene parameter (``coarse: {k_omega: ...}``), validated, and every entry point that
+    builds the analytical model from the scene (Predictor, benches, nodes) uses it."""
+    import yaml
+
+    from parapush_ros.core.models.registry import Predictor
+    from parapush_ros.core.scene.spec import SceneError, scene_from_dict, scenes_dir
+    data = yaml.safe_load((scenes_dir() / "box_slider.yaml").read_text())
+    data["coarse"] = {"k_omega": {"box": 0.9}}
+    scene = scene_from_dict(data)
+    assert AnalyticalCoarseModel(scene).k_omega.tolist() == [0.9]
+    assert Predictor(scene).coarse_model("analytical").k_omega.tolist() == [0.9]
+    assert scene_from_dict(scene.to_dict()).coarse == scene.coarse  # round trip
+    assert AnalyticalCoarseModel(load_scene("box_slider")).k_omega.tolist() == [0.55]
+    # a larger gain turns the box more for the same off-centre push
+    x0 = scene.initial_state()
+    x0[1] = 0.04
+    turn = [abs(AnalyticalCoarseModel(s).propagate(x0[None], np.array([[0.03, 0.0]]), 1.0)[0, 4])
+            for s in (load_scene("box_slider"), scene)]
+    assert turn[1] == pytest.approx(turn[0] * 0.9 / 0.55, rel=0.05)
+    for bad, field in (({"k_omega": -1.0}, "coarse.k_omega: must be > 0"),
+                       ({"k_omega": {"sphere": 1.0}}, "coarse.k_omega.sphere: unknown shape"),
+                       ({"gain": 1.0}, "coarse.gain: unknown key")):
+        data["coarse"] = bad
+        with pytest.raises(SceneError, match=f"box.yaml: {field}"):
+            scene_from_dict(data, source="box.yaml")

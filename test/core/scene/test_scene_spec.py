@@ -91,3 +91,44 @@ def test_state_layout_views_and_compose():
         L.check(np.zeros(10))
     with pytest.raises(ValueError, match="NaN"):
         L.check(np.full(16, np.nan))
+
+
+def box_scene_with_pusher_at(x):
+    d = yaml.safe_load((scenes_dir() / "box_slider.yaml").read_text())
+    d["pusher"]["start"] = [x, 0.0]
+    return d
+
+
+@pytest.mark.parametrize("depth, shown", [(0.25e-3, "0.25 mm"), (0.01e-3, "10.0 um"), (1.9e-3, "1.90 mm")])
+def test_measured_start_overlaps_within_tolerance_are_projected_with_a_warning(depth, shown):
+    """Issue 15: a recorded pusher a little inside the box (mocap noise) is a valid start: the box is moved out
+    along the contact normal, the pusher stays, and the warning names the depth."""
+    from parapush_ros.core.scene.geometry import disc_penetration
+    from parapush_ros.core.scene.spec import StartOverlapWarning
+    touching_x = -0.109 / 2 - 0.0145
+    with pytest.warns(StartOverlapWarning, match=f"pusher.start: pusher overlaps objects\\[0\\] 'box' by {shown}"):
+        scene = scene_from_dict(box_scene_with_pusher_at(touching_x + depth), source="measured.yaml")
+    assert scene.pusher.start == (pytest.approx(touching_x + depth), 0.0)
+    assert scene.objects[0].pose == pytest.approx((depth, 0.0, 0.0), abs=1e-9)
+    left, _ = disc_penetration(np.array(scene.pusher.start), 0.0145, scene.objects[0].footprint,
+                               np.array(scene.objects[0].pose))
+    assert abs(left) < 1e-9
+
+
+def test_measured_start_overlaps_beyond_tolerance_are_an_error():
+    from parapush_ros.core.scene.spec import START_OVERLAP_TOLERANCE
+    assert START_OVERLAP_TOLERANCE >= 1e-3
+    with pytest.raises(SceneError, match=r"measured.yaml: pusher.start: pusher overlaps objects\[0\] 'box' by "
+                                         r"3.00 mm \(more than the 2.00 mm"):
+        scene_from_dict(box_scene_with_pusher_at(-0.109 / 2 - 0.0145 + 3e-3), source="measured.yaml")
+
+
+def test_objects_overlapping_a_little_are_separated_half_each():
+    from parapush_ros.core.scene.spec import StartOverlapWarning
+    d = yaml.safe_load((scenes_dir() / "four_cylinders.yaml").read_text())
+    d["objects"][1]["start"] = [-0.2, 2 * 0.05115 - 0.5e-3, 0.0]  # 0.5 mm into the target
+    with pytest.warns(StartOverlapWarning, match=r"objects\[1\].start: 'cylinder_1' overlaps objects\[0\] "
+                                                 r"'target' by 0.50 mm"):
+        scene = scene_from_dict(d, source="measured.yaml")
+    assert scene.objects[0].pose[1] == pytest.approx(-0.25e-3, abs=1e-9)
+    assert scene.objects[1].pose[1] == pytest.approx(2 * 0.05115 - 0.25e-3, abs=1e-9)

@@ -37,8 +37,8 @@ class AnalyticalCoarseModel:
                  projection_tolerance: float = DEFAULT_PROJECTION_TOLERANCE):
         self.scene = scene
         self.layout = scene.layout
-        if k_omega is None:
-            k_omega = DEFAULT_K_OMEGA
+        if k_omega is None:  # the scene's values (``coarse.k_omega`` in its file), else the defaults
+            k_omega = {**DEFAULT_K_OMEGA, **scene.coarse.get("k_omega", {})}
         if isinstance(k_omega, (int, float)):
             k_omega = {"cylinder": float(k_omega), "box": float(k_omega)}
         for k, v in k_omega.items():

@@ -30,6 +30,13 @@ TIMESTEP = 0.001  # s; the largest step that is stable and accurate for this con
 # bandwidth to a change of command. An ideal velocity servo (kv -> inf) would change the pusher's velocity within
 # one step and hammer a touching slider off the table at every control switch.
 PUSHER_BANDWIDTH_HZ = 30.0
+PUSHER_OMEGA = 2.0 * np.pi * PUSHER_BANDWIDTH_HZ  # rad/s
+# The servo force is kp (setpoint - q) - kv qdot, so a pusher moving freely at velocity v sits kv/kp v = 2 v / omega
+# behind its setpoint (0.74 mm at 70 mm/s). A slice restarts the setpoint at q + SERVO_LEAD qdot: the continuous
+# servo's setpoint whenever the pusher is not accelerating (without it every slice lost 2 v / omega of travel). A
+# slice reads the pusher position back from the setpoint (``PlanarMapping.from_mujoco``), so the setpoint, and with
+# it the pusher's path, is continuous across slices however a push is sliced (README, "Slice-independent pusher").
+SERVO_LEAD = 2.0 / PUSHER_OMEGA  # s: kv / kp of a critically damped servo
 PUSHER_REACH = 2.0  # m: the servo's setpoint range around the table centre (MuJoCo requires one)
 PUSHER_CLEARANCE = 0.001  # gap between pusher bottom and table top (m): the pusher never drags on the table
 TABLE_THICKNESS = 0.04  # m
@@ -58,8 +65,7 @@ def build_mjcf(scene: Scene) -> str:
     fr = scene.friction
     hx, hy = scene.table.half
     p = scene.pusher
-    omega = 2.0 * np.pi * PUSHER_BANDWIDTH_HZ
-    kp, kv = p.mass * omega ** 2, 2.0 * p.mass * omega  # critically damped
+    kp, kv = p.mass * PUSHER_OMEGA ** 2, 2.0 * p.mass * PUSHER_OMEGA  # critically damped: kv / kp = SERVO_LEAD
     lines = [
         f'<mujoco model="parapush_{scene.name}">',
         # elliptic cones: isotropic Coulomb friction (pyramidal cones make a central push drift sideways)
@@ -129,12 +135,12 @@ class PlanarMapping:
 
     def to_mujoco(self, x: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray | None = None) -> None:
         """Write one planar state into qpos/qvel (objects flat at rest height, no vertical motion) and the pusher
-        servo setpoint into ``act``."""
+        servo setpoint into ``act`` (where the continuous servo's setpoint is for this pusher velocity)."""
         L = self.layout
         qpos[self.pusher_qpos] = x[0:2]
         qvel[self.pusher_qvel] = L.pusher_vel(x)
         if act is not None:
-            act[:] = x[0:2]  # servo setpoint starts where the pusher is
+            act[:] = x[0:2] + SERVO_LEAD * L.pusher_vel(x)
         poses, vels = L.object_poses(x), L.object_vels(x)
         for i, (a, v) in enumerate(zip(self.obj_qpos, self.obj_qvel)):
             half = 0.5 * poses[i, 2]
@@ -142,11 +148,21 @@ class PlanarMapping:
             # free joint: linear velocity in the world frame, angular velocity in the body frame (= world z when flat)
             qvel[v:v + 6] = (vels[i, 0], vels[i, 1], 0.0, 0.0, 0.0, vels[i, 2])
 
-    def from_mujoco(self, qpos: np.ndarray, qvel: np.ndarray, out: np.ndarray, yaw_ref: np.ndarray) -> None:
-        """Read a planar state; yaw is unwrapped to lie within pi of ``yaw_ref`` so trajectories stay continuous."""
+    def from_mujoco(self, qpos: np.ndarray, qvel: np.ndarray, out: np.ndarray, yaw_ref: np.ndarray,
+                    act: np.ndarray | None = None) -> None:
+        """Read a planar state; yaw is unwrapped to lie within pi of ``yaw_ref`` so trajectories stay continuous.
+
+        With ``act`` (the fine propagator's reading) the pusher position is the servo setpoint less its velocity
+        lead, so the next slice's ``to_mujoco`` restores the setpoint exactly and the pusher's path does not depend
+        on the slicing. It differs from the pusher's actual position by the servo's load deflection (F / kp: 0.02 mm
+        per 5 N; m a / kp while the pusher accelerates, within ~20 ms of a command change). Without ``act`` (the
+        continuous simulator) the actual position is read."""
         L = self.layout
-        out[0:2] = qpos[self.pusher_qpos]
         L.pusher_vel(out)[:] = qvel[self.pusher_qvel]
+        if act is None:
+            out[0:2] = qpos[self.pusher_qpos]
+        else:
+            out[0:2] = act - SERVO_LEAD * L.pusher_vel(out)
         poses, vels = L.object_poses(out), L.object_vels(out)
         for i, (a, v) in enumerate(zip(self.obj_qpos, self.obj_qvel)):
             w, qx, qy, qz = qpos[a + 3:a + 7]
@@ -221,7 +237,7 @@ class FineModel:
             return "unstable simulation (non-finite state)"
         if abs(d.time - nstep * m.opt.timestep) > 1e-9:
             return "simulation time did not advance (MuJoCo reset the state)"
-        self.mapping.from_mujoco(d.qpos, d.qvel, out, self.layout.object_poses(x)[:, 2])
+        self.mapping.from_mujoco(d.qpos, d.qvel, out, self.layout.object_poses(x)[:, 2], act=d.act)
         return None
 
     def propagate(self, x, u, dt: float) -> np.ndarray:

@@ -22,6 +22,16 @@ def project_feasible(scene: Scene, x, tolerance: float = DEFAULT_PROJECTION_TOLE
     """Return (projected copy of the states ``x`` (..., D), boolean mask (...) of states that were changed)."""
     if tolerance < 1.0e-3:
         raise ValueError(f"projection tolerance {tolerance} m is below 1 mm: contact makes that meaningless")
+    return _separate(scene, x, tolerance, sweeps)
+
+
+def separate_completely(scene: Scene, x, sweeps: int = 12):
+    """Project *every* penetration out (tolerance 0): for a measured start state, whose sub-millimetre overlaps are
+    mocap noise that would otherwise start the fine model with a spurious shove (``load_scene``)."""
+    return _separate(scene, x, 0.0, sweeps)
+
+
+def _separate(scene: Scene, x, tolerance: float, sweeps: int):
     L = scene.layout
     x = np.array(x, dtype=float, copy=True)
     changed = np.zeros(x.shape[:-1], dtype=bool)

@@ -7,6 +7,7 @@ Sizes are full extents in metres, masses in kg, poses in the table frame (origin
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -19,6 +20,15 @@ from .state import StateLayout
 # Facts from the authors' setup (../shared/reference/reference-implementation.md).
 DEFAULT_PUSHER_RADIUS = 0.0145
 DEFAULT_FRICTION = {"object_table": 1.0, "pusher_object": 0.2, "object_object": 0.2}
+# A measured start (mocap) puts the pusher or an object up to this deep into another one: marker noise and
+# calibration (0.01-0.25 mm seen on real recordings). Such overlaps are projected out (the objects move, the pusher
+# and obstacles stay) with a StartOverlapWarning naming the depth; deeper ones are an error: a wrong pose, not noise.
+START_OVERLAP_TOLERANCE = 2.0e-3  # m
+_TOUCHING = 1.0e-9  # m: a projected start leaves bodies touching to rounding
+
+
+class StartOverlapWarning(UserWarning):
+    """A start overlap within ``START_OVERLAP_TOLERANCE`` was projected out; the message names it and its depth."""
 
 
 class SceneError(ValueError):
@@ -93,6 +103,9 @@ class Scene:
     goal: GoalSpec | None = None
     friction: dict = field(default_factory=lambda: dict(DEFAULT_FRICTION))
     source: str = "<dict>"
+    # coarse-model parameters of this scene: {"k_omega": {shape: value}} for the shapes the file sets (a number in
+    # the file sets every shape); the analytical coarse model takes its own defaults for the rest
+    coarse: dict = field(default_factory=dict)
 
     @property
     def layout(self) -> StateLayout:
@@ -138,6 +151,7 @@ class Scene:
             "pusher": {"radius": self.pusher.radius, "height": self.pusher.height, "mass": self.pusher.mass,
                        "start": list(self.pusher.start)},
             "friction": dict(self.friction),
+            **({"coarse": {k: dict(v) for k, v in self.coarse.items()}} if self.coarse else {}),
             "objects": [body(o, "start") for o in self.objects],
             "obstacles": [body(o, "pose") for o in self.obstacles],
         }
@@ -148,7 +162,8 @@ class Scene:
 
 
 # ----------------------------------------------------------------------------------------------- loading
-_TOP_KEYS = {"name", "description", "table", "pusher", "friction", "objects", "obstacles", "goal"}
+_TOP_KEYS = {"name", "description", "table", "pusher", "friction", "coarse", "objects", "obstacles", "goal"}
+_COARSE_KEYS = {"k_omega"}
 _TABLE_KEYS = {"size", "height"}
 _PUSHER_KEYS = {"radius", "height", "mass", "start"}
 _OBJECT_KEYS = {"name", "shape", "size", "radius", "height", "mass", "start"}
@@ -250,6 +265,8 @@ def scene_from_dict(data, source: str = "<dict>") -> Scene:
     fr = ctx.mapping(data.get("friction", {}), "friction", set(DEFAULT_FRICTION), [])
     friction = {k: ctx.number(fr.get(k, v), f"friction.{k}", positive=True) for k, v in DEFAULT_FRICTION.items()}
 
+    coarse = _coarse_params(ctx, data.get("coarse", {}))
+
     if not isinstance(data["objects"], list) or not data["objects"]:
         ctx.fail("objects", "must be a non-empty list")
     objects = tuple(_body(ctx, o, f"objects[{i}]", obstacle=False) for i, o in enumerate(data["objects"]))
@@ -266,9 +283,72 @@ def scene_from_dict(data, source: str = "<dict>") -> Scene:
                         radius=ctx.number(g["radius"], "goal.radius", positive=True))
 
     scene = Scene(name=name, table=table, pusher=pusher, objects=objects, obstacles=obstacles, goal=goal,
-                  friction=friction, source=source)
+                  friction=friction, source=source, coarse=coarse)
+    scene = _project_start(ctx, scene)
     _check_consistency(ctx, scene)
     return scene
+
+
+def _coarse_params(ctx: _Ctx, c) -> dict:
+    """``coarse: {k_omega: 0.55}`` (every shape) or ``{k_omega: {box: 0.7, cylinder: 0.4}}``: the analytical coarse
+    model's rotation gain K_omega (paper 000, eq. 8), which depends on the object's support (``parapush bench
+    calibrate`` fits it)."""
+    ctx.mapping(c, "coarse", _COARSE_KEYS, [])
+    out = {}
+    if "k_omega" in c:
+        k = c["k_omega"]
+        if isinstance(k, dict):
+            for shape in k:
+                if shape not in _SHAPES:
+                    ctx.fail(f"coarse.k_omega.{shape}", f"unknown shape (allowed: {', '.join(_SHAPES)})")
+            out["k_omega"] = {sh: ctx.number(v, f"coarse.k_omega.{sh}", positive=True) for sh, v in k.items()}
+        else:
+            value = ctx.number(k, "coarse.k_omega", positive=True)
+            out["k_omega"] = {sh: value for sh in _SHAPES}
+    return out
+
+
+def _start_overlaps(s: Scene) -> list:
+    """(field, message prefix, depth) of every overlap at the start that projection can resolve (an object is
+    involved); pusher–obstacle overlaps are left to ``_check_consistency`` (both are fixed)."""
+    out = []
+    for i, b in enumerate(s.objects):
+        depth, _ = disc_penetration(np.array(s.pusher.start), s.pusher.radius, b.footprint, np.array(b.pose))
+        out.append(("pusher.start", f"pusher overlaps objects[{i}] {b.name!r}", float(depth)))
+    others = [("objects", i, b) for i, b in enumerate(s.objects)] + [("obstacles", i, b) for i, b in
+                                                                      enumerate(s.obstacles)]
+    for i, b in enumerate(s.objects):
+        for kind, j, c in others:
+            if kind == "objects" and j <= i:
+                continue
+            depth, _ = pair_penetration(b.footprint, np.array(b.pose), c.footprint, np.array(c.pose))
+            key = "start" if kind == "objects" else "pose"
+            out.append((f"{kind}[{j}].{key}", f"{c.name!r} overlaps objects[{i}] {b.name!r}", float(depth)))
+    return out
+
+
+def _project_start(ctx: _Ctx, s: Scene) -> Scene:
+    """Measured starts: overlaps up to START_OVERLAP_TOLERANCE are projected out with a warning naming each depth;
+    a deeper one is an error naming it."""
+    overlaps = [o for o in _start_overlaps(s) if o[2] > _TOUCHING]
+    if not overlaps:
+        return s
+    for path, what, depth in overlaps:
+        if depth > START_OVERLAP_TOLERANCE:
+            ctx.fail(path, f"{what} by {_mm(depth)} (more than the {_mm(START_OVERLAP_TOLERANCE)} a measured "
+                           f"start may be off by)")
+    from .projection import separate_completely  # noqa: PLC0415 (projection imports this module)
+    x, _ = separate_completely(s, s.initial_state())
+    moved = s.with_poses(object_poses=s.layout.object_poses(x))
+    warnings.warn(f"{s.source}: start overlaps projected out (within the {_mm(START_OVERLAP_TOLERANCE)} "
+                  f"tolerance): " + "; ".join(f"{path}: {what} by {_mm(depth)}" for path, what, depth in overlaps),
+                  StartOverlapWarning, stacklevel=3)
+    return moved
+
+
+def _mm(depth: float) -> str:
+    """A depth in mm with enough digits that a small one never reads '0.0 mm'."""
+    return f"{depth * 1e3:.2f} mm" if depth >= 1e-4 else f"{depth * 1e6:.1f} um"
 
 
 def _check_consistency(ctx: _Ctx, s: Scene):
@@ -293,8 +373,8 @@ def _check_consistency(ctx: _Ctx, s: Scene):
              [("obstacles", i, b) for i, b in enumerate(s.obstacles)]
     for kind, i, b in bodies:
         depth, _ = disc_penetration(np.array(s.pusher.start), s.pusher.radius, b.footprint, np.array(b.pose))
-        if depth > 0.0:
-            ctx.fail("pusher.start", f"pusher overlaps {kind}[{i}] {b.name!r} by {depth * 1e3:.1f} mm")
+        if depth > _TOUCHING:
+            ctx.fail("pusher.start", f"pusher overlaps {kind}[{i}] {b.name!r} by {_mm(depth)}")
     for a in range(len(bodies)):
         for c in range(a + 1, len(bodies)):
             ka, ia, ba = bodies[a]
@@ -302,10 +382,9 @@ def _check_consistency(ctx: _Ctx, s: Scene):
             if ka == kc == "obstacles":
                 continue
             depth, _ = pair_penetration(ba.footprint, np.array(ba.pose), bc.footprint, np.array(bc.pose))
-            if depth > 0.0:
+            if depth > _TOUCHING:
                 key = "start" if kc == "objects" else "pose"
-                ctx.fail(f"{kc}[{ic}].{key}", f"{bc.name!r} overlaps {ka}[{ia}] {ba.name!r} "
-                                               f"by {depth * 1e3:.1f} mm")
+                ctx.fail(f"{kc}[{ic}].{key}", f"{bc.name!r} overlaps {ka}[{ia}] {ba.name!r} by {_mm(depth)}")
     if s.goal is not None:
         if s.goal.object not in {o.name for o in s.objects}:
             ctx.fail("goal.object", f"{s.goal.object!r} is not one of the objects "

@@ -8,7 +8,7 @@ import yaml
 from parapush_ros.core.scene.spec import SceneError, load_scene, scene_from_dict, scenes_dir
 from parapush_ros.core.scene.state import StateLayout
 
-SHIPPED = ["box_slider", "cylinder_slider", "four_cylinders", "obstacle_push"]
+SHIPPED = ["block_003", "box_slider", "cylinder_slider", "four_cylinders", "obstacle_push"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -24,6 +24,10 @@ def test_required_scenes_match_the_papers():
     assert [o.shape for o in load_scene("four_cylinders").objects] == ["cylinder"] * 4
     box = load_scene("box_slider").objects[0]
     assert box.shape == "box" and box.size == pytest.approx((0.109, 0.154, 0.011))
+    block = load_scene("block_003")  # paper 003: 12 x 12 cm, 110 g, mu_p 0.3, mu_g 0.35, 5 mm pusher
+    assert block.objects[0].size[:2] == pytest.approx((0.12, 0.12)) and block.objects[0].mass == 0.11
+    assert block.friction["pusher_object"] == 0.3 and block.friction["object_table"] == 0.35
+    assert block.pusher.radius == 0.005
     obst = load_scene("obstacle_push")
     slider, goal, ob = obst.objects[0].pose, obst.goal.position, obst.obstacles[0].pose
     # the obstacle sits on the segment between slider and goal

@@ -4,10 +4,12 @@ Inputs: the scene state (``scene_state``), goals from the ``push_object`` action
 (``/goal_pose``: with ``goal_pose_starts_push`` it starts a push of ``target_object`` to that pose, pre-empting
 a running push; otherwise it only moves the goal of the running push, and is ignored when idle).
 
-Each step the planner optimises a control sequence from the latest observed state (in the action's execute
-thread, off the command timer's callback group), holds the first control for ``control_duration`` on
-``pusher_cmd`` (TwistStamped, table frame, at ``control_rate``), then commands zero while it re-plans from the
-newest state (stop-and-plan, as on the paper's robot). Feedback follows every step; the plan is published as a
+The push itself is the core's one push loop (``core.planning.session.PushSession``, run in the action's execute
+thread, off the command timer's callback group); this node gives it its clock, the latest scene state and the
+command timer (``NodeIO``). Each step the planner optimises a control sequence from the latest observed state,
+holds the first control for ``control_duration`` on ``pusher_cmd`` (TwistStamped, table frame, at
+``control_rate``), then commands zero while it re-plans from the newest state (stop-and-plan, as on the paper's
+robot). Feedback follows every step; the plan is published as a
 ``PushPlan``, a ``nav_msgs/Path`` of the target and a ``MarkerArray``; ``planner/status`` says what it is doing.
 
 Safety: a stale (older than ``state_timeout`` since reception) or invalid (tracking lost, NaN, unknown objects)
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import deque
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
@@ -39,10 +41,11 @@ from visualization_msgs.msg import MarkerArray
 
 from ..ros import markers, topics
 from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
-from ..core.models.fine import FineModelDiverged
 from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.planning.optimisers import OPTIMISERS
-from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
+from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
+from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
+                                     SessionConfig, SessionResult)
 from ..core.models.registry import COARSE_KINDS, Predictor, parse_model
 from ..core.scene.spec import load_scene
 from ..core.planning.tasks import CostWeights, PushTask, goal_for
@@ -51,29 +54,56 @@ from ..ros.spinning import run_node
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
 WALL_BACKSTOP_FACTOR = 10.0  # a wait bounded on the node clock also ends after this many times as long in wall time
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
                 Outcome.OFF_TABLE: PushObject.Result.OFF_TABLE, Outcome.TIMEOUT: PushObject.Result.TIMEOUT,
                 Outcome.ABORTED: PushObject.Result.ABORTED, Outcome.FAILED: PushObject.Result.FAILED}
 
 
-@dataclass
-class PushRun:
-    """One push in progress: its goal, how it is stopped from outside, and its bookkeeping."""
+class NodeIO:
+    """The push loop's world on this node (``core.planning.session.PushIO``): the node clock (simulated time under
+    use_sim_time), the latest ``scene_state``, the command timer, and the plan and status publishers."""
 
-    request: PushObject.Goal
-    goal_handle: object = None  # ServerGoalHandle for action goals; None for /goal_pose pushes
-    stop_event: threading.Event = field(default_factory=threading.Event)
-    stop_outcome: Outcome | None = None  # set by whoever stops it from outside (cancel, pre-emption, fault)
-    stop_reason: str = ""
-    new_goal: object = None  # a Goal that /goal_pose wants the running push to move to
-    interrupted: threading.Event = field(default_factory=threading.Event)  # the held control was cut short
-    plan_times: list = field(default_factory=list)
+    def __init__(self, node: MPCPlannerNode):
+        self.node = node
 
-    def stop(self, outcome: Outcome, reason: str):
-        if self.stop_outcome is None:
-            self.stop_outcome, self.stop_reason = outcome, reason
-        self.stop_event.set()
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    plan_clock = now  # planning is timed on the node clock: a deadline is a time on the clock the pusher runs on
+
+    def observe(self) -> Observation:
+        return self.node._observation()
+
+    def execute(self, schedule: ControlSchedule | None):
+        self.node._schedule = schedule
+        if schedule is None:
+            self.node._publish_twist(np.zeros(2))
+
+    def wait(self, until: float, wake):
+        """Poll ``wake`` until it holds or ``until`` passes on the node clock. The node clock is the sim clock under
+        use_sim_time, so a slow host never cuts a wait short; a wall-time backstop (``WALL_BACKSTOP_FACTOR`` x
+        as long) keeps a simulation whose /clock died from hanging the push."""
+        wall_deadline = time.monotonic() + WALL_BACKSTOP_FACTOR * max(0.0, until - self.now())
+        while not wake():
+            if self.now() >= until or time.monotonic() >= wall_deadline:
+                return
+            time.sleep(0.005)
+
+    def planned(self, latency: float) -> float:
+        return latency  # the node clock ran on by itself
+
+    def judged_states(self) -> np.ndarray:
+        return self.node._take_seen_states()
+
+    def report_plan(self, report: PlanReport):
+        self.node._publish_plan(report)
+
+    def report_status(self, text: str, level: str = "info"):
+        self.node._set_status(text)
+        if level == "warning":
+            self.node.get_logger().warning(text, throttle_duration_sec=1.0)
 
 
 class MPCPlannerNode(Node):
@@ -107,10 +137,10 @@ class MPCPlannerNode(Node):
 
         self._lock = threading.Lock()
         self._state = None  # (x or None, error message or "", receive time (rclpy Time), stamp (rclpy Time))
-        self._run: PushRun | None = None
-        self._run_lock = threading.Lock()  # one push at a time
-        self._request_seq = 0  # goals and /goal_pose pushes in arrival order: only the newest one runs
-        self._command = None  # (u (2,), until (rclpy Time)) while a planned control is being held
+        self._seen = deque(maxlen=SEEN_STATES)  # valid states received since the push loop last judged
+        self.io = NodeIO(self)
+        self.arbiter = PushArbiter()  # one push at a time, the newest wins
+        self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
 
         self.cmd_pub = self.create_publisher(TwistStamped, topics.PUSHER_CMD, RELIABLE)
@@ -160,14 +190,9 @@ class MPCPlannerNode(Node):
     def stop_activity(self, timeout: float = 5.0) -> bool:
         """Abort a running push, send zero, and wait (bounded, wall time) until its loop has reported and left:
         nothing of this node runs after it. False if the loop is still running at ``timeout``."""
-        run = self._run
-        if run is not None:
-            run.stop(Outcome.ABORTED, "planner shutting down")
+        self.arbiter.stop_all(Outcome.ABORTED, "planner shutting down")
         self._send_zero()
-        if not self._run_lock.acquire(timeout=timeout):
-            return False
-        self._run_lock.release()
-        return True
+        return self.arbiter.wait_idle(timeout)
 
     def destroy_node(self):
         self.stop_activity()
@@ -183,6 +208,8 @@ class MPCPlannerNode(Node):
             x, err = None, f"invalid scene state: {e}"
         with self._lock:
             self._state = (x, err, now, Time.from_msg(msg.header.stamp, clock_type=now.clock_type))
+            if x is not None:
+                self._seen.append(x)
 
     def _state_problem(self) -> str:
         """Why the latest state must not be acted on ('' when it is fine)."""
@@ -196,9 +223,22 @@ class MPCPlannerNode(Node):
             return f"stale scene state: last one {age:.2f} s ago (state_timeout {self.p['state_timeout']} s)"
         return err
 
-    def _latest_state(self):
+    def _observation(self) -> Observation:
+        problem = self._state_problem()
         with self._lock:
-            return None if self._state is None else self._state[0]
+            st = self._state
+        if st is None:
+            return Observation(None, -math.inf, problem)
+        return Observation(st[0], st[3].nanoseconds * 1e-9, problem)
+
+    def _take_seen_states(self) -> np.ndarray:
+        """Every valid state received since the last call (the newest alone if none came meanwhile)."""
+        with self._lock:
+            seen, latest = list(self._seen), (None if self._state is None else self._state[0])
+            self._seen.clear()
+        if not seen and latest is not None:
+            seen = [latest]
+        return np.array(seen).reshape(-1, self.scene.layout.dim)
 
     def _on_goal_pose(self, msg: PoseStamped):
         frame = msg.header.frame_id
@@ -212,37 +252,33 @@ class MPCPlannerNode(Node):
         if self.p["goal_pose_starts_push"]:
             threading.Thread(target=self._run_push, args=(req, None), name="mpc-goal-pose", daemon=True).start()
             return
-        run = self._run
-        if run is None:
+        session = self.arbiter.current
+        if session is None:
             self.get_logger().info("/goal_pose ignored: no push running (goal_pose_starts_push is false)")
             return
         try:
-            run.new_goal = self._goal_of(req)
+            session.set_goal(self._goal_of(req))
         except ValueError as e:
             self.get_logger().warning(f"/goal_pose ignored: {e}")
 
     def _on_cancel(self, goal_handle):
-        run = self._run
-        if run is not None and run.goal_handle is goal_handle:
-            run.stop(Outcome.ABORTED, "cancelled by the client")
+        session = self.arbiter.current
+        if session is not None and session.tag is goal_handle:
+            session.stop(Outcome.ABORTED, "cancelled by the client")
             self._send_zero()
         return CancelResponse.ACCEPT
 
     # ----------------------------------------------------------------------------------------------- commands
     def _on_timer(self):
+        """The pusher command: what the push loop's schedule says now, zeros while a push runs without one, and
+        zeros for ``stop_hold`` after a stop. A stale or invalid state stops the pusher here at once (the push
+        loop then pauses or fails)."""
         now = self.get_clock().now()
-        run, cmd = self._run, self._command
-        if run is not None:
-            problem = self._state_problem()
-            if problem and cmd is not None:  # acting on a bad state: stop now; the push loop pauses or fails
-                self._command = None
-                run.interrupted.set()
-                self._publish_twist(np.zeros(2))
-                return
-            if cmd is not None and now < cmd[1] and not run.stop_event.is_set():
-                self._publish_twist(cmd[0])
-            else:
-                self._publish_twist(np.zeros(2))
+        session, schedule = self.arbiter.current, self._schedule
+        if session is not None:
+            if schedule is not None and (session.stopping or self._state_problem()):
+                self._schedule = schedule = None
+            self._publish_twist(np.zeros(2) if schedule is None else schedule.at(now.nanoseconds * 1e-9))
             return
         if self._zero_until is not None and now < self._zero_until:
             self._publish_twist(np.zeros(2))
@@ -258,7 +294,7 @@ class MPCPlannerNode(Node):
 
     def _send_zero(self):
         """Zero velocity at once, and from the timer for ``stop_hold`` seconds."""
-        self._command = None
+        self._schedule = None
         self._zero_until = self.get_clock().now() + Duration(seconds=self.p["stop_hold"])
         self._publish_twist(np.zeros(2))
 
@@ -288,30 +324,32 @@ class MPCPlannerNode(Node):
 
     def _run_push(self, req, goal_handle):
         """Run one push to the end; returns the PushObject result (and finishes the action goal, if any)."""
-        run = PushRun(req, goal_handle)
-        with self._lock:
-            self._request_seq += 1
-            seq = self._request_seq
-        old = self._run
-        if old is not None:
-            old.stop(Outcome.ABORTED, "pre-empted by a new goal")
-        with self._run_lock:  # waits for the pre-empted push to stop the pusher and report
-            if seq != self._request_seq:  # an even newer goal came in while this one waited
-                outcome, reason, actions, dist = Outcome.ABORTED, "pre-empted by a new goal", 0, float("nan")
-            else:
-                self._run = run
-                try:
-                    outcome, reason, actions, dist = self._push(run)
-                except Exception as e:  # noqa: BLE001 - whatever happens, stop the pusher and report it
-                    self.get_logger().error(f"push failed: {e!r}")
-                    outcome, reason, actions, dist = Outcome.FAILED, f"internal error: {e!r}", 0, float("nan")
-                finally:
-                    self._send_zero()
-                    self._run = None
-        result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {reason}",
-                                   actions_executed=int(actions),
+        try:
+            goal = self._goal_of(req)
+        except ValueError as e:
+            self.arbiter.preempt()  # a new goal, even a bad one, ends the running push
+            res = SessionResult(Outcome.FAILED, f"invalid goal: {e}", 0, float("nan"))
+        else:
+            config = SessionConfig(max_actions=req.max_actions or self.p["max_actions"],
+                                   state_timeout=self.p["state_timeout"],
+                                   tracking_loss_timeout=self.p["tracking_loss_timeout"])
+            session = PushSession(self.planner, self.io, goal, config)
+            session.tag = goal_handle
+            run = self.arbiter.enter(session)  # pre-empts the running push; waits for it to stop the pusher
+            try:
+                with self._lock:
+                    self._seen.clear()
+                res = run()
+            except Exception as e:  # noqa: BLE001 - whatever happens, stop the pusher and report it
+                self.get_logger().error(f"push failed: {e!r}")
+                res = SessionResult(Outcome.FAILED, f"internal error: {e!r}", 0, float("nan"))
+            finally:
+                self._send_zero()
+        outcome, dist = res.outcome, res.distance
+        result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {res.reason}",
+                                   actions_executed=int(res.actions),
                                    final_distance=float(dist) if math.isfinite(dist) else -1.0,
-                                   mean_planning_time=float(np.mean(run.plan_times)) if run.plan_times else 0.0)
+                                   mean_planning_time=float(np.mean(res.plan_latencies)) if res.plans else 0.0)
         if goal_handle is not None:
             if outcome is Outcome.REACHED:
                 goal_handle.succeed()
@@ -326,136 +364,27 @@ class MPCPlannerNode(Node):
             self.get_logger().warning(result.message)
         return result
 
-    def _push(self, run: PushRun):
-        """The MPC loop; returns (outcome, reason, actions executed, final distance)."""
-        try:
-            goal = self._goal_of(run.request)
-        except ValueError as e:
-            return Outcome.FAILED, f"invalid goal: {e}", 0, float("nan")
-        max_actions = run.request.max_actions or self.p["max_actions"]
-        self.planner.set_goal(goal)
-        monitor = OutcomeMonitor(self.scene, goal, max_actions)
-        clock = self.get_clock()
-        # the first state may still be on its way: wait up to state_timeout for one
-        self._wait_until(lambda: not self._state_problem(), clock.now(), self.p["state_timeout"], run)
-        actions, dist = 0, float("nan")
-        while True:
-            if run.goal_handle is not None and run.goal_handle.is_cancel_requested:
-                run.stop(Outcome.ABORTED, "cancelled by the client")
-            if run.stop_event.is_set():
-                return run.stop_outcome, run.stop_reason, actions, dist
-            problem = self._wait_for_valid_state(run)
-            if run.stop_event.is_set():
-                continue
-            if problem:
-                return Outcome.FAILED, problem, actions, dist
-            x = self._latest_state()
-            if run.new_goal is not None:
-                goal, run.new_goal = run.new_goal, None
-                self.planner.set_goal(goal)
-                monitor = OutcomeMonitor(self.scene, goal, max_actions)
-            status = monitor.check(x, actions)
-            dist = status.distance
-            if status.outcome.done:
-                return status.outcome, status.reason, actions, dist
-            self._set_status(f"planning step {actions + 1}/{max_actions}: {status.reason}")
-            try:
-                plan = self.planner.plan(x)
-            except (FineModelDiverged, ValueError) as e:
-                return Outcome.FAILED, f"planning failed: {e}", actions, dist
-            run.plan_times.append(plan.plan_time)
-            if run.stop_event.is_set():
-                continue
-            if self._state_problem():  # the state went bad while planning: pause, then re-plan
-                continue
-            u = plan.controls[0]
-            if not np.all(np.isfinite(u)):
-                return Outcome.FAILED, f"planning failed: non-finite control {u}", actions, dist
-            start = clock.now()
-            until = start + Duration(seconds=self.config.dt)
-            run.interrupted.clear()
-            self._command = (u.copy(), until)
-            self._publish_twist(u)
-            self._publish_plan(plan, goal, run, actions, dist)
-            self._set_status(f"pushing {self.scene.objects[goal.object_index].name!r}: step {actions + 1}/"
-                             f"{max_actions}, {dist * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan "
-                             f"{plan.plan_time:.2f} s ({plan.model})")
-            self._wait_until(run.interrupted.is_set, start, self.config.dt, run)  # the hold, on the node clock
-            self._command = None
-            if run.stop_event.is_set():
-                continue
-            self._publish_twist(np.zeros(2))  # stop-and-plan: hold still while re-planning
-            self.planner.commit()
-            actions += 1  # an interrupted control counts: the pusher has moved
-            self._wait_for_state_measured_after(until, run)
-
-    def _wait_for_state_measured_after(self, t: Time, run: PushRun):
-        """Wait until the scene state was measured at ``t`` or later (header stamp), so that the next plan starts
-        from where the control left the scene, not from a sample still in flight (on a slow host, or with mocap
-        latency). Bounded by ``state_timeout`` on the node clock: after that the state is stale anyway and the
-        loop pauses; a state that never catches up (stamps on another clock) is said in the log."""
-        def stamp():
-            with self._lock:
-                return None if self._state is None else self._state[3]
-
-        if self._wait_until(lambda: stamp() is not None and stamp() >= t, t, self.p["state_timeout"], run):
-            return
-        if not run.stop_event.is_set():
-            newest = stamp()
-            lag = "none received" if newest is None else f"newest {(t - newest).nanoseconds * 1e-9:.3f} s before it"
-            self.get_logger().warning(f"no scene state measured after the control ended ({lag}); planning from the "
-                                      f"newest one (are scene_state stamps on this node's clock?)",
-                                      throttle_duration_sec=5.0)
-
-    def _wait_until(self, condition, start: Time, seconds: float, run: PushRun) -> bool:
-        """Poll ``condition`` until it holds (True), ``seconds`` after ``start`` pass on the node clock, or the run
-        stops (False). The node clock is the sim clock under use_sim_time, so a slow host never cuts a wait short;
-        a wall-time backstop (``WALL_BACKSTOP_FACTOR`` x as long) keeps a simulation whose /clock died from
-        hanging the push."""
-        clock = self.get_clock()
-        deadline = start + Duration(seconds=seconds)
-        wall_deadline = time.monotonic() + WALL_BACKSTOP_FACTOR * seconds
-        while not run.stop_event.is_set():
-            if condition():
-                return True
-            if clock.now() >= deadline or time.monotonic() >= wall_deadline:
-                return False
-            run.stop_event.wait(0.005)
-        return False
-
-    def _wait_for_valid_state(self, run: PushRun) -> str:
-        """'' once the scene state is usable; while it is not (a mocap dropout), hold the pusher still for up to
-        ``tracking_loss_timeout`` and return the problem if it does not clear (or at once when that is 0)."""
-        problem = self._state_problem()
-        if not problem:
-            return ""
-        timeout = self.p["tracking_loss_timeout"]
-        if timeout <= 0.0:
-            return problem
-        self.get_logger().warning(f"paused: {problem}; resuming if it clears within {timeout:g} s")
-        self._set_status(f"paused: {problem}")
-        if self._wait_until(lambda: not self._state_problem(), self.get_clock().now(), timeout, run):
-            self.get_logger().info("valid scene state again: resuming the push")
-            return ""
-        if run.stop_event.is_set():
-            return ""
-        return f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)"
-
-    def _publish_plan(self, plan, goal, run: PushRun, step: int, dist: float):
-        header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
+    def _publish_plan(self, report: PlanReport):
+        """The plan handed to the pusher: ``PushPlan`` stamped with the time its first control starts, feedback,
+        and the predicted path and markers for RViz."""
+        plan, goal = report.plan, report.goal
+        header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
         kind, k = parse_model(plan.model)  # the model that made this plan: analytical, learned, fine, parareal<K>
         msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, self.config.dt),
                        predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
                        cost=float(plan.cost), model=kind if kind != "analytical" else "coarse",
-                       parareal_iterations=int(k) if kind == "parareal" else 0, solve_time=float(plan.plan_time))
+                       parareal_iterations=int(k) if kind == "parareal" else 0, solve_time=float(report.latency))
         self.plan_pub.publish(msg)
         ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
         ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")
         self.marker_pub.publish(markers.marker_array(ms))
         self.path_pub.publish(markers.object_path(self.scene, plan.states, header, goal.object_index))
-        if run.goal_handle is not None:
-            run.goal_handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(step),
-                                                                 latest_plan=msg))
+        session = self.arbiter.current
+        handle = None if session is None else session.tag
+        if handle is not None:
+            dist = report.distance if math.isfinite(report.distance) else -1.0
+            handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(report.step),
+                                                        latest_plan=msg))
 
     def _set_status(self, text: str):
         self._status = text

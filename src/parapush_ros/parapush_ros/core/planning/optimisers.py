@@ -121,10 +121,14 @@ class SamplingOptimiser(ABC):
             costs = costs + v
         return pred.states, costs, terms, pred
 
-    def optimise(self, x0, initial=None, u_prev=None) -> OptimiserResult:
+    def optimise(self, x0, initial=None, u_prev=None, deadline: float | None = None,
+                 clock=time.perf_counter) -> OptimiserResult:
         """Optimise from state ``x0`` (D,), starting at ``initial`` (N, 2) (default: the straight push);
-        ``u_prev`` is the control executed just before (smoothness of the first control)."""
+        ``u_prev`` is the control executed just before (smoothness of the first control). Anytime with a
+        ``deadline`` (s on ``clock``): after the first iteration, one more starts only if it is expected to end
+        by then (at the mean duration of those so far); the best sequence so far is the result either way."""
         t_start = time.perf_counter()
+        c_start = clock() if deadline is not None else 0.0
         x0 = self.task.layout.check(x0, "x0")
         mean = self.straight_push(x0) if initial is None else np.array(initial, dtype=float)
         if mean.shape != (self.horizon, 2) or not np.all(np.isfinite(mean)):
@@ -134,6 +138,10 @@ class SamplingOptimiser(ABC):
         best = None  # (cost, controls, states, terms)
         result = OptimiserResult(controls=mean, states=np.empty(0), cost=np.inf, terms={}, initial_cost=np.nan)
         for it in range(self.iterations):
+            if deadline is not None and it > 0:
+                now = clock()
+                if now + (now - c_start) / it > deadline:
+                    break
             std = self.exploration_std(it)
             U = np.repeat(mean[None], self.samples, axis=0)
             first_noisy = 1

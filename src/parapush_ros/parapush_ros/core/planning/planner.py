@@ -2,7 +2,9 @@
 
 ``MPCPlanner`` owns a predictor, a task and an optimiser. Each ``plan(x)`` optimises from the observed state,
 warm-started from the previous solution shifted by one control (the last control repeated); the very first plan
-starts from the straight push at the goal. ``commit()`` records that the first control was executed.
+starts from the straight push at the goal. ``commit()`` records that the first control was executed. A plan may be
+given a deadline (anytime: optimiser iterations until then, the best so far kept), and ``roll_forward`` predicts
+where the scene will be when a plan made now starts (the real-time loop of ``planning.session``).
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .optimisers import OptimiserResult, make_optimiser
+from ..models.fine import TIMESTEP
 from ..models.registry import Predictor
+from .optimisers import OptimiserResult, make_optimiser
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .tasks import CostWeights, Goal, PushTask
@@ -88,13 +91,14 @@ class MPCPlanner:
         self._u_prev = None
         self.last_plan = None
 
-    def plan(self, x) -> Plan:
+    def plan(self, x, deadline: float | None = None, clock=time.perf_counter) -> Plan:
         """Optimise from the observed state ``x``; penetration from measurement noise is projected away first
-        (the fine model would otherwise start with a violent separation)."""
+        (the fine model would otherwise start with a violent separation). With a ``deadline`` (on ``clock``, s)
+        the optimiser runs up to ``config.iterations`` iterations but starts none that would end after it."""
         t0 = time.perf_counter()
         x = self.scene.layout.check(x, "observed state")
         x, _ = project_feasible(self.scene, x)
-        r = self.optimiser.optimise(x, initial=self._warm, u_prev=self._u_prev)
+        r = self.optimiser.optimise(x, initial=self._warm, u_prev=self._u_prev, deadline=deadline, clock=clock)
         self.last_plan = Plan(r.controls, r.states, r.cost, r.terms, time.perf_counter() - t0, r.model, r)
         return self.last_plan
 
@@ -105,3 +109,22 @@ class MPCPlanner:
         u = self.last_plan.controls
         self._warm = np.concatenate([u[1:], u[-1:]], axis=0)
         self._u_prev = u[0].copy()
+
+    def warm_start(self, controls, u_prev):
+        """Start the next plan from ``controls`` (N, 2), with ``u_prev`` the control running before it."""
+        controls = np.array(controls, dtype=float)
+        if controls.shape != (self.config.horizon, 2):
+            raise ValueError(f"warm start must have shape ({self.config.horizon}, 2), got {controls.shape}")
+        self._warm, self._u_prev = controls, np.array(u_prev, dtype=float)
+
+    def roll_forward(self, x, segments) -> np.ndarray:
+        """The state after holding each (from, to, u) of ``segments`` in turn from ``x``, predicted with the
+        planner's model (durations rounded to the physics step; the observed ``x`` projected feasible first)."""
+        x = self.scene.layout.check(x, "observed state")
+        x, _ = project_feasible(self.scene, x)
+        for a, b, u in segments:
+            steps = int(round((b - a) / TIMESTEP))
+            if steps >= 1:
+                x = self.predictor.predict(x, np.asarray(u, dtype=float)[None], steps * TIMESTEP,
+                                           model=self.config.model).states[-1]
+        return x

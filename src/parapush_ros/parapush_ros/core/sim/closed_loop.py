@@ -3,20 +3,24 @@
 ``run_closed_loop``: the world is a continuously stepped MuJoCo simulation of the scene (one ``MjData`` that is
 never rebuilt, unlike the fine model's slices), optionally with other friction and masses than the planner's scene
 and with noisy observations, because on a real robot the model is never exact.
-Each step: plan -> execute the first control in the world -> observe -> check the outcome -> re-plan.
-The outcome is judged on the world's true states, sampled densely along each action, so grazing the obstacle
-between two observations counts as a hit.
+The push itself is the one push loop of ``planning.session`` (the planner node runs it too) with ``WorldIO`` as
+its world: plan -> execute in the world -> observe -> check the outcome -> re-plan, either stopping to plan (paper
+000; the world waits for the planner) or planning while the pusher moves (``realtime``; the world runs on for as
+long as each plan took). The outcome is judged on the world's true states, sampled densely along each action, so
+grazing the obstacle between two observations counts as a hit.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import mujoco
 import numpy as np
 
 from ..models.fine import _DIVERGENCE_WARNINGS, FineModel, FineModelDiverged
-from ..planning.outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor, Status
+from ..planning.outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor
 from ..planning.planner import MPCPlanner
+from ..planning.session import EPS, ControlSchedule, Observation, PlanReport, PushSession, SessionConfig
 from ..scene.spec import Scene
 
 
@@ -110,6 +114,105 @@ class SimWorld:
 
 
 # ------------------------------------------------------------------------------------------------- closed loop
+class WorldIO:
+    """The push session's IO in a ``SimWorld``, on simulated time: nothing here waits for real time.
+
+    ``charge_planning``: the world runs on while the planner thinks, for as long as the plan took on
+    ``plan_clock`` (wall time by default), under whatever the pusher was executing; without it the world waits
+    for the planner (the stop-and-plan experiment of paper 000, which charges planning time only in the task
+    time). ``extra_latency(k)``: seconds added to the k-th plan's charged latency (lateness injected by tests, or a
+    slower computer). ``dropouts``: (from, to) windows of simulated time in which tracking is lost. ``events``:
+    (time, fn) called once the world's time reaches ``time`` (a cancel, a pre-emption)."""
+
+    def __init__(self, world: SimWorld, charge_planning: bool = False, plan_clock=time.perf_counter,
+                 extra_latency=None, dropouts=(), events=()):
+        self.world = world
+        self.charge_planning = charge_planning
+        self.plan_clock = plan_clock
+        self.extra_latency = extra_latency
+        self.plans_charged = 0
+        self.ts = float(world.model.opt.timestep)
+        self.step = int(round(world.time / self.ts))
+        self.schedule: ControlSchedule | None = None
+        self.dropouts = [(float(a), float(b)) for a, b in dropouts]
+        self.events = sorted(((float(t), fn) for t, fn in events), key=lambda e: e[0])
+        self._seen = [world.x.copy()]  # true states since the last judgement
+        self._obs, self._obs_step = None, None
+        self.path = [world.x.copy()]  # every true state sampled (states[0] = start)
+        self.states = []  # true state at each judgement
+        self.observed = []  # every observation drawn
+        self.executed = []  # (from, to, u) of every constant command executed
+        self.plans: list[PlanReport] = []
+        self.statuses = []  # (time, level, text)
+
+    def now(self) -> float:
+        return self.step * self.ts
+
+    def observe(self) -> Observation:
+        if self._obs_step != self.step:  # drawn once per world instant: the noise sequence follows the pushes
+            self._obs, self._obs_step = self.world.observe(), self.step
+            self.observed.append(self._obs)
+        t = self.now()
+        lost = any(a - EPS <= t < b - EPS for a, b in self.dropouts)
+        return Observation(self._obs, self._obs_step * self.ts, "tracking lost (simulated dropout)" if lost else "")
+
+    def execute(self, schedule: ControlSchedule | None):
+        self.schedule = schedule
+
+    def wait(self, until: float, wake=lambda: False):
+        target = int(round(until / self.ts))
+        while self.step < target and not wake():
+            marks = [e[0] for e in self.events] + [t for w in self.dropouts for t in w]
+            if self.schedule is not None:
+                marks += self.schedule.breakpoints(self.now(), target * self.ts)
+            self._advance(min([target] + [s for s in (int(round(m / self.ts)) for m in marks) if s > self.step]))
+            while self.events and self.events[0][0] <= self.now() + EPS:
+                self.events.pop(0)[1]()
+
+    def planned(self, latency: float) -> float:
+        if self.extra_latency is not None:
+            latency += float(self.extra_latency(self.plans_charged))
+        self.plans_charged += 1
+        if self.charge_planning:
+            self.wait(self.now() + latency)
+        return latency
+
+    def _advance(self, target: int):
+        t0, t1 = self.now(), target * self.ts
+        pieces = self.schedule.segments(t0, t1) if self.schedule is not None else [(t0, t1, np.zeros(2))]
+        for a, b, u in pieces:
+            n = int(round(b / self.ts)) - self.step
+            if n < 1:
+                continue
+            seg = self.world.execute(u, n * self.ts)
+            self.executed.append((self.now(), self.now() + n * self.ts, u))
+            self.step += n
+            self._seen.extend(seg)
+            self.path.extend(seg)
+
+    def judged_states(self) -> np.ndarray:
+        out, self._seen = np.array(self._seen), []
+        self.states.append(self.world.x.copy())
+        return out
+
+    def report_plan(self, report: PlanReport):
+        self.plans.append(report)
+
+    def report_status(self, text: str, level: str = "info"):
+        self.statuses.append((self.now(), level, text))
+
+    def motion_time(self, since: float = 0.0) -> tuple[float, float]:
+        """(moving, still): seconds after ``since`` with a non-zero and a zero command."""
+        moving = still = 0.0
+        for a, b, u in self.executed:
+            d = max(0.0, b - max(a, since))
+            if np.any(u != 0.0):
+                moving += d
+            else:
+                still += d
+        return moving, still
+
+
 @dataclass
 class ClosedLoopRecord:
     outcome: Outcome
@@ -117,13 +220,20 @@ class ClosedLoopRecord:
     actions: int
     final_distance: float  # m, true target centre to goal
     states: np.ndarray  # (actions+1, D) true states after each action (states[0] = start)
-    observed: np.ndarray  # (actions+1, D) what the planner saw
+    observed: np.ndarray  # (.., D) every observation the planner could see
     path: np.ndarray  # (S, D) true states sampled densely along the execution
-    controls: np.ndarray  # (actions, 2) executed controls
-    plan_times: list = field(default_factory=list)  # s per planning step
+    controls: np.ndarray  # (actions, 2) command at the start of every action
+    plan_times: list = field(default_factory=list)  # s per plan (real time: including the start-state prediction)
     plan_costs: list = field(default_factory=list)
     predicted: list = field(default_factory=list)  # (N+1, D) predicted states of every plan
     execution_time: float = 0.0  # simulated seconds of pushing
+    realtime: bool = False  # planned while the pusher moved, planning time charged in simulated time
+    late_plans: int = 0  # real time: plans that arrived after their switch
+    lateness: list = field(default_factory=list)  # s after its switch, per late plan
+    simulated_time: float = 0.0  # s of simulated time from the goal to the outcome (planning included if charged)
+    motion_time: float = 0.0  # s the pusher was commanded to move
+    first_plan_time: float = 0.0  # s from the goal to the first plan handed over
+    idle_after_first_plan: float = 0.0  # s with a zero command after the first plan
 
     @property
     def success(self) -> bool:
@@ -135,50 +245,38 @@ class ClosedLoopRecord:
 
     @property
     def task_time(self) -> float:
-        """Planning plus execution time: what a robot that plans between pushes would take."""
-        return self.planning_time + self.execution_time
+        """From the goal to the outcome. Stop and plan: planning plus execution (what a robot that plans between
+        pushes would take); real time: the simulated time, planning charged as it was measured."""
+        return self.simulated_time if self.realtime else self.planning_time + self.execution_time
+
+    @property
+    def idle_fraction(self) -> float:
+        """Share of the task after the first plan with a zero command."""
+        span = self.task_time - self.first_plan_time
+        return self.idle_after_first_plan / span if span > 0.0 else 0.0
 
 
 def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEFAULT_MAX_ACTIONS,
-                    monitor: OutcomeMonitor | None = None, keep_plans: bool = False,
-                    on_step=None) -> ClosedLoopRecord:
-    """Plan, execute the first control in ``world``, observe, re-plan until the monitor says the push is over.
+                    monitor: OutcomeMonitor | None = None, keep_plans: bool = False, realtime: bool = False,
+                    plan_margin: float = 0.0, io: WorldIO | None = None) -> ClosedLoopRecord:
+    """Push in ``world`` with the one push loop (``PushSession``) until the outcome is decided.
 
-    ``on_step(step, status, plan)`` is called after every executed action (progress reporting)."""
+    Stop and plan (default): plan, execute the first control, observe, re-plan; the world waits while the planner
+    thinks. ``realtime``: plan while the pusher moves, the world running on for as long as each plan took
+    (``io.plan_clock``, wall time by default)."""
+    io = io or WorldIO(world, charge_planning=realtime)
     monitor = monitor or OutcomeMonitor(planner.scene, planner.task.goal, max_actions)
-    planner.reset()
-    dt = planner.config.dt
-    states, observed, path, controls = [world.x.copy()], [world.observe()], [world.x.copy()], []
-    rec = ClosedLoopRecord(Outcome.RUNNING, "", 0, monitor.distance(world.x), np.empty(0), np.empty(0),
-                           np.empty(0), np.empty(0))
-    status: Status = monitor.check(world.x, 0)
-    while not status.outcome.done:
-        try:
-            plan = planner.plan(observed[-1])
-        except (FineModelDiverged, ValueError) as e:
-            status = Status(Outcome.FAILED, f"planning failed: {e}", monitor.distance(world.x), len(controls))
-            break
-        rec.plan_times.append(plan.plan_time)
-        rec.plan_costs.append(plan.cost)
-        if keep_plans:
-            rec.predicted.append(plan.states)
-        u = plan.controls[0]
-        try:
-            seg = world.execute(u, dt)
-        except FineModelDiverged as e:
-            status = Status(Outcome.FAILED, str(e), monitor.distance(world.x), len(controls))
-            break
-        planner.commit()
-        controls.append(u.copy())
-        path.extend(seg)
-        states.append(world.x.copy())
-        observed.append(world.observe())
-        rec.execution_time += dt
-        status = monitor.check_path(seg, len(controls))
-        if on_step is not None:
-            on_step(len(controls), status, plan)
-    rec.outcome, rec.reason, rec.actions = status.outcome, status.reason, len(controls)
-    rec.final_distance = monitor.distance(world.x)
-    rec.states, rec.observed, rec.path = np.array(states), np.array(observed), np.array(path)
-    rec.controls = np.array(controls).reshape(-1, 2)
-    return rec
+    config = SessionConfig(realtime=realtime, max_actions=monitor.max_actions, plan_margin=plan_margin)
+    res = PushSession(planner, io, monitor.goal, config, monitor).run()
+    io.observe()  # the observation after the last action, as the robot would see it
+    first = (res.first_plan_done if res.first_plan_done is not None else res.ended) - res.started
+    moving, still = io.motion_time(since=res.started + first)
+    return ClosedLoopRecord(
+        outcome=res.outcome, reason=res.reason, actions=res.actions, final_distance=monitor.distance(world.x),
+        states=np.array(io.states), observed=np.array(io.observed), path=np.array(io.path),
+        controls=np.array(res.controls).reshape(-1, 2), plan_times=res.plan_latencies,
+        plan_costs=[r.plan.cost for r in res.plans], predicted=[r.plan.states for r in res.plans] if keep_plans else [],
+        execution_time=res.actions * planner.config.dt if not realtime else res.ended - res.started - first,
+        realtime=realtime, late_plans=res.late_plans, lateness=[r.late for r in res.plans if r.late > 0.0],
+        simulated_time=res.ended - res.started, motion_time=io.motion_time(since=res.started)[0],
+        first_plan_time=first, idle_after_first_plan=still)

@@ -1,0 +1,176 @@
+"""The one push loop (``core.planning.session``) without ROS: a real MuJoCo world on simulated time (``WorldIO``),
+the analytical model for planning (fast), and a plan clock that does not move, so every run is the same on any
+host. Pauses, resumes, cancels and pre-emptions are scripted at simulated times; lateness is injected as charged
+planning time, not measured."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from parapush_ros.core.planning.outcome import Outcome
+from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
+from parapush_ros.core.planning.session import ControlSchedule, PushArbiter, PushSession, SessionConfig
+from parapush_ros.core.scene.spec import load_scene
+from parapush_ros.core.sim.closed_loop import SimWorld, WorldIO, run_closed_loop
+
+pytestmark = pytest.mark.timeout(120)
+DT = 0.5
+CONFIG = PlannerConfig(model="coarse", samples=8, iterations=2, dt=DT)
+
+
+def frozen_clock():
+    return 0.0
+
+
+def setup(scene_name="cylinder_slider", realtime=False, config=CONFIG, **io_kwargs):
+    scene = load_scene(scene_name)
+    planner = MPCPlanner(scene, config)
+    world = SimWorld(scene)
+    io = WorldIO(world, charge_planning=realtime, plan_clock=frozen_clock, **io_kwargs)
+    return scene, planner, world, io
+
+
+def commands_between(io, t0, t1):
+    """The commands the world executed in [t0, t1)."""
+    return [u for a, b, u in io.executed if b > t0 + 1e-9 and a < t1 - 1e-9]
+
+
+# ------------------------------------------------------------------------------------------------ the schedule
+def test_control_schedule_switch_takeover_and_warm_start():
+    old = ControlSchedule(0.0, 1.0, [[1, 0], [2, 0], [3, 0]])
+    assert old.at(-0.1).tolist() == [0, 0] and old.at(0.0).tolist() == [1, 0] and old.at(2.99).tolist() == [3, 0]
+    assert old.at(3.0).tolist() == [0, 0] and old.end == 3.0  # past the plan: stop
+    # a plan for the switch at t = 1 that arrived late, at 1.4: the old plan's next control runs until then
+    new = ControlSchedule(1.0, 1.0, [[5, 0], [6, 0]], previous=old, takeover=1.4)
+    assert new.at(1.2).tolist() == [2, 0] and new.at(1.4).tolist() == [5, 0] and new.at(2.5).tolist() == [6, 0]
+    assert [(a, b, u.tolist()) for a, b, u in new.segments(0.5, 2.5)] == [
+        (0.5, 1.0, [1, 0]), (1.0, 1.4, [2, 0]), (1.4, 2.0, [5, 0]), (2.0, 2.5, [6, 0])]
+    warm, u_prev = new.controls_from(2.0, 3)
+    assert warm.tolist() == [[6, 0], [6, 0], [6, 0]] and u_prev.tolist() == [5, 0]
+    warm, u_prev = old.controls_from(1.0, 4)
+    assert warm.tolist() == [[2, 0], [3, 0], [3, 0], [3, 0]] and u_prev.tolist() == [1, 0]
+    with pytest.raises(ValueError, match="finite"):
+        ControlSchedule(0.0, 1.0, [[np.nan, 0.0]])
+
+
+def test_the_anytime_optimiser_stops_before_its_deadline():
+    scene = load_scene("cylinder_slider")
+    planner = MPCPlanner(scene, PlannerConfig(model="coarse", samples=6, iterations=50))
+    ticks = iter(np.arange(0.0, 1000.0, 1.0))  # every reading of the clock is one second later
+
+    plan = planner.plan(scene.initial_state(), deadline=10.0, clock=lambda: next(ticks))
+    # readings: 0 at the start, then k before iteration k (k = 1, 2, ...; iterations took 1 s each so far):
+    # iteration k starts if it would end by the deadline, k + 1 <= 10: iterations 0..9, the last ends at 10
+    assert plan.result.iterations == 10 and len(plan.result.costs) == 10
+    assert planner.plan(scene.initial_state()).result.iterations == 50  # no deadline: every iteration
+
+
+# ------------------------------------------------------------------------------------------------ stop and plan
+def test_stop_and_plan_pushes_to_the_goal_and_stops_between_controls():
+    scene, planner, world, io = setup()
+    rec = run_closed_loop(planner, world, io=io)
+    assert rec.outcome is Outcome.REACHED, rec.reason
+    assert len(rec.plan_times) == rec.actions == len(rec.controls) and rec.states.shape[0] == rec.actions + 1
+    assert all(b - a == pytest.approx(DT) for a, b, _ in io.executed)  # one constant control per action
+    assert rec.task_time == pytest.approx(rec.planning_time + rec.actions * DT)
+
+
+# ------------------------------------------------------------------------------------------------ safety
+@pytest.mark.parametrize("realtime", [False, True])
+def test_a_dropout_pauses_the_push_and_it_resumes(realtime):
+    scene, planner, world, io = setup(realtime=realtime, dropouts=[(1.2, 2.0)])
+    session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime, tracking_loss_timeout=3.0))
+    res = session.run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert all(np.all(u == 0.0) for u in commands_between(io, 1.2, 2.0))  # held still while tracking was lost
+    assert any(np.any(u != 0.0) for u in commands_between(io, 2.0, res.ended))  # and pushed again after
+    texts = [text for _, _, text in io.statuses]
+    paused = next(i for i, t in enumerate(texts) if t.startswith("paused: tracking lost"))
+    assert any(t.startswith("valid scene state again") for t in texts[paused:])
+
+
+@pytest.mark.parametrize("realtime", [False, True])
+def test_a_dropout_that_lasts_fails_the_push_with_the_pusher_stopped(realtime):
+    scene, planner, world, io = setup(realtime=realtime, dropouts=[(1.2, 100.0)])
+    res = PushSession(planner, io, planner.task.goal,
+                      SessionConfig(realtime=realtime, tracking_loss_timeout=1.0)).run()
+    assert res.outcome is Outcome.FAILED and "tracking_loss_timeout 1 s" in res.reason
+    assert res.ended == pytest.approx(2.2)  # it waited the timeout ...
+    assert all(np.all(u == 0.0) for u in commands_between(io, 1.2, 100.0))  # ... with the pusher still
+    assert io.schedule is None
+
+
+@pytest.mark.parametrize("realtime", [False, True])
+def test_cancel_stops_the_pusher_at_once(realtime):
+    scene, planner, world, io = setup(realtime=realtime)
+    session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime))
+    io.events.append((1.3, lambda: session.stop(Outcome.ABORTED, "cancelled by the client")))
+    res = session.run()
+    assert (res.outcome, res.reason) == (Outcome.ABORTED, "cancelled by the client")
+    assert res.ended == pytest.approx(1.3) and io.schedule is None  # stopped at the cancel, not at a switch
+    assert commands_between(io, 1.3, 100.0) == [] and np.any(io.executed[-1][2] != 0.0)
+
+
+def test_a_new_push_pre_empts_the_running_one():
+    scene, planner, world, io = setup()
+    arbiter = PushArbiter()
+    first = PushSession(planner, io, planner.task.goal)
+    away = replace(planner.task.goal, position=(0.12, 0.0))  # short of the scene's goal (0.25, 0)
+    second, third = PushSession(planner, io, away), PushSession(planner, io, away)
+    runs = {}
+    io.events.append((1.1, lambda: runs.setdefault("second", arbiter.enter(second))))
+    res = arbiter.enter(first)()
+    assert (res.outcome, res.reason) == (Outcome.ABORTED, PushArbiter.PRE_EMPTED)
+    assert res.ended == pytest.approx(1.1) and io.schedule is None and arbiter.current is None
+    # the second push had been waiting for the first to stop; a third one that came meanwhile wins over it
+    runs["third"] = arbiter.enter(third)
+    assert runs["second"]().outcome is Outcome.ABORTED
+    res = runs["third"]()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert np.linalg.norm(scene.layout.object_poses(world.x)[0, :2] - away.position) <= away.radius
+
+
+def test_the_goal_moves_during_a_push():
+    scene, planner, world, io = setup()
+    goal = planner.task.goal
+    moved = replace(goal, position=(0.17, 0.0))
+    session = PushSession(planner, io, goal)
+    io.events.append((1.0, lambda: session.set_goal(moved)))
+    res = session.run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert np.linalg.norm(scene.layout.object_poses(world.x)[0, :2] - moved.position) <= moved.radius
+
+
+# ------------------------------------------------------------------------------------------------ real time
+def test_realtime_pushes_without_stopping_between_controls():
+    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: 0.3 * DT)
+    rec = run_closed_loop(planner, world, realtime=True, io=io)
+    assert rec.outcome is Outcome.REACHED, rec.reason
+    first = rec.first_plan_time
+    assert first == pytest.approx(0.3 * DT)  # the pusher waits for the first plan only
+    assert rec.idle_after_first_plan == 0.0 and rec.idle_fraction == 0.0 and rec.late_plans == 0
+    assert rec.task_time == pytest.approx(first + rec.actions * DT)
+    # every plan was made while the previous control ran, each aimed at the next switch (the last one's first
+    # control never ran: the goal was reached at its switch)
+    starts = [r.start for r in io.plans]
+    assert np.allclose(np.diff(starts), DT) and len(starts) == rec.actions + 1
+    assert rec.motion_time == pytest.approx(rec.actions * DT)
+
+
+def test_a_late_plan_neither_stops_the_pusher_nor_sends_nan():
+    lateness = {2: 1.4 * DT, 3: 2.6 * DT}  # plans 2 and 3 take longer than a control period
+    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: lateness.get(k, 0.2 * DT))
+    session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True))
+    res = session.run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert res.late_plans == 2
+    late = [r for r in res.plans if r.late > 0.0]
+    assert [r.late for r in late] == pytest.approx([0.4 * DT, 1.6 * DT])
+    # after the first plan the command never drops to zero and is always finite
+    moving = [u for a, b, u in io.executed if a >= res.first_plan_done - 1e-9]
+    assert moving and all(np.all(np.isfinite(u)) and np.any(u != 0.0) for u in moving)
+    # while plan 2 was late, the previous plan's next control ran: the command at its switch is plan 1's second
+    p1, p2 = res.plans[1], late[0]
+    assert commands_between(io, p2.start, p2.start + 1e-3)[0] == pytest.approx(p1.plan.controls[1])
+    assert commands_between(io, p2.start + p2.late, p2.start + p2.late + 1e-3)[0] == pytest.approx(
+        p2.plan.controls[0])

@@ -95,3 +95,12 @@ def test_demo_writes_the_open_loop_plot(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "demo_open_loop.png").stat().st_size > 1000
     assert "final pos diff to fine" in capsys.readouterr().out
+
+
+def test_bench_support_small(tmp_path):
+    out = run(tmp_path, "bench", "support", "--supports", "native,grid3")
+    data = json.loads((out / "bench_support.json").read_text())
+    assert [s["support"] for s in data["supports"]] == ["native", "grid3"]
+    assert len(data["exact_uniform_rad_per_m"]) == len(data["offsets_fraction_of_half_face"])
+    assert data["supports"][1]["median_ratio_exact"] > data["supports"][0]["median_ratio_exact"]
+    assert (out / "bench_support.png").stat().st_size > 1000

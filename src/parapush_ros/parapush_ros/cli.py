@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     outputs.add_argument("--out", default="out", help="directory for JSON and plots (default: ./out)")
     outputs.add_argument("--json", default=None, help="JSON result file (default: <out>/bench_<name>.json)")
     outputs.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic given it)")
-    from .bench import calibrate, convergence, physics, speedup, table1  # noqa: PLC0415
+    from .bench import calibrate, convergence, physics, speedup, support, table1  # noqa: PLC0415
     from .bench import mpc as bench_mpc  # noqa: PLC0415
-    for mod in (physics, table1, convergence, speedup, calibrate, bench_mpc):
+    for mod in (physics, table1, convergence, speedup, calibrate, bench_mpc, support):
         mod.add_parser(bsub, outputs)
     from .bench import learned as bench_learned  # noqa: PLC0415
     bench_learned.add_parser(bsub, outputs)

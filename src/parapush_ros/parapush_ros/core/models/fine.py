@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 
 from ..scene.spec import Scene
+from ..scene.support import SUPPORT_SOLIMP, SUPPORT_SPHERE_RADIUS, support_points
 from ..scene.state import StateLayout
 
 TIMESTEP = 0.001  # s; the largest step that is stable and accurate for this contact problem (paper 000)
@@ -40,6 +41,8 @@ SERVO_LEAD = 2.0 / PUSHER_OMEGA  # s: kv / kp of a critically damped servo
 PUSHER_REACH = 2.0  # m: the servo's setpoint range around the table centre (MuJoCo requires one)
 PUSHER_CLEARANCE = 0.001  # gap between pusher bottom and table top (m): the pusher never drags on the table
 TABLE_THICKNESS = 0.04  # m
+# collision bits (MuJoCo: two geoms collide when contype of one and conaffinity of the other share a bit)
+_TABLE, _BODIES, _FLOOR = 1, 2, 4  # table top / pusher, objects, obstacles / floor
 
 
 # MuJoCo resets the simulation (or zeroes the control) after these: the result would be silently wrong
@@ -66,6 +69,8 @@ def build_mjcf(scene: Scene) -> str:
     hx, hy = scene.table.half
     p = scene.pusher
     kp, kv = p.mass * PUSHER_OMEGA ** 2, 2.0 * p.mass * PUSHER_OMEGA  # critically damped: kv / kp = SERVO_LEAD
+    # the table's priority makes its contact parameters those of every support contact (support.py)
+    support_softness = "" if scene.support.pattern == "native" else f' solimp="{SUPPORT_SOLIMP}"'
     lines = [
         f'<mujoco model="parapush_{scene.name}">',
         # elliptic cones: isotropic Coulomb friction (pyramidal cones make a central push drift sideways)
@@ -74,29 +79,34 @@ def build_mjcf(scene: Scene) -> str:
         '  <worldbody>',
         # the floor is where fallen objects end up; the table is a finite box whose top is z = 0
         f'    <geom name="floor" type="plane" pos="0 0 {-scene.table.height}" size="0 0 1" '
-        f'contype="1" conaffinity="1" priority="1" friction="{fr["object_table"]} 0.005 0.0001"/>',
+        f'contype="{_FLOOR}" conaffinity="{_FLOOR}" priority="1" friction="{fr["object_table"]} 0.005 0.0001"/>',
         f'    <geom name="table" type="box" pos="0 0 {-TABLE_THICKNESS / 2}" '
-        f'size="{hx} {hy} {TABLE_THICKNESS / 2}" contype="1" conaffinity="1" priority="1" '
-        f'friction="{fr["object_table"]} 0.005 0.0001"/>',
+        f'size="{hx} {hy} {TABLE_THICKNESS / 2}" contype="{_TABLE}" conaffinity="{_TABLE}" priority="1" '
+        f'friction="{fr["object_table"]} 0.005 0.0001"{support_softness}/>',
     ]
     for o in scene.obstacles:
         lines.append(f'    <geom name="obstacle_{o.name}" {_geom_shape(o)} pos="{o.pose[0]} {o.pose[1]} '
-                     f'{o.half_height}" euler="0 0 {o.pose[2]}" contype="3" conaffinity="3" priority="1" '
-                     f'friction="{fr["object_object"]} 0.005 0.0001"/>')
+                     f'{o.half_height}" euler="0 0 {o.pose[2]}" contype="{_BODIES}" conaffinity="{_BODIES}" '
+                     f'priority="1" friction="{fr["object_object"]} 0.005 0.0001"/>')
     lines += [
         f'    <body name="pusher" pos="0 0 {PUSHER_CLEARANCE + p.height / 2}">',
         '      <joint name="pusher_x" type="slide" axis="1 0 0" limited="false"/>',
         '      <joint name="pusher_y" type="slide" axis="0 1 0" limited="false"/>',
         f'      <geom name="pusher" type="cylinder" size="{p.radius} {p.height / 2}" mass="{p.mass}" '
-        f'contype="2" conaffinity="2" priority="1" friction="{fr["pusher_object"]} 0.005 0.0001"/>',
+        f'contype="{_BODIES}" conaffinity="{_BODIES}" priority="1" '
+        f'friction="{fr["pusher_object"]} 0.005 0.0001"/>',
         '    </body>',
     ]
+    # the object itself meets the pusher, other objects, obstacles and the floor; it rests on the table through
+    # its own geom (support 'native': MuJoCo's corner/rim contacts) or through its support points (support.py)
+    hits = _BODIES | _FLOOR | (_TABLE if scene.support.pattern == "native" else 0)
     for o in scene.objects:
         lines += [
             f'    <body name="object_{o.name}" pos="{o.pose[0]} {o.pose[1]} {o.half_height}">',
             '      <freejoint/>',
-            f'      <geom name="object_{o.name}" {_geom_shape(o)} mass="{o.mass}" contype="3" conaffinity="3" '
-            f'friction="{fr["object_object"]} 0.005 0.0001"/>',
+            f'      <geom name="object_{o.name}" {_geom_shape(o)} mass="{o.mass}" contype="{hits}" '
+            f'conaffinity="{hits}" friction="{fr["object_object"]} 0.005 0.0001"/>',
+            *_support_geoms(o, scene),
             '    </body>',
         ]
     lines += [
@@ -108,6 +118,17 @@ def build_mjcf(scene: Scene) -> str:
         '</mujoco>',
     ]
     return "\n".join(lines)
+
+
+def _support_geoms(o, scene: Scene) -> list:
+    """Massless spheres on the object's base that touch the table only (contype table, conaffinity none: they
+    meet nothing else and not each other); the table's priority gives them the object–table friction."""
+    if scene.support.pattern == "native":
+        return []
+    r = SUPPORT_SPHERE_RADIUS
+    return [f'      <geom name="support_{o.name}_{k}" type="sphere" size="{r}" pos="{px} {py} {r - o.half_height}" '
+            f'mass="0" contype="{_TABLE}" conaffinity="0" group="3"/>'
+            for k, (px, py) in enumerate(support_points(o.shape, o.size, scene.support))]
 
 
 def _geom_shape(b) -> str:

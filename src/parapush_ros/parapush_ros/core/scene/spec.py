@@ -16,6 +16,7 @@ import yaml
 
 from .geometry import Footprint, disc_penetration, pair_penetration
 from .state import StateLayout
+from .support import DEFAULT_SUPPORT, SUPPORT_PATTERNS, SUPPORT_POINTS_RANGE, SupportSpec, support_fits
 
 # Facts from the authors' setup (../shared/reference/reference-implementation.md).
 DEFAULT_PUSHER_RADIUS = 0.0145
@@ -106,6 +107,7 @@ class Scene:
     # coarse-model parameters of this scene: {"k_omega": {shape: value}} for the shapes the file sets (a number in
     # the file sets every shape); the analytical coarse model takes its own defaults for the rest
     coarse: dict = field(default_factory=dict)
+    support: SupportSpec = DEFAULT_SUPPORT  # how objects rest on the table in the fine model (support.py)
 
     @property
     def layout(self) -> StateLayout:
@@ -152,6 +154,7 @@ class Scene:
                        "start": list(self.pusher.start)},
             "friction": dict(self.friction),
             **({"coarse": {k: dict(v) for k, v in self.coarse.items()}} if self.coarse else {}),
+            "support": self.support.to_dict(),
             "objects": [body(o, "start") for o in self.objects],
             "obstacles": [body(o, "pose") for o in self.obstacles],
         }
@@ -162,8 +165,9 @@ class Scene:
 
 
 # ----------------------------------------------------------------------------------------------- loading
-_TOP_KEYS = {"name", "description", "table", "pusher", "friction", "coarse", "objects", "obstacles", "goal"}
+_TOP_KEYS = {"name", "description", "table", "pusher", "friction", "coarse", "support", "objects", "obstacles", "goal"}
 _COARSE_KEYS = {"k_omega"}
+_SUPPORT_KEYS = {"pattern", "points", "spread"}
 _TABLE_KEYS = {"size", "height"}
 _PUSHER_KEYS = {"radius", "height", "mass", "start"}
 _OBJECT_KEYS = {"name", "shape", "size", "radius", "height", "mass", "start"}
@@ -266,6 +270,7 @@ def scene_from_dict(data, source: str = "<dict>") -> Scene:
     friction = {k: ctx.number(fr.get(k, v), f"friction.{k}", positive=True) for k, v in DEFAULT_FRICTION.items()}
 
     coarse = _coarse_params(ctx, data.get("coarse", {}))
+    support = _support(ctx, data.get("support", {}))
 
     if not isinstance(data["objects"], list) or not data["objects"]:
         ctx.fail("objects", "must be a non-empty list")
@@ -283,10 +288,26 @@ def scene_from_dict(data, source: str = "<dict>") -> Scene:
                         radius=ctx.number(g["radius"], "goal.radius", positive=True))
 
     scene = Scene(name=name, table=table, pusher=pusher, objects=objects, obstacles=obstacles, goal=goal,
-                  friction=friction, source=source, coarse=coarse)
+                  friction=friction, source=source, coarse=coarse,
+                  support=support)
     scene = _project_start(ctx, scene)
     _check_consistency(ctx, scene)
     return scene
+
+
+def _support(ctx: _Ctx, d) -> SupportSpec:
+    """``support: {pattern: grid, points: 5, spread: 1.0}``: how the fine model rests objects on the table
+    (support.py); missing keys take DEFAULT_SUPPORT's values."""
+    ctx.mapping(d, "support", _SUPPORT_KEYS, [])
+    pattern = d.get("pattern", DEFAULT_SUPPORT.pattern)
+    if pattern not in SUPPORT_PATTERNS:
+        ctx.fail("support.pattern", f"must be one of {', '.join(SUPPORT_PATTERNS)}, got {pattern!r}")
+    points = d.get("points", DEFAULT_SUPPORT.points)
+    lo, hi = SUPPORT_POINTS_RANGE
+    if isinstance(points, bool) or not isinstance(points, int) or not lo <= points <= hi:
+        ctx.fail("support.points", f"must be an integer from {lo} to {hi} (points per side), got {points!r}")
+    spread = ctx.number(d.get("spread", DEFAULT_SUPPORT.spread), "support.spread", positive=True)
+    return SupportSpec(pattern=pattern, points=points, spread=spread)
 
 
 def _coarse_params(ctx: _Ctx, c) -> dict:
@@ -368,6 +389,10 @@ def _check_consistency(ctx: _Ctx, s: Scene):
             if not np.all(s.table.contains(pts)):
                 key = "start" if kind == "objects" else "pose"
                 ctx.fail(f"{kind}[{i}].{key}", f"{b.name!r} at {list(b.pose)} is (partly) off the table")
+    for i, b in enumerate(s.objects):
+        if not support_fits(b.shape, b.size, s.support):
+            ctx.fail("support.spread", f"{s.support.spread} puts the support points of objects[{i}] {b.name!r} "
+                                       f"outside its footprint")
     # no overlaps at the start
     bodies = [("objects", i, b) for i, b in enumerate(s.objects)] + \
              [("obstacles", i, b) for i, b in enumerate(s.obstacles)]

@@ -104,3 +104,27 @@ def test_bench_support_small(tmp_path):
     assert len(data["exact_uniform_rad_per_m"]) == len(data["offsets_fraction_of_half_face"])
     assert data["supports"][1]["median_ratio_exact"] > data["supports"][0]["median_ratio_exact"]
     assert (out / "bench_support.png").stat().st_size > 1000
+
+
+def test_bench_dgoc_small(tmp_path):
+    out = run(tmp_path, "bench", "dgoc", "--targets", "2", "--scenes", "block_003", "--max-iterations", "3",
+              "--single", "1")
+    res = json.loads((out / "bench_dgoc.json").read_text())
+    methods = res["scenes"]["block_003"]["methods"]
+    assert set(methods) == {"zs", "ds", "dp", "ws"}
+    for m in methods.values():
+        assert 0.0 <= m["success_rate"] <= 1.0 and m["solve_time_s"] > 0 and m["single_solve_time_s"] > 0
+        for key in ("final_err_x_cm", "final_err_y_cm", "final_err_theta_rad"):
+            assert set(m[key]) == {"mean", "std"} and m[key]["mean"] >= 0.0
+    assert "1 cm" in res["success_rule"] and res["task_space"]["x_m"] == [-0.2, 0.2]
+    assert (out / "dgoc.png").stat().st_size > 1000
+
+
+def test_demos_command_writes_a_loadable_library(tmp_path):
+    from parapush_ros.core.planning.ddp.demonstrations import load_library
+    assert main(["demos", "--scene", "block_003", "--count", "3", "--candidates", "12", "--out",
+                 str(tmp_path / "lib")]) == 0
+    demos = load_library(tmp_path / "lib")
+    assert sorted(d.face_switches for d in demos) == [0, 1, 2]
+    with pytest.raises(ValueError, match="--count"):
+        main(["demos", "--count", "2", "--out", str(tmp_path / "x")])

@@ -19,6 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .learning import datagen, train  # noqa: PLC0415 (torch is imported only when `train` runs)
     datagen.add_parser(sub)
     train.add_parser(sub)
+    from . import demonstrations_cli  # noqa: PLC0415
+    demonstrations_cli.add_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks: print a table, write JSON and PNG plots")
     bsub = bench.add_subparsers(dest="bench", required=True)
@@ -32,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_parser(bsub, outputs)
     from .bench import learned as bench_learned  # noqa: PLC0415
     bench_learned.add_parser(bsub, outputs)
+    from .bench import dgoc as bench_dgoc  # noqa: PLC0415
+    bench_dgoc.add_parser(bsub, outputs)
     return p
 
 

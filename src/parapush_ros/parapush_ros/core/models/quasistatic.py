@@ -61,6 +61,10 @@ def mean_distance_rectangle(a: float, b: float) -> float:
     return float(quarter / (h * k))
 
 
+def _value(a):
+    return a.val if isinstance(a, Dual) else a
+
+
 def motion_cone(p_x, p_y, c: float, mu_p: float):
     """Motion-cone edges (gamma_t, gamma_b) of a contact at (p_x, p_y) on the -x face (face frame)."""
     p_x, p_y = np.asarray(p_x, dtype=float), np.asarray(p_y, dtype=float)
@@ -136,38 +140,39 @@ class QuasiStaticPusherSlider:
         return np.stack([cf * fx - sf * fy, sf * fx + cf * fy], -1)
 
     # ------------------------------------------------------------------------------------ dynamics
-    def _step(self, z: list[Dual]):
-        """One step on Duals ``z`` = 7 state + 2 control components; returns (next-state Duals, face, mode)."""
+    def _step(self, z: list, ops=dual):
+        """One step on ``z`` = 7 state + 2 control components, Duals (``ops=dual``: values and Jacobians) or plain
+        arrays (``ops=np``: values only, several times faster); returns (next state components, face, mode)."""
         sx, sy, th, px, py, vx, vy, ax, ay = z
         dt = self.dt
         vx1, vy1 = vx + dt * ax, vy + dt * ay
-        c, s = dual.cos(th), dual.sin(th)
+        c, s = ops.cos(th), ops.sin(th)
         dx, dy = px - sx, py - sy
         rx, ry = c * dx + s * dy, c * dy - s * dx  # pusher centre in the slider frame
         wx, wy = c * vx1 + s * vy1, c * vy1 - s * vx1  # pusher velocity in the slider frame
         a, b = self.size[0] / 2.0, self.size[1] / 2.0
-        outside = np.stack([-rx.val - a, -ry.val - b, rx.val - a, ry.val - b], -1)
+        outside = np.stack([-_value(rx) - a, -_value(ry) - b, _value(rx) - a, _value(ry) - b], -1)
         face = np.argmax(outside, axis=-1)
         cf, sf = _FACE_COS[face], _FACE_SIN[face]
         h, w = self.face_half(face)
         fy = ry * cf - rx * sf  # tangential contact coordinate (face frame y)
         fx = rx * cf + ry * sf
         vn, vt = wx * cf + wy * sf, wy * cf - wx * sf
-        gap = -fx.val - h - self.pusher_radius
-        contact = (gap <= self.contact_tol) & (np.abs(fy.val) <= w) & (vn.val >= 0.0)
+        gap = -_value(fx) - h - self.pusher_radius
+        contact = (gap <= self.contact_tol) & (np.abs(_value(fy)) <= w) & (_value(vn) >= 0.0)
         p_x = -h
         c2 = self.c ** 2
         mu = self.mu_p
         gamma_t = (mu * c2 - fy * p_x + mu * p_x ** 2) / (c2 + fy * fy - fy * (mu * p_x))
         gamma_b = (-mu * c2 - fy * p_x - mu * p_x ** 2) / (c2 + fy * fy + fy * (mu * p_x))
-        up = vt.val > gamma_t.val * vn.val
-        down = vt.val < gamma_b.val * vn.val
-        vt_eff = dual.where(up, gamma_t * vn, dual.where(down, gamma_b * vn, vt))
+        up = _value(vt) > _value(gamma_t) * _value(vn)
+        down = _value(vt) < _value(gamma_b) * _value(vn)
+        vt_eff = ops.where(up, gamma_t * vn, ops.where(down, gamma_b * vn, vt))
         inv_d = 1.0 / (c2 + p_x ** 2 + fy * fy)
         tx = (vn * (c2 + p_x ** 2) + fy * vt_eff * p_x) * inv_d
         ty = (fy * vn * p_x + (fy * fy + c2) * vt_eff) * inv_d
         om = (vt_eff * p_x - fy * vn) * inv_d
-        tx, ty, om = (dual.where(contact, t, 0.0) for t in (tx, ty, om))
+        tx, ty, om = (ops.where(contact, t, 0.0) for t in (tx, ty, om))
         bx, by = tx * cf - ty * sf, tx * sf + ty * cf  # face frame -> slider frame
         gx, gy = c * bx - s * by, s * bx + c * by  # slider frame -> table frame
         nxt = [sx + dt * gx, sy + dt * gy, th + dt * om, px + dt * vx1, py + dt * vy1, vx1, vy1]
@@ -186,14 +191,16 @@ class QuasiStaticPusherSlider:
 
     def step(self, x, u) -> np.ndarray:
         """Next state(s)."""
+        x, u = np.asarray(x, dtype=float), np.asarray(u, dtype=float)
+        if x.ndim == 2 and u.shape == (len(x), CONTROL_DIM) and x.shape[1] == STATE_DIM:  # the hot path of DDP
+            return np.stack(self._step(list(x.T) + list(u.T), ops=np)[0], -1)
         return self.step_info(x, u)[0]
 
     def step_info(self, x, u):
         """(next state, face index, mode) for a batch; mode in STICK, SLIDE_UP, SLIDE_DOWN, SEPARATION."""
         z, batch = self._flatten(x, u)
-        zs = [Dual(z[:, i].copy(), np.zeros((len(z), 0))) for i in range(z.shape[1])]
-        nxt, face, mode = self._step(zs)
-        return (np.stack([n.val for n in nxt], -1).reshape(batch + (STATE_DIM,)), face.reshape(batch),
+        nxt, face, mode = self._step(list(z.T), ops=np)
+        return (np.stack(nxt, -1).reshape(batch + (STATE_DIM,)), face.reshape(batch),
                 mode.reshape(batch))
 
     def step_jacobians(self, x, u):

@@ -1,0 +1,154 @@
+"""``parapush bench dgoc``: paper 003 Table II, offline planning of ZS-, DS-, DP- and WS-DDP on the quasi-static model.
+
+Targets: ``--targets`` slider poses drawn uniformly from a 0.4 x 0.4 m square centred on the slider's start and any
+yaw in [-pi, pi) (the paper's task space and thresholds were lost in extraction; these are ours). The slider starts
+at rest at the scene's start with the pusher at the scene's pusher start (touching the -x face). Success: the final
+slider pose within 1 cm in x and in y and 0.1 rad in yaw of the target. All targets of a method are solved as one
+batch; ``solve_time_s`` is the batch's wall time divided by the number of targets, ``single_solve_time_s`` the mean
+wall time of ``--single`` targets planned one at a time. WS-DDP continues from DP-DDP's solution and its times
+include DP-DDP's (WS-DDP is the DG-OC framework).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..core.models.quasistatic import QuasiStaticPusherSlider
+from ..core.planning.ddp.costs import DGOCWeights
+from ..core.planning.ddp.demonstrations import load_library
+from ..core.planning.ddp.dgoc import HORIZON_S, METHOD_NAMES, METHODS, PLAN_DT, DGOCPlanner
+from ..core.planning.ddp.solver import DDPSettings
+from ..core.scene.spec import load_scene
+from .common import output_paths, print_table, pyplot, save_figure, write_json
+
+TASK_HALF = 0.2  # m: half side of the task-space square around the start
+SUCCESS_XY, SUCCESS_YAW = 0.01, 0.1  # m, rad
+PAPER = {  # Table II of paper 003: mean / std of |final error| (cm, cm, rad), success rate
+    "zs": {"x": (3.18, 8.30), "y": (4.78, 8.60), "theta": (0.04, 0.39), "success": 0.40},
+    "ds": {"x": (1.70, 9.07), "y": (1.62, 9.66), "theta": (0.21, 1.82), "success": 0.58},
+    "dp": {"x": (0.14, 1.54), "y": (0.57, 2.77), "theta": (0.22, 0.12), "success": 0.77},
+    "ws": {"x": (0.07, 1.31), "y": (0.19, 2.90), "theta": (0.01, 0.08), "success": 0.85},
+}
+
+
+def draw_targets(n: int, seed: int, start=(0.0, 0.0, 0.0)) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.column_stack([rng.uniform(-TASK_HALF, TASK_HALF, (n, 2)), rng.uniform(-np.pi, np.pi, n)])
+    t[:, :2] += np.asarray(start[:2])
+    return t
+
+
+def start_state(scene) -> np.ndarray:
+    """The model state of the scene's start: slider pose, pusher position, both at rest."""
+    o = scene.objects[0].pose
+    return np.array([o[0], o[1], o[2], scene.pusher.start[0], scene.pusher.start[1], 0.0, 0.0])
+
+
+def success(err: np.ndarray) -> np.ndarray:
+    return (err[:, 0] < SUCCESS_XY) & (err[:, 1] < SUCCESS_XY) & (err[:, 2] < SUCCESS_YAW)
+
+
+def method_stats(plan, n: int) -> dict:
+    err = plan.final_error()
+    ok = success(err)
+    return {"success_rate": float(ok.mean()), "solve_time_s": plan.solve_time / n, "batch_time_s": plan.solve_time,
+            "final_err_x_cm": {"mean": float(err[:, 0].mean() * 100), "std": float(err[:, 0].std() * 100)},
+            "final_err_y_cm": {"mean": float(err[:, 1].mean() * 100), "std": float(err[:, 1].std() * 100)},
+            "final_err_theta_rad": {"mean": float(err[:, 2].mean()), "std": float(err[:, 2].std())},
+            "iterations_mean": float(plan.iterations.mean()), "succeeded": ok.tolist()}
+
+
+def bench_scene(name: str, args) -> dict:
+    scene = load_scene(name)
+    model = QuasiStaticPusherSlider.from_scene(scene, dt=PLAN_DT)
+    demos = load_library(name)
+    settings = DDPSettings(max_iterations=args.max_iterations)
+    planner = DGOCPlanner(model, demos, DGOCWeights(), settings)
+    x0 = start_state(scene)
+    targets = draw_targets(args.targets, args.seed, x0[:3])
+    print(f"\nbench dgoc: {name}: {args.targets} targets, {len(demos)} demonstrations, horizon {planner.horizon} "
+          f"steps of {PLAN_DT} s, k = {args.k} ...", flush=True)
+    plans = planner.plan_methods(np.repeat(x0[None], len(targets), 0), targets, METHODS, k=args.k)
+    res = {"demonstrations": [d.name for d in demos], "targets": targets, "methods": {}}
+    for m in METHODS:
+        res["methods"][m] = {"name": METHOD_NAMES[m], **method_stats(plans[m], len(targets))}
+        res["methods"][m]["demo_used"] = plans[m].demo.tolist()
+    if args.single:
+        for m in METHODS:
+            times = []
+            for t in targets[:args.single]:
+                t0 = time.perf_counter()
+                planner.plan(x0[None], t[None], m, k=args.k)
+                times.append(time.perf_counter() - t0)
+            res["methods"][m]["single_solve_time_s"] = float(np.mean(times))
+    res["plans"] = plans
+    return res
+
+
+def run(args) -> dict:
+    if args.targets < 1:
+        raise ValueError(f"--targets: must be >= 1, got {args.targets}")
+    scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
+    if not scenes:
+        raise ValueError("--scenes: give at least one scene")
+    path, out = output_paths(args, "dgoc")
+    results = {}
+    for name in scenes:
+        results[name] = bench_scene(name, args)
+    payload = {"targets": args.targets, "seed": args.seed, "k": args.k, "max_iterations": args.max_iterations,
+               "dt": PLAN_DT, "horizon_s": HORIZON_S,
+               "task_space": {"x_m": [-TASK_HALF, TASK_HALF], "y_m": [-TASK_HALF, TASK_HALF],
+                              "yaw_rad": [-np.pi, np.pi], "relative_to": "slider start pose"},
+               "success_rule": f"|dx| < {SUCCESS_XY * 100:g} cm and |dy| < {SUCCESS_XY * 100:g} cm and "
+                               f"|dyaw| < {SUCCESS_YAW} rad (final slider pose)",
+               "weights": DGOCWeights().__dict__, "paper": PAPER,
+               "scenes": {n: {k: v for k, v in r.items() if k != "plans"} for n, r in results.items()}}
+    for name, r in results.items():
+        rows = []
+        for m in METHODS:
+            s = r["methods"][m]
+            p = PAPER[m]
+            rows.append([METHOD_NAMES[m], f"{s['success_rate'] * 100:.0f} %", f"{p['success'] * 100:.0f} %",
+                         f"{s['final_err_x_cm']['mean']:.2f} / {s['final_err_x_cm']['std']:.2f}",
+                         f"{s['final_err_y_cm']['mean']:.2f} / {s['final_err_y_cm']['std']:.2f}",
+                         f"{s['final_err_theta_rad']['mean']:.3f} / {s['final_err_theta_rad']['std']:.3f}",
+                         f"{s['solve_time_s']:.2f}", f"{s.get('single_solve_time_s', float('nan')):.1f}"])
+        print_table(["method", "success", "paper", "x cm (mean/std)", "y cm", "theta rad", "s/target (batch)",
+                     "s single"], rows, title=f"{name}: paper 003 Table II on the quasi-static model")
+    write_json(path, payload)
+    _plot(results, out / "dgoc.png")
+    return payload
+
+
+def _plot(results, path):
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 5), squeeze=False)
+    for ax, (name, r) in zip(axes[0], results.items()):
+        t = np.asarray(r["targets"])
+        ok = np.asarray(r["methods"]["ws"]["succeeded"])
+        ax.scatter(t[ok, 0], t[ok, 1], c="tab:green", s=12, label="DG-OC reached")
+        ax.scatter(t[~ok, 0], t[~ok, 1], c="tab:red", marker="x", s=20, label="DG-OC missed")
+        X = r["plans"]["ws"].X
+        for i in range(min(len(X), 8)):
+            ax.plot(X[i, :, 0], X[i, :, 1], lw=0.8, alpha=0.6)
+        ax.set_aspect("equal")
+        ax.set_title(f"{name}: " + ", ".join(f"{METHOD_NAMES[m]} {r['methods'][m]['success_rate'] * 100:.0f}%"
+                                             for m in METHODS), fontsize=8)
+        ax.set_xlabel("x (m)")
+        ax.set_ylabel("y (m)")
+        ax.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+def add_parser(sub, parent):
+    p = sub.add_parser("dgoc", parents=[parent], help="paper 003 Table II: ZS/DS/DP/WS-DDP on the quasi-static model",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--targets", type=int, default=100, help="random target poses per scene (default 100)")
+    p.add_argument("--scenes", default="block_003,box_slider", help="comma-separated box scenes")
+    p.add_argument("--k", type=int, default=1, help="nearest demonstrations planned from per target (default 1)")
+    p.add_argument("--max-iterations", type=int, default=60, help="DDP iterations per stage (default 60)")
+    p.add_argument("--single", type=int, default=2,
+                   help="targets also planned one at a time per method, for the single-target time (default 2)")
+    p.set_defaults(func=run)
+    return p

@@ -1,0 +1,1 @@
+"""Differential dynamic programming for the quasi-static pusher-slider (paper 003: ZS/DS/DP/WS-DDP)."""

@@ -1,0 +1,156 @@
+"""Demonstrations for DG-OC (paper 003): the file format, the shipped library and k-NN selection.
+
+A demonstration is one push of a box slider from rest, recorded as a time series of slider and pusher states,
+velocities and accelerations. On disk it is a small JSON file (``config/demonstrations/<scene>/*.json``)::
+
+    {"name": ..., "scene": ..., "dt": 0.02, "face_switches": 1, "source": "how it was made",
+     "columns": ["t", "slider_x", "slider_y", "slider_theta", "slider_vx", "slider_vy", "slider_omega",
+                 "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay"],
+     "rows": [[...], ...]}
+
+in the frame of the slider's start pose (the slider starts at the origin with zero yaw; ``to_start`` moves it to any
+start pose). ``pusher_a*`` of a row is the acceleration applied from that row to the next (zero on the last row).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+COLUMNS = ("t", "slider_x", "slider_y", "slider_theta", "slider_vx", "slider_vy", "slider_omega",
+           "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay")
+YAW_LENGTH = 0.1  # m per rad: how k-NN weighs a yaw difference against a position difference
+
+
+class DemonstrationError(ValueError):
+    """A demonstration file is invalid; the message names the file and the field."""
+
+
+@dataclass
+class Demonstration:
+    name: str
+    dt: float
+    X: np.ndarray  # (T+1, 7) model states [s_x, s_y, s_theta, p_x, p_y, v_x, v_y]
+    U: np.ndarray  # (T, 2) pusher accelerations
+    face_switches: int
+    scene: str = ""
+    source: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def horizon(self) -> int:
+        return len(self.U)
+
+    @property
+    def final_pose(self) -> np.ndarray:
+        return self.X[-1, :3]
+
+    def rows(self) -> np.ndarray:
+        t = np.arange(len(self.X)) * self.dt
+        slider_v = np.gradient(self.X[:, :3], self.dt, axis=0)
+        acc = np.vstack([self.U, np.zeros((1, 2))])
+        return np.column_stack([t, self.X[:, :3], slider_v, self.X[:, 3:7], acc])
+
+    def save(self, path) -> None:
+        data = {"name": self.name, "scene": self.scene, "dt": self.dt, "face_switches": self.face_switches,
+                "source": self.source, **({"meta": self.meta} if self.meta else {}), "columns": list(COLUMNS),
+                "rows": [[float(f"{v:.7g}") for v in r] for r in self.rows()]}
+        text = json.dumps(data, indent=None, separators=(",", ":"))
+        Path(path).write_text(text.replace('"rows":[[', '"rows":[\n[').replace("],[", "],\n[") + "\n")
+
+    def to_start(self, pose) -> "Demonstration":
+        """The same push, started from slider pose ``pose`` (x, y, yaw) instead of the origin."""
+        x0, y0, th = (float(v) for v in pose)
+        c, s = np.cos(th), np.sin(th)
+        R = np.array([[c, -s], [s, c]])
+        X = self.X.copy()
+        X[:, 0:2] = self.X[:, 0:2] @ R.T + (x0, y0)
+        X[:, 2] = self.X[:, 2] + th
+        X[:, 3:5] = self.X[:, 3:5] @ R.T + (x0, y0)
+        X[:, 5:7] = self.X[:, 5:7] @ R.T
+        return Demonstration(self.name, self.dt, X, self.U @ R.T, self.face_switches, self.scene, self.source,
+                             dict(self.meta))
+
+
+def load_demonstration(path) -> Demonstration:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise DemonstrationError(f"{path.name}: cannot read the demonstration: {e}") from None
+
+    def fail(key, msg):
+        raise DemonstrationError(f"{path.name}: {key}: {msg}")
+
+    if not isinstance(data, dict):
+        fail("", "must be a JSON object")
+    for key in ("name", "dt", "face_switches", "columns", "rows"):
+        if key not in data:
+            fail(key, "missing required key")
+    if list(data["columns"]) != list(COLUMNS):
+        fail("columns", f"must be {list(COLUMNS)}")
+    dt = data["dt"]
+    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0:
+        fail("dt", f"must be a positive number, got {dt!r}")
+    try:
+        rows = np.asarray(data["rows"], dtype=float)
+    except (TypeError, ValueError):
+        fail("rows", "must be a list of rows of numbers")
+    if rows.ndim != 2 or rows.shape[1] != len(COLUMNS) or len(rows) < 2:
+        fail("rows", f"must be at least 2 rows of {len(COLUMNS)} numbers, got shape {rows.shape}")
+    if not np.all(np.isfinite(rows)):
+        fail("rows", "contain NaN or infinite values")
+    if not np.allclose(np.diff(rows[:, 0]), dt, atol=1e-6):
+        fail("rows", f"column t must advance by dt = {dt} on every row")
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    X = rows[:, [col[c] for c in ("slider_x", "slider_y", "slider_theta", "pusher_x", "pusher_y", "pusher_vx",
+                                  "pusher_vy")]]
+    U = rows[:-1, [col["pusher_ax"], col["pusher_ay"]]]
+    return Demonstration(name=str(data["name"]), dt=float(dt), X=X, U=U, face_switches=int(data["face_switches"]),
+                         scene=str(data.get("scene", "")), source=str(data.get("source", "")),
+                         meta=dict(data.get("meta", {})))
+
+
+def demonstrations_dir() -> Path:
+    """``config/demonstrations``: the installed share dir when available, else the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
+        d = Path(get_package_share_directory("parapush_ros")) / "config" / "demonstrations"
+        if d.is_dir():
+            return d
+    except Exception:  # ament index absent (plain Python) or package not installed
+        pass
+    for parent in Path(__file__).resolve().parents:
+        d = parent / "config" / "demonstrations"
+        if d.is_dir():
+            return d
+    raise DemonstrationError("cannot find the shipped demonstrations directory (config/demonstrations)")
+
+
+def load_library(scene_or_dir) -> list[Demonstration]:
+    """Every demonstration of a directory, or of a shipped scene's directory given the scene's name."""
+    d = Path(scene_or_dir)
+    if not d.is_dir():
+        d = demonstrations_dir() / str(scene_or_dir)
+    files = sorted(d.glob("*.json"))
+    if not files:
+        raise DemonstrationError(f"{scene_or_dir}: no demonstrations (no *.json in {d})")
+    return [load_demonstration(f) for f in files]
+
+
+def pose_distance(a, b) -> np.ndarray:
+    """The k-NN metric: Euclidean (p = 2) over (x, y, YAW_LENGTH * wrapped yaw difference)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    yaw = (d[..., 2] + np.pi) % (2 * np.pi) - np.pi
+    return np.sqrt(d[..., 0] ** 2 + d[..., 1] ** 2 + (YAW_LENGTH * yaw) ** 2)
+
+
+def nearest(demos: list[Demonstration], targets, k: int = 1) -> np.ndarray:
+    """Indices (B, k) of the k demonstrations whose final slider pose is closest to each target (B, 3) pose,
+    nearest first (targets relative to the slider's start pose, as the demonstrations are)."""
+    targets = np.atleast_2d(np.asarray(targets, dtype=float))
+    finals = np.stack([d.final_pose for d in demos])
+    dist = pose_distance(targets[:, None, :], finals[None])
+    return np.argsort(dist, axis=1, kind="stable")[:, :k]

@@ -235,3 +235,28 @@ def test_from_scene_refuses_a_cylinder():
     from parapush_ros.core.scene.spec import load_scene
     with pytest.raises(ValueError, match="box sliders"):
         QuasiStaticPusherSlider.from_scene(load_scene("cylinder_slider"))
+
+
+def test_c_scale_fits_mujoco_better_than_uniform_pressure():
+    """MuJoCo's box-on-table contacts press harder near the corners than uniform pressure: with c scaled by
+    MUJOCO_C_SCALE the model's off-centre pushes end closer to the fine model's."""
+    from parapush_ros.core.models.fine import FineModel
+    from parapush_ros.core.models.quasistatic import MUJOCO_C_SCALE
+    from parapush_ros.core.scene.spec import load_scene
+    scene = load_scene("block_003")
+    rng = np.random.default_rng(0)
+    n = 6
+    x = np.repeat(scene.initial_state()[None], n, 0)
+    x[:, 1] = rng.uniform(-0.04, 0.04, n)
+    ang = rng.uniform(-0.4, 0.4, n)
+    v = 0.05 * np.c_[np.cos(ang), np.sin(ang)]
+    fine = FineModel(scene, threads=1)
+    final_fine = fine.rollout_batch(x, np.repeat(v[:, None], 10, 1), 0.1)[:, -1, 2:5]
+    fine.close()
+    errors = []
+    for scale in (1.0, MUJOCO_C_SCALE):
+        model = QuasiStaticPusherSlider.from_scene(scene, c_scale=scale)
+        assert model.c == pytest.approx(scale * 0.3826 * 0.12, rel=1e-3) and model.m_max == model.f_max * model.c
+        final = model.rollout(np.c_[np.zeros((n, 3)), x[:, :2], v], np.zeros((n, 100, 2)))[:, -1, :3]
+        errors.append(np.abs(final - final_fine).mean(0))
+    assert errors[1][2] < 0.6 * errors[0][2] and errors[1][:2].sum() < errors[0][:2].sum()

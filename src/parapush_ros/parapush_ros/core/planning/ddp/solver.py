@@ -133,10 +133,12 @@ class BatchedDDP:
             bad = idx[~ok]
             mu[bad] = np.minimum(mu[bad] * 10.0, s.mu_max)
             K[idx[ok]] = Ki[ok]
-            xs, us = self._closed_loop(Xi, Ui, k, Ki, alphas)
-            na = len(alphas)
-            jn = self.cost.value(xs.reshape((-1,) + xs.shape[2:]), us.reshape((-1,) + us.shape[2:]),
-                                 np.tile(idx, na)).reshape(na, len(idx))
+            with np.errstate(over="ignore", invalid="ignore"):  # a too long step may blow up: its cost is inf
+                xs, us = self._closed_loop(Xi, Ui, k, Ki, alphas)
+                na = len(alphas)
+                jn = self.cost.value(xs.reshape((-1,) + xs.shape[2:]), us.reshape((-1,) + us.shape[2:]),
+                                     np.tile(idx, na)).reshape(na, len(idx))
+            jn = np.where(np.isfinite(jn), jn, np.inf)
             expected = -(alphas[:, None] * dv1[None] + alphas[:, None] ** 2 * dv2[None])  # > 0
             accept = ((J[idx][None] - jn) >= s.armijo * np.maximum(expected, 0.0)) & (jn < J[idx][None]) & ok[None]
             any_ok = accept.any(0)

@@ -357,3 +357,40 @@ def test_goal_pose_starts_a_push(harness):
 def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, words):
     with pytest.raises((ValueError, KeyError), match=words):
         MPCPlannerNode(parameter_overrides=[Parameter("scene", value=SCENE), Parameter(name, value=value)])
+
+
+# plans due 0.3 s (1.5 controls) after their switch: every plan is late by design, on the simulated clock (the
+# anytime optimiser iterates until that deadline; the iteration cap is never reached); 8 controls of 0.2 s keep the
+# previous plan running well past the late one's arrival
+REALTIME_PARAMETERS = {**PLANNER_PARAMETERS, "realtime": True, "iterations": 1_000_000, "plan_margin": -0.3,
+                       "horizon": 8}
+
+
+def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context):
+    scene = load_scene(SCENE)
+    with BackgroundExecutor(ros_context) as ex:
+        ex.add(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in REALTIME_PARAMETERS.items()]))
+        h = Harness(ex.add(rclpy.create_node("mpc_planner_realtime_test")), scene)
+        try:
+            assert h.client.wait_for_server(timeout_sec=30.0)
+            h.run_world()
+            feedback = []
+            handle = h.send(0.08, 0.0, feedback=lambda m: feedback.append(m.feedback), position_tolerance=0.02,
+                            max_actions=60)
+            res = wait_future(handle.get_result_async(), timeout=110.0, what="push result")
+            assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+            assert h.world.x[2] > 0.05
+            # plans were late, and said so
+            assert feedback and max(f.late_plans for f in feedback) >= 1
+            assert all(f.plan_latency > 0.0 for f in feedback)
+            wait_for(lambda: any("late plan" in s for s in h.status), timeout=30.0, what="late plans in the status")
+            # time-stamped plans, one per switch: starts DT apart after the first
+            starts = [sec(f.latest_plan.header.stamp) for f in feedback]
+            assert np.allclose(np.diff(starts[1:]) / DT, np.round(np.diff(starts[1:]) / DT), atol=1e-3)
+            # the pusher never stopped between its first and its last moving command, and nothing was NaN
+            cmds = [(m.twist.linear.x, m.twist.linear.y) for _, m in h.cmds]
+            assert all(math.isfinite(vx) and math.isfinite(vy) for vx, vy in cmds)
+            moving = [i for i, u in enumerate(cmds) if u != (0.0, 0.0)]
+            assert moving and all(cmds[i] != (0.0, 0.0) for i in range(moving[0], moving[-1] + 1))
+        finally:
+            h.close()

@@ -112,3 +112,20 @@ def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
         assert (p["outcome"], p["actions"], p["path"]) == (w["outcome"], w["actions"], w["path"])
     with pytest.raises(ValueError, match="--first-scene"):
         main(common + ["--scenes", "1", "--first-scene", "-1", "--out", str(tmp_path / "bad")])
+
+
+def test_bench_mpc_realtime_small(tmp_path):
+    """``--realtime``: the same scenes pushed by the real-time loop, planning charged in simulated time."""
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--realtime", "--scenes", "2", "--models", "coarse", "--max-actions", "3",
+                 "--samples", "4", "--iterations", "2", "--dt", "0.5", "--no-timing", "--out", str(out)]) == 0
+    res = json.loads((out / "bench_mpc.json").read_text())
+    assert res["realtime"] and res["planner"]["dt"] == 0.5 and res["planner"]["samples"] == 4
+    s = res["summary"]["nominal/coarse"]
+    for key in ("success_rate", "failures", "actions", "task_time_s", "motion_time_s", "idle_fraction",
+                "plan_latency_p95_s", "plan_latency_max_s", "late_plans", "first_plan_s"):
+        assert key in s, key
+    assert 0.0 <= s["idle_fraction"] <= 1.0 and s["plan_latency_max_s"] >= s["plan_latency_p95_s"] > 0.0
+    for r in res["runs"]:
+        assert r["realtime"] and r["actions"] <= 3 and r["motion_time"] <= r["task_time"] + 1e-9
+        assert len(r["plan_times"]) >= r["actions"]  # a plan for every switch (the last may not have run)

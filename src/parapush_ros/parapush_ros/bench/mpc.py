@@ -8,6 +8,12 @@ scored by the shared outcome monitor: success rate, failures by reason, mean act
 total task time (planning + the pushes themselves). ``--mismatch`` adds a second world whose friction and masses
 differ randomly from the planner's scene, observed with noise.
 
+``--realtime``: the same scenes and outcome rules, pushed by the real-time loop (``planning.session``: plan while
+the pusher moves, anytime plans due at the next switch, a late plan never stops the pusher) in simulated time, each
+plan's latency charged to the world as measured (wall time on this machine). Per world/model it reports task time,
+motion time, the idle fraction after the first plan, plan latency (p95, max) and late plans. Unless given, the
+optimiser settings are ``REALTIME_SETTINGS`` (chosen by measurement on 2 cores, see the README).
+
 Timing study (``--timing``, on by default): one optimiser iteration (all samples x N slices) of each model timed
 as samples one after another (how paper 000 ran, with Parareal parallel across time only) and as ONE batch of
 samples x slices, each on 1 thread and on all cores.
@@ -15,6 +21,7 @@ samples x slices, each on 1 thread and on all cores.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from dataclasses import asdict
 
@@ -22,7 +29,7 @@ import numpy as np
 
 from ..core.models.fine import default_threads
 from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.sim.closed_loop import SimWorld, WorldConfig, run_closed_loop
+from ..core.sim.closed_loop import WorldIO, SimWorld, WorldConfig, run_closed_loop
 from ..core.planning.outcome import Outcome
 from ..core.models.registry import Predictor, parse_model
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
@@ -32,6 +39,13 @@ from .common import Progress, output_paths, print_table, pyplot, save_figure, wr
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
 DEFAULT_MODELS = "coarse,parareal1,fine"  # the default run finishes in minutes; pass ALL_MODELS for the paper's set
 FAILURES = (Outcome.HIT_OBSTACLE, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)
+TASK_TIME_LIMIT = 20.0  # s of pushing before a timeout (paper 000: 20 actions of 1 s) unless --max-actions is given
+# --realtime: planning fits the control period on 2 cores (see README "Real-time pushing"); iterations is a cap,
+# the anytime deadline decides how many run
+# how planning time is measured: wall time, or this process's CPU time spread over the cores (what the plans would
+# take on an otherwise idle machine: on a shared one, wall time also counts everyone else's jobs)
+PLAN_CLOCKS = {"wall": time.perf_counter, "cpu": lambda: time.process_time() / default_threads()}
+REALTIME_SETTINGS = dict(samples=12, iterations=4, horizon=4, dt=1.0)
 
 
 def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
@@ -81,6 +95,30 @@ def summarise(records: list) -> dict:
         "plan_time_per_task_s": float(np.mean([r["planning_time"] for r in records])) if records else None,
         "task_time_s": float(np.mean([r["task_time"] for r in records])) if records else None,
         "task_time_success_s": float(np.mean([r["task_time"] for r in ok])) if ok else None,
+        **(realtime_summary(records) if records and records[0]["realtime"] else {}),
+    }
+
+
+def realtime_summary(records: list) -> dict:
+    """What the real-time loop adds: motion and idle time, plan latency and lateness."""
+    lat = [t for r in records for t in r["plan_times"]]
+    late = sum(r["late_plans"] for r in records)
+    return {
+        "actions": float(np.mean([r["actions"] for r in records])),
+        "motion_time_s": float(np.mean([r["motion_time"] for r in records])),
+        "first_plan_s": float(np.mean([r["first_plan_time"] for r in records])),
+        "idle_fraction": float(np.mean([r["idle_fraction"] for r in records])),
+        "idle_fraction_max": float(np.max([r["idle_fraction"] for r in records])),
+        "plan_latency_p95_s": float(np.percentile(lat, 95)) if lat else None,
+        "plan_latency_max_s": float(np.max(lat)) if lat else None,
+        "plans": len(lat),
+        "late_plans": int(late),
+        "late_plan_rate": late / len(lat) if lat else 0.0,
+        "lateness_max_s": float(max((x for r in records for x in r["lateness"]), default=0.0)),
+        # the issue's goal: task time <= 1.1 x motion time + the first plan
+        "task_time_over_motion_and_first_plan": float(np.mean([r["task_time"] / (1.1 * r["motion_time"] +
+                                                                                r["first_plan_time"])
+                                                               for r in records if r["motion_time"] > 0.0] or [0.0])),
     }
 
 
@@ -93,13 +131,17 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
         planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
         world = SimWorld(scene, wc)
         t0 = time.perf_counter()
-        rec = run_closed_loop(planner, world, max_actions=args.max_actions)
+        io = WorldIO(world, charge_planning=args.realtime, plan_clock=PLAN_CLOCKS[args.plan_clock])
+        rec = run_closed_loop(planner, world, max_actions=args.max_actions, realtime=args.realtime,
+                              plan_margin=args.plan_margin, io=io)
         predictor.close()
         records.append({
             "scene": i, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
             "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
             "planning_time": rec.planning_time, "execution_time": rec.execution_time, "task_time": rec.task_time,
-            "wall_time": time.perf_counter() - t0, "world_config": asdict(wc),
+            "wall_time": time.perf_counter() - t0, "world_config": asdict(wc), "realtime": rec.realtime,
+            "late_plans": rec.late_plans, "lateness": rec.lateness, "motion_time": rec.motion_time,
+            "first_plan_time": rec.first_plan_time, "idle_fraction": rec.idle_fraction,
             "path": rec.path[:, :5].round(5).tolist(),  # pusher xy + slider pose, for the plots
         })
         if args.verbose:
@@ -156,6 +198,12 @@ def run(args) -> dict:
     for w in worlds:
         if w not in ("nominal", "mismatch"):
             raise ValueError(f"--worlds: unknown world {w!r} (expected nominal and/or mismatch)")
+    defaults = REALTIME_SETTINGS if args.realtime else {k: getattr(PlannerConfig, k) for k in REALTIME_SETTINGS}
+    for k, v in defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    if args.max_actions is None:
+        args.max_actions = max(1, int(round(TASK_TIME_LIMIT / args.dt)))
     config = PlannerConfig(optimiser=args.optimiser, samples=args.samples, iterations=args.iterations,
                            horizon=args.horizon, dt=args.dt, nominal_speed=args.nominal_speed,
                            approach_speed=args.approach_speed, primitive=args.primitive, seed=args.seed)
@@ -171,9 +219,12 @@ def run(args) -> dict:
     timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
     print(f"bench mpc: {len(scenes)} random obstacle scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
-          f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions", flush=True)
+          f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions"
+          + (f"; real time: planning while pushing, up to {config.iterations} iterations until the switch "
+             f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
     res = {"seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene, "models": models,
-           "worlds": worlds,
+           "worlds": worlds, "realtime": args.realtime, "plan_margin_s": args.plan_margin,
+           "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
            "planner": asdict(config), "weights": weights.as_dict(), "max_actions": args.max_actions,
            "mismatch": {"spread": args.spread, "position_noise_m": args.obs_noise,
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
@@ -189,14 +240,21 @@ def run(args) -> dict:
             res["summary"][f"{world}/{model}"] = s
             res["runs"] += records
             f = s["failures"]
-            rows.append((world, model, f"{100 * s['success_rate']:.0f}%", f["hit_obstacle"], f["off_table"],
-                         f["timeout"], f["failed"], s["mean_actions_success"] or "-", s["plan_time_per_step_s"],
-                         s["task_time_s"]))
+            row = (world, model, f"{100 * s['success_rate']:.0f}%", f["hit_obstacle"], f["off_table"], f["timeout"],
+                   f["failed"], s["mean_actions_success"] or "-")
+            if args.realtime:
+                row += (s["task_time_s"], s["motion_time_s"], s["first_plan_s"], s["idle_fraction"],
+                        s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}")
+            else:
+                row += (s["plan_time_per_step_s"], s["task_time_s"])
+            rows.append(row)
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
     if rows:
         span = f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1}" if args.first_scene else ""
-    print_table(["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)",
-                     "plan s/step", "task s"], rows,
+        columns = ["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)"]
+        columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late"]
+                    if args.realtime else ["plan s/step", "task s"])
+        print_table(columns, rows,
                     title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed}{span})")
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
@@ -259,15 +317,28 @@ def add_parser(sub, parent):
     p.add_argument("--obs-noise", type=float, default=0.001, help="mismatch: observed position noise std (m)")
     p.add_argument("--obs-noise-yaw-deg", type=float, default=1.0, help="mismatch: observed yaw noise std (deg)")
     p.add_argument("--optimiser", default="stochastic", choices=["stochastic", "mppi"])
-    p.add_argument("--samples", type=int, default=PlannerConfig.samples)
-    p.add_argument("--iterations", type=int, default=PlannerConfig.iterations)
-    p.add_argument("--horizon", type=int, default=PlannerConfig.horizon)
-    p.add_argument("--dt", type=float, default=PlannerConfig.dt)
+    p.add_argument("--realtime", action="store_true",
+                   help="plan while the pusher moves (issue 16), planning time charged in simulated time as measured")
+    p.add_argument("--plan-clock", choices=sorted(PLAN_CLOCKS), default="wall",
+                   help="--realtime: charge planning as wall time, or as this process's CPU time / cores (an idle "
+                        "machine's wall time, for a machine shared with other jobs)")
+    p.add_argument("--plan-margin", type=float, default=0.0,
+                   help="--realtime: seconds before the switch by which a plan is due")
+    p.add_argument("--samples", type=int, default=None,
+                   help=f"default {PlannerConfig.samples}; --realtime: {REALTIME_SETTINGS['samples']}")
+    p.add_argument("--iterations", type=int, default=None,
+                   help=f"default {PlannerConfig.iterations}; --realtime: at most {REALTIME_SETTINGS['iterations']}, "
+                        f"as many as fit before the switch")
+    p.add_argument("--horizon", type=int, default=None,
+                   help=f"default {PlannerConfig.horizon}; --realtime: {REALTIME_SETTINGS['horizon']}")
+    p.add_argument("--dt", type=float, default=None, help=f"control period (s), default {PlannerConfig.dt}; "
+                                                          f"--realtime: {REALTIME_SETTINGS['dt']}")
     p.add_argument("--nominal-speed", type=float, default=PlannerConfig.nominal_speed)
     p.add_argument("--approach-speed", type=float, default=PlannerConfig.approach_speed)
     p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=PlannerConfig.primitive,
                    help="try the push primitive as a candidate every plan")
-    p.add_argument("--max-actions", type=int, default=20)
+    p.add_argument("--max-actions", type=int, default=None,
+                   help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s)")
     p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")
     p.add_argument("--threads", type=int, default=0, help="threads for the fine model; 0 = all cores")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,

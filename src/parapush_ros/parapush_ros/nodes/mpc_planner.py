@@ -6,11 +6,15 @@ a running push; otherwise it only moves the goal of the running push, and is ign
 
 The push itself is the core's one push loop (``core.planning.session.PushSession``, run in the action's execute
 thread, off the command timer's callback group); this node gives it its clock, the latest scene state and the
-command timer (``NodeIO``). Each step the planner optimises a control sequence from the latest observed state,
-holds the first control for ``control_duration`` on ``pusher_cmd`` (TwistStamped, table frame, at
-``control_rate``), then commands zero while it re-plans from the newest state (stop-and-plan, as on the paper's
-robot). Feedback follows every step; the plan is published as a
-``PushPlan``, a ``nav_msgs/Path`` of the target and a ``MarkerArray``; ``planner/status`` says what it is doing.
+command timer (``NodeIO``). With ``realtime`` the planner plans while the pusher moves: during each control it
+optimises the sequence that starts at the next switch, from the state predicted for it, until a deadline
+``plan_margin`` before it; the timer sends the executing plan's control for the current time on ``pusher_cmd``
+(TwistStamped, table frame, at ``control_rate``) without a gap, and a late plan takes over when it arrives (the
+previous plan's next control runs meanwhile). Without it (stop and plan, as on the paper's robot) each control is
+held for ``control_duration``, then zero is commanded while the planner re-plans from the newest state. Every plan
+is published as a ``PushPlan`` stamped with the time its first control starts, a ``nav_msgs/Path`` of the target
+and a ``MarkerArray`` (with ``realtime`` also the predicted start of the plan being computed, ns ``computing``);
+feedback carries it with its latency and the late plans so far; ``planner/status`` says what it is doing.
 
 Safety: a stale (older than ``state_timeout`` since reception) or invalid (tracking lost, NaN, unknown objects)
 scene state makes it publish a zero twist at once and pause: the push resumes, re-planned from the fresh state,
@@ -99,6 +103,9 @@ class NodeIO:
 
     def report_plan(self, report: PlanReport):
         self.node._publish_plan(report)
+
+    def report_computing(self, start: float, x_start: np.ndarray):
+        self.node._publish_computing(start, x_start)
 
     def report_status(self, text: str, level: str = "info"):
         self.node._set_status(text)
@@ -330,9 +337,10 @@ class MPCPlannerNode(Node):
             self.arbiter.preempt()  # a new goal, even a bad one, ends the running push
             res = SessionResult(Outcome.FAILED, f"invalid goal: {e}", 0, float("nan"))
         else:
-            config = SessionConfig(max_actions=req.max_actions or self.p["max_actions"],
+            config = SessionConfig(realtime=self.p["realtime"], max_actions=req.max_actions or self.p["max_actions"],
                                    state_timeout=self.p["state_timeout"],
-                                   tracking_loss_timeout=self.p["tracking_loss_timeout"])
+                                   tracking_loss_timeout=self.p["tracking_loss_timeout"],
+                                   plan_margin=self.p["plan_margin"])
             session = PushSession(self.planner, self.io, goal, config)
             session.tag = goal_handle
             run = self.arbiter.enter(session)  # pre-empts the running push; waits for it to stop the pusher
@@ -349,7 +357,8 @@ class MPCPlannerNode(Node):
         result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {res.reason}",
                                    actions_executed=int(res.actions),
                                    final_distance=float(dist) if math.isfinite(dist) else -1.0,
-                                   mean_planning_time=float(np.mean(res.plan_latencies)) if res.plans else 0.0)
+                                   mean_planning_time=float(np.mean([r.plan.plan_time for r in res.plans]))
+                                   if res.plans else 0.0)
         if goal_handle is not None:
             if outcome is Outcome.REACHED:
                 goal_handle.succeed()
@@ -373,7 +382,7 @@ class MPCPlannerNode(Node):
         msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, self.config.dt),
                        predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
                        cost=float(plan.cost), model=kind if kind != "analytical" else "coarse",
-                       parareal_iterations=int(k) if kind == "parareal" else 0, solve_time=float(report.latency))
+                       parareal_iterations=int(k) if kind == "parareal" else 0, solve_time=float(plan.plan_time))
         self.plan_pub.publish(msg)
         ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
         ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")
@@ -384,7 +393,15 @@ class MPCPlannerNode(Node):
         if handle is not None:
             dist = report.distance if math.isfinite(report.distance) else -1.0
             handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(report.step),
-                                                        latest_plan=msg))
+                                                        latest_plan=msg, plan_latency=float(report.latency),
+                                                        late_plans=int(report.late_plans)))
+
+    def _publish_computing(self, start: float, x_start: np.ndarray):
+        """Real time: where the plan being computed starts (the state predicted for the next switch), faint, beside
+        the plan being executed."""
+        header = Header(stamp=Time(nanoseconds=int(round(start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
+        ms = markers.trajectory_markers(self.scene, np.stack([x_start, x_start]), header, "computing", alpha=0.35)
+        self.marker_pub.publish(markers.marker_array(ms))
 
     def _set_status(self, text: str):
         self._status = text

@@ -192,6 +192,12 @@ def _planner_params() -> dict:
         "position_tolerance": Param(0.0, "default success radius around the goal (m); 0 = the scene goal's "
                                          "radius (0.05 m if the scene has no goal)"),
         "control_rate": Param(20.0, "rate of pusher_cmd while pushing (Hz)"),
+        "realtime": Param(False, "plan while the pusher moves: each plan is made during the control before it, from "
+                                 "the state predicted for the switch, and a late plan never stops the pusher; false "
+                                 "= stop and plan (paper 000)"),
+        "plan_margin": Param(0.0, "realtime: seconds before the switch by which a plan must be done (the anytime "
+                                  "optimiser runs up to 'iterations' iterations until then); negative = plans run "
+                                  "late by design (tests)"),
         "state_timeout": Param(0.5, "a scene state older than this (since reception) is stale: stop (s)"),
         "stop_hold": Param(0.5, "after a push ends, zero commands keep being sent for this long (s)"),
         "tracking_loss_timeout": Param(3.0, "a stale or invalid scene state stops the pusher at once; the push "

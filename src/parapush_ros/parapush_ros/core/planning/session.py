@@ -141,6 +141,9 @@ class PushIO(Protocol):
     def report_plan(self, report: PlanReport) -> None:
         """A plan was handed to the pusher (to publish, record or show)."""
 
+    def report_computing(self, start: float, x_start: np.ndarray) -> None:
+        """Real time: a plan for the switch at ``start`` is being made from the predicted state ``x_start``."""
+
     def report_status(self, text: str, level: str = "info") -> None:
         """What the push is doing now (level 'info' or 'warning')."""
 
@@ -173,6 +176,7 @@ class PlanReport:
     late: float  # s it arrived after its start (0 = on time)
     distance: float  # target to goal when it was made (m)
     goal: Goal
+    late_plans: int = 0  # plans of this push so far that were late, this one included
 
 
 @dataclass
@@ -300,6 +304,7 @@ class PushSession:
                     break
                 c0 = io.plan_clock()
                 x_start = self._roll_forward(obs, active, switch)
+                io.report_computing(switch, x_start)
                 warm, u_prev = active.controls_from(switch, self.planner.config.horizon)
                 self.planner.warm_start(warm, u_prev)
                 plan, _ = self._plan(x_start, deadline=c0 + (switch - self.config.plan_margin - io.now()))
@@ -365,13 +370,14 @@ class PushSession:
             res.first_plan_done = self.io.now()
         if not self.config.realtime:
             res.controls.append(plan.controls[0].copy())
-        report = PlanReport(plan, res.actions, start, latency, late, res.distance, self.goal)
+        report = PlanReport(plan, res.actions, start, latency, late, res.distance, self.goal,
+                            res.late_plans + (late > 0.0))
         res.plans.append(report)
         self.io.report_plan(report)
         u = plan.controls[0]
         self._status(f"pushing {self._target_name()!r}: step {res.actions + 1}/{self.monitor.max_actions}, "
                      f"{res.distance * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan {latency:.2f} s "
-                     f"({plan.model})" + (f", {late:.2f} s late" if late > 0.0 else ""))
+                     f"({plan.model})" + (f", {report.late_plans} late plan(s)" if self.config.realtime else ""))
 
     def _record_controls(self, schedule: ControlSchedule, t0: float, first: int, last: int):
         for k in range(first, last):

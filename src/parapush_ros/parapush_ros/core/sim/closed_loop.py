@@ -198,6 +198,9 @@ class WorldIO:
     def report_plan(self, report: PlanReport):
         self.plans.append(report)
 
+    def report_computing(self, start: float, x_start: np.ndarray):
+        pass
+
     def report_status(self, text: str, level: str = "info"):
         self.statuses.append((self.now(), level, text))
 

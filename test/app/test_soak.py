@@ -10,7 +10,8 @@ from parapush_ros import bringup
 from parapush_ros.soak import GOAL_TAGS, StateTimeline, make_schedule
 
 DELIVERY = 0.1  # s of sim time a message may take from one node to the next: a hop is served within a /clock
-# period or two (10 ms each); 0.1 s is mujoco_sim's MAX_SIM_STEP_PER_TICK, the most the sim advances in one loop tick
+# period or two; one mujoco_sim loop tick advances the clock by at most 4 nominal ticks (20 ms at 1x), so 0.1 s is
+# five late ticks of the sim in a row while the receiving node's thread never ran
 
 
 def test_state_timeline_judges_stale_and_invalid_states():

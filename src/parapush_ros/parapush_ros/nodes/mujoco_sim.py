@@ -16,7 +16,10 @@ Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/
 The physics is the fine model's MuJoCo model (``core.sim.world.PushSim`` over ``core.models.fine``), stepped at
 ``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows
 down (every other node runs on it), it never skips ahead, and the node says so (a warning and ``/diagnostics``
-WARN with the achieved factor). The loop runs on a steady (wall) timer, never on the sim clock it
+WARN with the achieved factor). One loop tick advances the clock by at most ``MAX_TICK_PERIODS`` nominal ticks: when
+the host is busy and a tick comes late, the sim slows down instead of jumping ahead, so every node still gets its
+turn every few milliseconds of sim time (a jump of 0.1 s in one tick let a starved node answer an e-stop 0.2 s of
+sim time late under heavy load). The loop runs on a steady (wall) timer, never on the sim clock it
 publishes, so the node works with ``use_sim_time`` set like every other node.
 """
 from __future__ import annotations
@@ -53,6 +56,7 @@ from .mocap_ingest import mocap_setup
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMANDS = {"twist": topics.SERVO_TWIST, "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral
+MAX_TICK_PERIODS = 4.0  # and at most this many nominal ticks (step_period x real_time_factor) in one iteration
 LAG_WARNING_FRACTION = 0.9  # below this share of real_time_factor over a second, falling behind is reported
 
 
@@ -242,8 +246,9 @@ class MujocoSimNode(Node):
     def _advance(self):
         now = time.monotonic()
         wanted = (now - self._last_wall) * self.p["real_time_factor"]
-        budget = min(wanted, MAX_SIM_STEP_PER_TICK) + self._carry
-        self._behind += max(0.0, wanted - MAX_SIM_STEP_PER_TICK)  # sim time given up: the host could not keep up
+        cap = min(MAX_SIM_STEP_PER_TICK, MAX_TICK_PERIODS * self.p["step_period"] * self.p["real_time_factor"])
+        budget = min(wanted, cap) + self._carry
+        self._behind += max(0.0, wanted - cap)  # sim time given up: the host could not keep up
         self._last_wall = now
         nsteps = int(budget / TIMESTEP + 1e-9)
         self._carry = budget - nsteps * TIMESTEP

@@ -53,16 +53,17 @@ def test_speedup_push_keeps_contact():
     """The speedup push must keep contact for the longest default horizon (8 s): the model assumes every fine
     slice costs the same, and a slice without contact costs about half."""
     from parapush_ros.bench.speedup import DEFAULT_OFFSET, contact_gaps_mm
+    from parapush_ros.core.models.base import rollout
     from parapush_ros.core.models.fine import FineModel
     from parapush_ros.core.scene.spec import load_scene
     scene = load_scene("cylinder_slider")
     x0 = scene.initial_state()
     x0[1] = DEFAULT_OFFSET
     fine = FineModel(scene, threads=1)
-    gaps = contact_gaps_mm(scene, fine.rollout(x0, np.array([[0.025, 0.0]] * 8), 1.0))
+    gaps = contact_gaps_mm(scene, rollout(fine, x0, np.array([[0.025, 0.0]] * 8), 1.0))
     assert gaps[1:].max() < 1.0, gaps
     x0[1] = 0.02  # the old offset: loses contact, which the bench's warning is about
-    gaps = contact_gaps_mm(scene, fine.rollout(x0, np.array([[0.025, 0.0]] * 8), 1.0))
+    gaps = contact_gaps_mm(scene, rollout(fine, x0, np.array([[0.025, 0.0]] * 8), 1.0))
     assert gaps[-1] > 5.0, gaps
 
 

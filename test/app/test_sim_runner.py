@@ -14,7 +14,7 @@ from std_msgs.msg import String  # noqa: E402
 from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros import bringup  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
-from parapush_ros.core.models.fine import PUSHER_BANDWIDTH_HZ  # noqa: E402
+from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
 from parapush_ros.sim_runner import SimStack  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)

@@ -32,8 +32,8 @@ from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa
 from parapush_ros.ros import topics  # noqa: E402
 from parapush_ros.ros.conversions import array_to_scene_state  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
-from parapush_ros.core.models.fine import PUSHER_BANDWIDTH_HZ  # noqa: E402
-from parapush_ros.core.sim.closed_loop import SimWorld  # noqa: E402
+from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
+from parapush_ros.core.sim.world import SimWorld  # noqa: E402
 from parapush_ros.core.scene.spec import load_scene  # noqa: E402
 from parapush_ros.nodes.mpc_planner import LATCHED, RELIABLE, MPCPlannerNode  # noqa: E402
 

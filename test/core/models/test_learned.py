@@ -13,6 +13,7 @@ from parapush_ros.bench.convergence import random_pushes
 from parapush_ros.bench.learned import random_cluster_pushes
 from parapush_ros.core.models import learned as LM
 from parapush_ros.core.models.analytical import AnalyticalCoarseModel
+from parapush_ros.core.models.base import rollout
 from parapush_ros.core.models.fine import FineModel
 from parapush_ros.core.models.parareal import Parareal
 from parapush_ros.core.models.registry import Predictor
@@ -257,7 +258,7 @@ def test_parareal_with_the_learned_model_is_exact_at_K_equals_N(fines, name):
     x0, U = (random_cluster_pushes if len(scene.objects) > 1 else random_pushes)(scene, 2, 3, rng)
     pr = Parareal(scene, LM.LearnedCoarseModel.load(scene), fine)
     r = pr.solve(x0, U, 1.0, max_iterations=3, keep_history=True)
-    ref = fine.rollout_batch(x0, U, 1.0)
+    ref = rollout(fine, x0, U, 1.0)
     assert np.array_equal(r.states, ref)
     for k, X in enumerate(r.history):
         assert np.array_equal(X[:, :k + 1], ref[:, :k + 1])

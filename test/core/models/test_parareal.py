@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.models.analytical import AnalyticalCoarseModel
+from parapush_ros.core.models.base import rollout
 from parapush_ros.core.models.fine import FineModel
 from parapush_ros.core.models.parareal import Parareal
 from parapush_ros.core.scene.projection import max_penetration
@@ -33,7 +34,7 @@ def start(scene, offset):
 def test_exact_prefix_and_exact_at_K_equals_N(models, name):
     scene, pr, fine = models[name]
     x0 = start(scene, 0.02)
-    ref = fine.rollout(x0, FIG5_U, 1.0)
+    ref = rollout(fine, x0, FIG5_U, 1.0)
     for k in range(0, 5):
         r = pr.solve(x0, FIG5_U, 1.0, max_iterations=k)
         for n in range(k + 1):
@@ -47,7 +48,7 @@ def test_exact_prefix_and_exact_at_K_equals_N(models, name):
 def test_fig5_cases_converge(models, name, offset):
     scene, pr, fine = models[name]
     x0 = start(scene, offset)
-    ref = fine.rollout(x0, FIG5_U, 1.0)
+    ref = rollout(fine, x0, FIG5_U, 1.0)
     r = pr.solve(x0, FIG5_U, 1.0, max_iterations=2, keep_history=True)
 
     def rms(states):
@@ -76,7 +77,7 @@ def test_projection_never_leaves_penetration_and_never_touches_exact_slices(mode
     ang = rng.choice(np.radians([0.0, 15.0, -15.0]), M)
     U = 0.025 * np.stack([np.cos(ang), np.sin(ang)], -1)[:, None, :].repeat(4, 1)
     r = pr.solve(x0, U, 1.5, max_iterations=2, keep_history=True)
-    ref = fine.rollout_batch(x0, U, 1.5)
+    ref = rollout(fine, x0, U, 1.5)
     for k, X in enumerate(r.history[1:], start=1):
         assert max_penetration(scene, X[:, k + 1:]).max() <= 1e-3 + 1e-9  # corrected states: projected
         assert np.array_equal(X[:, :k + 1], ref[:, :k + 1])  # exact slices: untouched

@@ -11,7 +11,8 @@ from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.planning.session import ControlSchedule, PushArbiter, PushSession, SessionConfig
 from parapush_ros.core.scene.spec import load_scene
-from parapush_ros.core.sim.closed_loop import SimWorld, WorldIO, run_closed_loop
+from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
+from parapush_ros.core.sim.world import SimWorld
 
 pytestmark = pytest.mark.timeout(120)
 DT = 0.5

@@ -204,14 +204,14 @@ def test_pusher_stops_within_stop_travel_bound(fault):
     """The stated bound, checked in simulated time on the real MuJoCo pusher (servo included): a planner at 20 Hz
     pushes at max_speed; at t_bad the scene state goes invalid (the planner zeros on its next tick), stops coming
     (stale: the planner zeros once it is ``state_timeout`` old), or the e-stop is called (zeros at once). The
-    commander (CommandSafety at 50 Hz, max_acceleration 0.5) drives PushSim; the pusher moves along y, clear of
+    commander (CommandSafety at 50 Hz, max_acceleration 0.5) drives SimWorld; the pusher moves along y, clear of
     the slider."""
     from parapush_ros.core.robot.command_safety import stop_travel_bound
-    from parapush_ros.core.models.fine import PUSHER_BANDWIDTH_HZ, TIMESTEP
-    from parapush_ros.core.sim.world import PushSim
+    from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ, TIMESTEP
+    from parapush_ros.core.sim.world import SimWorld
 
     planner_period, commander_period, state_timeout, speed, decel = 0.05, 0.02, 0.5, 0.1, 0.5
-    sim = PushSim(load_scene("cylinder_slider"))
+    sim = SimWorld(load_scene("cylinder_slider"))
     safety = CommandSafety(SafetyConfig(max_speed=speed, max_acceleration=decel, command_timeout=0.2,
                                         state_timeout=0.2, enforce_workspace=False))
     t_bad, steps_per_ms = 1.0, round(1e-3 / TIMESTEP)

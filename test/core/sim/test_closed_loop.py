@@ -8,7 +8,8 @@ import pytest
 
 from parapush_ros.cli import main
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
-from parapush_ros.core.sim.closed_loop import SimWorld, WorldConfig, perturbed_scene, run_closed_loop
+from parapush_ros.core.sim.closed_loop import run_closed_loop
+from parapush_ros.core.sim.world import SimWorld, WorldConfig, perturbed_scene
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.planning.tasks import obstacle_clearance

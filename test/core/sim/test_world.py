@@ -4,12 +4,13 @@ import pytest
 
 from parapush_ros.core.models.fine import FineModel
 from parapush_ros.core.scene.spec import load_scene
-from parapush_ros.core.sim.world import PUSHER, MocapEmulator, PushSim
+from parapush_ros.core.sim.mocap_emulator import MocapEmulator
+from parapush_ros.core.sim.world import PUSHER, SimWorld
 
 
 @pytest.fixture(scope="module")
 def sim():
-    s = PushSim(load_scene("cylinder_slider"))
+    s = SimWorld(load_scene("cylinder_slider"))
     yield s
     s.close()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.models.analytical import AnalyticalCoarseModel
+from ..core.models.base import rollout
 from ..core.models.fine import FineModel
 from ..core.models.parareal import Parareal
 from ..core.scene.spec import load_scene
@@ -23,13 +24,13 @@ def run(args) -> dict:
     rng = np.random.default_rng(args.seed)
     x0, U = random_pushes(scene, args.pushes, args.actions, rng)
     fine = FineModel(scene)
-    ref = fine.rollout_batch(x0, U, args.dt)[:, -1]
+    ref = rollout(fine, x0, U, args.dt)[:, -1]
     grid = np.round(np.arange(0.1, 1.01, 0.075), 3)
     rows, scores = [], []
     progress = Progress(len(grid), "calibrate")
     for k in grid:
         coarse = AnalyticalCoarseModel(scene, k_omega=float(k))
-        c_end = coarse.rollout(x0[0], U[0], args.dt)  # warm the caches; cheap
+        c_end = rollout(coarse, x0[0], U[0], args.dt)  # warm the caches; cheap
         del c_end
         final = Parareal(scene, coarse, fine).solve(x0, U, args.dt, max_iterations=1).states[:, -1]
         pos = np.linalg.norm(final[:, 2:4] - ref[:, 2:4], axis=-1).mean() * 1e3

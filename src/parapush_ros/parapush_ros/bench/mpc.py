@@ -29,7 +29,8 @@ import numpy as np
 
 from ..core.models.fine import default_threads
 from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.sim.closed_loop import WorldIO, SimWorld, WorldConfig, run_closed_loop
+from ..core.sim.closed_loop import WorldIO, run_closed_loop
+from ..core.sim.world import SimWorld, WorldConfig
 from ..core.planning.outcome import Outcome
 from ..core.models.registry import Predictor, parse_model
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict

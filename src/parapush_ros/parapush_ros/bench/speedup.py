@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from ..core.models.base import rollout
 from ..core.models.fine import FineModel, default_threads
 from ..core.models.parareal import Parareal
 from ..core.models.registry import COARSE_KINDS, Predictor
@@ -89,14 +90,14 @@ def run(args) -> dict:
     rows = []
     for N in args.horizons:
         U = np.repeat(u[None], N, 0)
-        gaps = contact_gaps_mm(scene, serial_fine.rollout(x0, U, dt))[1:]  # the start may be a few mm off
+        gaps = contact_gaps_mm(scene, rollout(serial_fine, x0, U, dt))[1:]  # the start may be a few mm off
         res["max_contact_gap_mm"][f"N{N}"] = float(gaps.max())
         if gaps.max() > CONTACT_GAP_MM:
             print(f"  warning: N = {N}: the pusher leaves the slider ({gaps.max():.1f} mm gap), so fine slices "
                   f"differ in cost and the model (equal slice costs) does not apply; try a smaller --offset",
                   flush=True)
         for K in range(1, N + 1):
-            t = interleaved_times([lambda: serial_fine.rollout(x0, U, dt),
+            t = interleaved_times([lambda: rollout(serial_fine, x0, U, dt),
                                    lambda: solver.solve(x0, U, dt, max_iterations=K),
                                    lambda: solver.solve(x0, U, dt, max_iterations=K, schedule="pipelined")],
                                   args.repeats)
@@ -125,8 +126,8 @@ def run(args) -> dict:
     reps = max(3, args.repeats // 4)
     c_c_batch = median_time(lambda: coarse.propagate(xb, Ub[:, 0], dt), args.repeats * 10)  # one call, M rows
     Ks = list(range(1, N + 1))
-    t = interleaved_times([lambda: [serial_fine.rollout(xb[m], Ub[m], dt) for m in range(M)],
-                           lambda: fine.rollout_batch(xb, Ub, dt)]
+    t = interleaved_times([lambda: [rollout(serial_fine, xb[m], Ub[m], dt) for m in range(M)],
+                           lambda: rollout(fine, xb, Ub, dt)]
                           + [lambda K=K: solver.solve(xb, Ub, dt, max_iterations=K) for K in Ks], reps)
     t_serial, t_sample_par = float(np.median(t[:, 0])), float(np.median(t[:, 1]))
     c_f_batch = t_serial / (M * N)  # these pushes' own slice cost (contact varies from push to push)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.models.analytical import AnalyticalCoarseModel
+from ..core.models.base import rollout
 from ..core.models.fine import FineModel
 from ..core.models.parareal import Parareal
 from ..core.scene.spec import load_scene
@@ -45,7 +46,7 @@ def run(args) -> dict:
           f"Parareal K = 0..{N_CONTROLS} in one batch on {fine.threads} threads ...", flush=True)
     r = solver.solve(x0, U, DT, max_iterations=N_CONTROLS, keep_history=True)
     ref = r.history[N_CONTROLS]
-    sample = fine.rollout_batch(x0[:3], U[:3], DT)
+    sample = rollout(fine, x0[:3], U[:3], DT)
     assert np.array_equal(sample, ref[:3]), "Parareal at K = N must equal the serial fine model bitwise"
     fine.close()
 

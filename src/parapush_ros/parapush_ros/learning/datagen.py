@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from ..bench.common import Progress
-from ..core.models.fine import FineModel, FineModelDiverged, default_threads
+from ..core.models.base import ModelDiverged
+from ..core.models.fine import FineModel, default_threads
 from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene, version_string
 from ..core.scene.projection import project_feasible
 
@@ -213,7 +214,7 @@ def generate_chunk(fine: FineModel, scene, seed: int, chunk: int, size: int,
             try:
                 x1 = fine.propagate(x, u, SLICE_S)
                 break
-            except FineModelDiverged as e:  # rare: replace those starts by fresh ones (deterministically)
+            except ModelDiverged as e:  # rare: replace those starts by fresh ones (deterministically)
                 for i in e.indices:
                     x[i], u[i] = sampler.start()
                     step[i] = 0

@@ -13,7 +13,7 @@ same mocap -> table transform parameters, at ``pose_rate`` on the sim clock with
 (``rosgraph_msgs/Clock``) for ``use_sim_time``; ``/diagnostics``.
 Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/srv/LoadScene``).
 
-The physics is the fine model's MuJoCo model (``core.sim.world.PushSim`` over ``core.models.fine``), stepped at
+The physics is the fine model's MuJoCo model (``core.sim.world.SimWorld``), stepped at
 ``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows
 down (every other node runs on it), it never skips ahead, and the node says so (a warning and ``/diagnostics``
 WARN with the achieved factor). One loop tick advances the clock by at most ``MAX_TICK_PERIODS`` nominal ticks: when
@@ -45,10 +45,12 @@ from std_srvs.srv import Trigger
 
 from ..ros import topics
 from ..core.robot.command_safety import SafetyConfigError, joint_matrix, rotate_planar
-from ..core.models.fine import TIMESTEP
+from ..core.models.mjcf import TIMESTEP
 from ..core.robot.mocap import parse_name_list
 from ..core.scene.spec import SceneError, load_scene
-from ..core.sim.world import MocapEmulator, PushSim
+from ..core.models.base import ModelDiverged
+from ..core.sim.mocap_emulator import MocapEmulator
+from ..core.sim.world import SimWorld
 from ..ros.params import MUJOCO_SIM, declare_all
 from ..ros.spinning import run_node
 from .mocap_ingest import mocap_setup
@@ -134,7 +136,7 @@ class MujocoSimNode(Node):
         p = self.p
         transform, bodies, topics_ = mocap_setup(self, p, scene)
         hidden = self._hidden_keys(p["hidden_bodies"], bodies)
-        sim = PushSim(scene)
+        sim = SimWorld(scene)
         emulator = MocapEmulator(list(bodies), rate=p["pose_rate"], position_noise=p["position_noise"],
                                  yaw_noise=p["yaw_noise"], latency=p["latency"],
                                  dropout_probability=p["dropout_probability"],
@@ -259,8 +261,9 @@ class MujocoSimNode(Node):
             self.sim.set_velocity(*self._command_now())
             try:
                 self.sim.step(n)
-            except RuntimeError as e:
-                self.get_logger().error(str(e))
+            except ModelDiverged as e:
+                self.sim.reset()
+                self.get_logger().error(f"{e}; the scene was reset")
                 self._cmd = None
             nsteps -= n
             t = self.time

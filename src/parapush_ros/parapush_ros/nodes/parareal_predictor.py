@@ -18,7 +18,7 @@ from visualization_msgs.msg import MarkerArray
 
 from ..ros import markers
 from ..ros.conversions import ConversionError, array_to_scene_state, controls_to_arrays, scene_state_to_array
-from ..core.models.fine import FineModelDiverged
+from ..core.models.base import ModelDiverged
 from ..core.models.parareal import Parareal
 from ..core.models.registry import COARSE_KINDS, Predictor, parse_model
 from ..core.scene.spec import load_scene
@@ -56,7 +56,7 @@ class PararealPredictorNode(Node):
             res = self._predict(req, res)
         except (ConversionError, ValueError) as e:
             res.success, res.message = False, f"invalid request: {e}"
-        except FineModelDiverged as e:
+        except ModelDiverged as e:
             res.success, res.message = False, f"prediction failed: {e}"
         except Exception as e:  # noqa: BLE001 - the service must answer and stay up whatever happens
             self.get_logger().error(f"unexpected error: {e!r}")

@@ -93,10 +93,3 @@ class AnalyticalCoarseModel:
         vels[..., 2] = np.where(in_contact_end, omega_end, 0.0)
         x, _ = project_feasible(self.scene, x, self.projection_tolerance)
         return x
-
-    def rollout(self, x0, controls, dt: float) -> np.ndarray:
-        controls = np.atleast_2d(np.asarray(controls, dtype=float))
-        xs = [np.asarray(x0, dtype=float)]
-        for u in controls:
-            xs.append(self.propagate(xs[-1][None], u[None], dt)[0])
-        return np.stack(xs)

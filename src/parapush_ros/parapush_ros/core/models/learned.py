@@ -117,7 +117,7 @@ def family_scene(n_objects: int, base: Scene | None = None) -> Scene:
 
 def family_metadata(scene: Scene | None = None, slice_s: float = 1.0) -> dict:
     """The physical facts that a set of weights is valid for (checked by ``check_family``)."""
-    from . import fine  # noqa: PLC0415 (mujoco is only needed for the constants, already a core dependency)
+    from . import mjcf  # noqa: PLC0415 (mujoco is only needed for the constants, already a core dependency)
     scene = scene or family_scene(MAX_OBJECTS)
     o = scene.objects[0]
     return {
@@ -130,9 +130,9 @@ def family_metadata(scene: Scene | None = None, slice_s: float = 1.0) -> dict:
         "max_objects": MAX_OBJECTS,
         "friction": dict(scene.friction),
         "slice_s": float(slice_s),
-        "fine_timestep_s": fine.TIMESTEP,
-        "pusher_bandwidth_hz": fine.PUSHER_BANDWIDTH_HZ,
-        "pusher_lag_s": 2.0 / (2.0 * np.pi * fine.PUSHER_BANDWIDTH_HZ),
+        "fine_timestep_s": mjcf.TIMESTEP,
+        "pusher_bandwidth_hz": mjcf.PUSHER_BANDWIDTH_HZ,
+        "pusher_lag_s": 2.0 / (2.0 * np.pi * mjcf.PUSHER_BANDWIDTH_HZ),
     }
 
 
@@ -511,8 +511,8 @@ class LearnedCoarseModel:
         if family is None:
             raise LearnedModelError(f"learned coarse model ({source}): metadata has no 'family'")
         check_family(scene, family, source)
-        from . import fine  # noqa: PLC0415
-        for key, now in (("fine_timestep_s", fine.TIMESTEP), ("pusher_bandwidth_hz", fine.PUSHER_BANDWIDTH_HZ)):
+        from . import mjcf  # noqa: PLC0415
+        for key, now in (("fine_timestep_s", mjcf.TIMESTEP), ("pusher_bandwidth_hz", mjcf.PUSHER_BANDWIDTH_HZ)):
             if key in family and abs(float(family[key]) - now) > 1e-12:
                 warnings.warn(f"learned coarse model ({source}) was trained on a fine model with {key} = "
                               f"{family[key]}, the fine model now uses {now}: retrain it", stacklevel=2)
@@ -638,10 +638,3 @@ class LearnedCoarseModel:
             q = c[:, ju] - c[:, iu]
             return bool(np.any(np.hypot(q[..., 0], q[..., 1]) < 2.0 * r - tol))
         return False
-
-    def rollout(self, x0, controls, dt: float) -> np.ndarray:
-        controls = np.atleast_2d(np.asarray(controls, dtype=float))
-        xs = [np.asarray(x0, dtype=float)]
-        for u in controls:
-            xs.append(self.propagate(xs[-1][None], u[None], dt)[0])
-        return np.stack(xs)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .analytical import AnalyticalCoarseModel
+from .base import rollout
 from .fine import FineModel
 from .parareal import Parareal
 from ..scene.spec import Scene
@@ -103,15 +104,11 @@ class Predictor:
             pred = Prediction(r.states, f"parareal{r.iterations}", r.iterations, r.position_change, r.yaw_change,
                               fine_slices=r.fine_slices)
         elif kind == "fine":
-            pred = Prediction(self.fine.rollout_batch(x0, controls, dt), "fine",
+            pred = Prediction(rollout(self.fine, x0, controls, dt), "fine",
                               fine_slices=controls.shape[0] * controls.shape[1])
         else:
             cm = self.coarse_model(None if kind == "coarse" else kind)
-            states = np.empty((x0.shape[0], controls.shape[1] + 1, x0.shape[1]))
-            states[:, 0] = x0
-            for n in range(controls.shape[1]):
-                states[:, n + 1] = cm.propagate(states[:, n], controls[:, n], dt)
-            pred = Prediction(states, cm.name)
+            pred = Prediction(rollout(cm, x0, controls, dt), cm.name)
         pred.wall_time = time.perf_counter() - t0
         if single:
             pred.states = pred.states[0]

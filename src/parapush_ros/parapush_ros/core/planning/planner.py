@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.fine import TIMESTEP
+from ..models.mjcf import TIMESTEP
 from ..models.registry import Predictor
 from .optimisers import OptimiserResult, make_optimiser
 from ..scene.projection import project_feasible

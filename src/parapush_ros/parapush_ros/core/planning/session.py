@@ -34,7 +34,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from ..models.fine import FineModelDiverged
+from ..models.base import ModelDiverged
 from .outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor, Status
 from .planner import MPCPlanner, Plan
 from .tasks import Goal
@@ -258,7 +258,7 @@ class PushSession:
                 self._push_stop_and_plan()
         except _Stop as s:
             res.outcome, res.reason = s.outcome, s.reason
-        except FineModelDiverged as e:
+        except ModelDiverged as e:
             res.outcome, res.reason = Outcome.FAILED, str(e)
         finally:
             io.execute(None)
@@ -349,7 +349,7 @@ class PushSession:
                      f"{self.monitor.distance(x) * 1e3:.0f} mm to go")
         try:
             plan = self.planner.plan(x, deadline=deadline, clock=io.plan_clock)
-        except (FineModelDiverged, ValueError) as e:
+        except (ModelDiverged, ValueError) as e:
             raise _Stop(Outcome.FAILED, f"planning failed: {e}") from None
         if not np.all(np.isfinite(plan.controls)):
             raise _Stop(Outcome.FAILED, f"planning failed: non-finite controls {plan.controls.tolist()}")
@@ -360,7 +360,7 @@ class PushSession:
         meanwhile, with the planner's model."""
         try:
             return self.planner.roll_forward(obs.x, schedule.segments(obs.stamp, until))
-        except (FineModelDiverged, ValueError) as e:
+        except (ModelDiverged, ValueError) as e:
             raise _Stop(Outcome.FAILED, f"planning failed: predicting the start state: {e}") from None
 
     def _hand_over(self, schedule: ControlSchedule, plan: Plan, start: float, latency: float, late: float):

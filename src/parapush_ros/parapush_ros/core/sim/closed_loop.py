@@ -1,8 +1,9 @@
 """The simulated closed-loop experiment around the MPC planner (paper 000 Sec. 4.3).
 
-``run_closed_loop``: the world is a continuously stepped MuJoCo simulation of the scene (one ``MjData`` that is
-never rebuilt, unlike the fine model's slices), optionally with other friction and masses than the planner's scene
-and with noisy observations, because on a real robot the model is never exact.
+``run_closed_loop``: the world is the continuously stepped MuJoCo simulation of the scene (``world.SimWorld``: one
+``MjData`` that is never rebuilt, unlike the fine model's slices), optionally with other friction and masses than
+the planner's scene and with noisy observations (``world.WorldConfig``), because on a real robot the model is never
+exact.
 The push itself is the one push loop of ``planning.session`` (the planner node runs it too) with ``WorldIO`` as
 its world: plan -> execute in the world -> observe -> check the outcome -> re-plan, either stopping to plan (paper
 000; the world waits for the planner) or planning while the pusher moves (``realtime``; the world runs on for as
@@ -12,108 +13,16 @@ grazing the obstacle between two observations counts as a hit.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-import mujoco
 import numpy as np
 
-from ..models.fine import _DIVERGENCE_WARNINGS, FineModel, FineModelDiverged
 from ..planning.outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor
 from ..planning.planner import MPCPlanner
 from ..planning.session import EPS, ControlSchedule, Observation, PlanReport, PushSession, SessionConfig
-from ..scene.spec import Scene
+from .world import SimWorld
 
 
-@dataclass(frozen=True)
-class WorldConfig:
-    """How the simulated world differs from the planner's scene."""
-
-    friction_scale: float = 1.0  # object-table friction x this
-    pusher_friction_scale: float = 1.0  # pusher-object friction x this
-    mass_scale: float = 1.0  # object masses x this
-    position_noise: float = 0.0  # std of observed positions (m), pusher and objects
-    yaw_noise: float = 0.0  # std of observed object yaw (rad)
-    samples_per_action: int = 20  # true states recorded per action (for the outcome and the plots)
-    seed: int = 0
-
-    @property
-    def mismatched(self) -> bool:
-        return (self.friction_scale, self.pusher_friction_scale, self.mass_scale, self.position_noise,
-                self.yaw_noise) != (1.0, 1.0, 1.0, 0.0, 0.0)
-
-
-def perturbed_scene(scene: Scene, friction_scale: float = 1.0, pusher_friction_scale: float = 1.0,
-                    mass_scale: float = 1.0) -> Scene:
-    """The scene with object-table and pusher-object friction and object masses scaled."""
-    for name, v in (("friction_scale", friction_scale), ("pusher_friction_scale", pusher_friction_scale),
-                    ("mass_scale", mass_scale)):
-        if not (np.isfinite(v) and v > 0.0):
-            raise ValueError(f"world {name} must be > 0, got {v}")
-    friction = dict(scene.friction)
-    friction["object_table"] *= friction_scale
-    friction["pusher_object"] *= pusher_friction_scale
-    objects = tuple(replace(o, mass=o.mass * mass_scale) for o in scene.objects)
-    return replace(scene, friction=friction, objects=objects)
-
-
-class SimWorld:
-    """A continuously stepped MuJoCo world built like the fine model (same MJCF, same pusher servo)."""
-
-    def __init__(self, scene: Scene, config: WorldConfig = WorldConfig(), x0=None):
-        if config.samples_per_action < 1:
-            raise ValueError(f"world samples_per_action must be >= 1, got {config.samples_per_action}")
-        self.config = config
-        self.scene = perturbed_scene(scene, config.friction_scale, config.pusher_friction_scale, config.mass_scale)
-        self.layout = self.scene.layout
-        fine = FineModel(self.scene, threads=1)
-        self.model, self.mapping = fine.model, fine.mapping
-        fine.close()
-        self.data = mujoco.MjData(self.model)
-        self.rng = np.random.default_rng(config.seed)
-        self.x = self.layout.check(self.scene.initial_state() if x0 is None else x0, "world initial state").copy()
-        self.mapping.to_mujoco(self.x, self.data.qpos, self.data.qvel, self.data.act)
-        mujoco.mj_forward(self.model, self.data)
-        self.time = 0.0
-
-    def execute(self, u, dt: float) -> np.ndarray:
-        """Hold pusher velocity ``u`` for ``dt`` s; returns the true states along the way ((S, D), last = now)."""
-        u = np.asarray(u, dtype=float)
-        if u.shape != (2,) or not np.all(np.isfinite(u)):
-            raise ValueError(f"world: control must be 2 finite numbers, got {u}")
-        nstep = int(round(dt / self.model.opt.timestep))
-        if nstep < 1:
-            raise ValueError(f"world: dt {dt} s is shorter than the {self.model.opt.timestep} s time step")
-        S = min(self.config.samples_per_action, nstep)
-        bounds = np.linspace(0, nstep, S + 1).round().astype(int)
-        path = np.empty((S, self.layout.dim))
-        self.data.ctrl[:] = u
-        for s in range(S):
-            mujoco.mj_step(self.model, self.data, nstep=int(bounds[s + 1] - bounds[s]))
-            for w in _DIVERGENCE_WARNINGS:
-                if self.data.warning[w].number:
-                    raise FineModelDiverged([0], f"world simulation unstable (MuJoCo warning "
-                                                 f"{mujoco.mjtWarning(w).name})")
-            if not (np.all(np.isfinite(self.data.qpos)) and np.all(np.isfinite(self.data.qvel))):
-                raise FineModelDiverged([0], "world simulation produced non-finite values")
-            self.mapping.from_mujoco(self.data.qpos, self.data.qvel, path[s], self.layout.object_poses(self.x)[:, 2])
-            self.x = path[s].copy()
-        self.time += nstep * self.model.opt.timestep
-        return path
-
-    def observe(self) -> np.ndarray:
-        """The true state with measurement noise on positions and yaw (velocities as they are)."""
-        x = self.x.copy()
-        c = self.config
-        if c.position_noise > 0.0:
-            idx = self.layout.position_indices
-            x[idx] += self.rng.normal(0.0, c.position_noise, idx.size)
-        if c.yaw_noise > 0.0 and self.layout.n_objects:
-            idx = self.layout.yaw_indices
-            x[idx] += self.rng.normal(0.0, c.yaw_noise, idx.size)
-        return x
-
-
-# ------------------------------------------------------------------------------------------------- closed loop
 class WorldIO:
     """The push session's IO in a ``SimWorld``, on simulated time: nothing here waits for real time.
 

@@ -1,88 +1,159 @@
-"""The scene simulated continuously (for the ``mujoco_sim`` node), without ROS.
+"""The one simulated world: a scene's MuJoCo model stepped continuously, without ROS.
 
-``PushSim`` runs the fine model's MuJoCo model of a scene (``FineModel``: ``build_mjcf`` + ``PlanarMapping``, the
-same model every prediction uses; no second definition) forward in time with the pusher driven by velocity
-commands, exactly as ``FineModel`` drives it (``intvelocity`` actuators, ctrl = pusher velocity in the table
-frame, m/s). Unlike a fine-model slice, the MuJoCo state is carried across steps.
+``SimWorld`` runs exactly the model every prediction uses (``core/models/mjcf.compile_scene``: no second
+definition) forward in time with the pusher driven by velocity commands, as the fine model drives it
+(``intvelocity`` actuators, ctrl = pusher velocity in the table frame, m/s). Unlike a fine-model slice, the MuJoCo
+state (contacts, solver warm start, the servo's setpoint) is carried across steps: it is the truth that the
+``mujoco_sim`` node publishes and that the closed-loop benchmark (``core/sim/closed_loop.py``) pushes in.
 
-``MocapEmulator`` turns true body poses into what a mocap driver would deliver: samples at a fixed rate with
-Gaussian noise, a latency (a sample is delivered ``latency`` seconds after its measurement time, which it carries
-as its stamp), random dropouts of a given duration and bodies hidden on request; all randomness is seeded.
+A ``WorldConfig`` makes it differ from the planner's scene (other friction and masses, noisy observations), because
+on a real robot the model is never exact. When MuJoCo reports an unstable simulation, ``step`` and ``execute``
+raise ``ModelDiverged`` and leave the state as it is; the caller decides (the node resets, the benchmark fails the
+push).
 """
 from __future__ import annotations
 
-import heapq
 import math
+from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
 
-from ..models.fine import _DIVERGENCE_WARNINGS, TIMESTEP, FineModel
+from ..models.base import ModelDiverged
+from ..models.mjcf import compile_scene, divergence, divergence_counts
 from ..scene.spec import Scene
 
-PUSHER = "pusher"  # body name of the pusher in the scene bodies of PushSim.body_poses
+PUSHER = "pusher"  # body name of the pusher in ``SimWorld.body_poses``
 
 
-class PushSim:
-    def __init__(self, scene: Scene):
-        self.scene = scene
-        self._fine = FineModel(scene, threads=1)  # the model, the planar mapping and the settled object heights
-        self.model = self._fine.model
-        self.mapping = self._fine.mapping
+@dataclass(frozen=True)
+class WorldConfig:
+    """How the simulated world differs from the planner's scene."""
+
+    friction_scale: float = 1.0  # object-table friction x this
+    pusher_friction_scale: float = 1.0  # pusher-object friction x this
+    mass_scale: float = 1.0  # object masses x this
+    position_noise: float = 0.0  # std of observed positions (m), pusher and objects
+    yaw_noise: float = 0.0  # std of observed object yaw (rad)
+    samples_per_action: int = 20  # true states recorded per action (for the outcome and the plots)
+    seed: int = 0
+
+    @property
+    def mismatched(self) -> bool:
+        return (self.friction_scale, self.pusher_friction_scale, self.mass_scale, self.position_noise,
+                self.yaw_noise) != (1.0, 1.0, 1.0, 0.0, 0.0)
+
+
+def perturbed_scene(scene: Scene, friction_scale: float = 1.0, pusher_friction_scale: float = 1.0,
+                    mass_scale: float = 1.0) -> Scene:
+    """The scene with object-table and pusher-object friction and object masses scaled."""
+    for name, v in (("friction_scale", friction_scale), ("pusher_friction_scale", pusher_friction_scale),
+                    ("mass_scale", mass_scale)):
+        if not (np.isfinite(v) and v > 0.0):
+            raise ValueError(f"world {name} must be > 0, got {v}")
+    friction = dict(scene.friction)
+    friction["object_table"] *= friction_scale
+    friction["pusher_object"] *= pusher_friction_scale
+    objects = tuple(replace(o, mass=o.mass * mass_scale) for o in scene.objects)
+    return replace(scene, friction=friction, objects=objects)
+
+
+class SimWorld:
+    """A continuously stepped MuJoCo world of a scene (see the module docstring)."""
+
+    def __init__(self, scene: Scene, config: WorldConfig = WorldConfig(), x0=None):
+        if config.samples_per_action < 1:
+            raise ValueError(f"world samples_per_action must be >= 1, got {config.samples_per_action}")
+        self.config = config
+        self.scene = perturbed_scene(scene, config.friction_scale, config.pusher_friction_scale, config.mass_scale)
+        self.layout = self.scene.layout
+        compiled = compile_scene(self.scene)
+        self.model, self.mapping = compiled.model, compiled.mapping
         self.data = mujoco.MjData(self.model)
+        self.rng = np.random.default_rng(config.seed)
         self.steps = 0  # physics steps since construction (monotonic across resets: the simulated clock)
         self._pusher_body = self.model.body("pusher").id
-        self._object_bodies = [self.model.body(f"object_{o.name}").id for o in scene.objects]
+        self._object_bodies = [self.model.body(f"object_{o.name}").id for o in self.scene.objects]
         self.fallen: set = set()
-        self.reset()
+        self.x = None  # the true state last read (yaw continuous from read to read)
+        self.reset(x0)
 
     @property
     def time(self) -> float:
         """Simulated time (s); keeps running across resets."""
-        return self.steps * TIMESTEP
+        return self.steps * self.model.opt.timestep
 
     @property
     def body_names(self) -> list:
         return [PUSHER] + [o.name for o in self.scene.objects]
 
     def close(self):
-        self._fine.close()
+        """Nothing to release (kept so a world can be handled like the models)."""
 
-    def reset(self, state: np.ndarray | None = None):
-        """Back to the scene's initial state (or ``state``), pusher at rest, command zero."""
-        x = self.scene.initial_state() if state is None else np.asarray(state, dtype=float)
-        self.scene.layout.check(x)
+    def reset(self, state=None):
+        """Back to the scene's initial state (or ``state``), pusher at rest unless ``state`` moves it, command
+        zero, nothing fallen."""
+        x = self.scene.initial_state() if state is None else state
+        self.x = self.layout.check(x, "world state").copy()
         d = self.data
         mujoco.mj_resetData(self.model, d)
-        self.mapping.to_mujoco(x, d.qpos, d.qvel, d.act)
+        self.mapping.to_mujoco(self.x, d.qpos, d.qvel, d.act)
         d.ctrl[:] = 0.0
         mujoco.mj_forward(self.model, d)
         self.fallen = set()
 
     def set_velocity(self, vx: float, vy: float):
+        """Command the pusher velocity (m/s, table frame) from now on."""
         if not (math.isfinite(vx) and math.isfinite(vy)):
             raise ValueError(f"pusher velocity ({vx}, {vy}) is not finite")
         self.data.ctrl[:] = (vx, vy)
 
     def step(self, nstep: int = 1):
-        """Advance ``nstep`` physics steps; raises RuntimeError (and resets) if MuJoCo reports instability."""
+        """Advance ``nstep`` physics steps under the current command; ``ModelDiverged`` if MuJoCo reports an
+        unstable simulation (the state is left as it is)."""
         if nstep <= 0:
             return
-        d = self.data
-        before = [d.warning[w].number for w in _DIVERGENCE_WARNINGS]
-        mujoco.mj_step(self.model, d, nstep=nstep)
+        before = divergence_counts(self.data)
+        mujoco.mj_step(self.model, self.data, nstep=nstep)
         self.steps += nstep
-        after = [d.warning[w].number for w in _DIVERGENCE_WARNINGS]
-        if after != before or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
-            names = [mujoco.mjtWarning(w).name for w, a, b in zip(_DIVERGENCE_WARNINGS, after, before) if a != b]
-            self.reset()
-            raise RuntimeError(f"simulation became unstable ({', '.join(names) or 'non-finite state'}); "
-                               "the scene was reset")
+        reason = divergence(self.data, before)
+        if reason:
+            raise ModelDiverged(reason, what="world simulation")
+
+    def execute(self, u, dt: float) -> np.ndarray:
+        """Hold pusher velocity ``u`` for ``dt`` s; returns the true states along the way ((S, D), last = now)."""
+        u = np.asarray(u, dtype=float)
+        if u.shape != (2,) or not np.all(np.isfinite(u)):
+            raise ValueError(f"world: control must be 2 finite numbers, got {u}")
+        nstep = int(round(dt / self.model.opt.timestep))
+        if nstep < 1:
+            raise ValueError(f"world: dt {dt} s is shorter than the {self.model.opt.timestep} s time step")
+        S = min(self.config.samples_per_action, nstep)
+        bounds = np.linspace(0, nstep, S + 1).round().astype(int)
+        path = np.empty((S, self.layout.dim))
+        self.data.ctrl[:] = u
+        for s in range(S):
+            self.step(int(bounds[s + 1] - bounds[s]))
+            path[s] = self.planar_state()
+        return path
 
     def planar_state(self) -> np.ndarray:
-        x = np.empty(self.scene.layout.dim)
-        yaw_ref = np.array([o.pose[2] for o in self.scene.objects])
-        self.mapping.from_mujoco(self.data.qpos, self.data.qvel, x, yaw_ref)
+        """The true state now (yaw continuous with the last one read); also kept as ``x``."""
+        x = np.empty(self.layout.dim)
+        self.mapping.from_mujoco(self.data.qpos, self.data.qvel, x, self.layout.object_poses(self.x)[:, 2])
+        self.x = x
+        return x.copy()
+
+    def observe(self) -> np.ndarray:
+        """The last true state read, with measurement noise on positions and yaw (velocities as they are)."""
+        x = self.x.copy()
+        c = self.config
+        if c.position_noise > 0.0:
+            idx = self.layout.position_indices
+            x[idx] += self.rng.normal(0.0, c.position_noise, idx.size)
+        if c.yaw_noise > 0.0 and self.layout.n_objects:
+            idx = self.layout.yaw_indices
+            x[idx] += self.rng.normal(0.0, c.yaw_noise, idx.size)
         return x
 
     def body_poses(self) -> dict:
@@ -104,67 +175,3 @@ class PushSim:
                 self.fallen.add(o.name)
                 out.append(o.name)
         return out
-
-
-class MocapEmulator:
-    """Mocap samples of true poses: rate, noise, latency, dropouts, hidden bodies (see the module docstring)."""
-
-    def __init__(self, bodies, rate: float = 120.0, position_noise: float = 0.0, yaw_noise: float = 0.0,
-                 latency: float = 0.0, dropout_probability: float = 0.0, dropout_duration: float = 0.1,
-                 seed: int = 0):
-        checks = {"pose_rate": (rate, rate > 0.0), "position_noise": (position_noise, position_noise >= 0.0),
-                  "yaw_noise": (yaw_noise, yaw_noise >= 0.0), "latency": (latency, latency >= 0.0),
-                  "dropout_probability": (dropout_probability, 0.0 <= dropout_probability <= 1.0),
-                  "dropout_duration": (dropout_duration, dropout_duration >= 0.0)}
-        for name, (value, ok) in checks.items():
-            if not (math.isfinite(value) and ok):
-                raise ValueError(f"{name}: invalid value {value}")
-        self.bodies = list(bodies)
-        self.period = 1.0 / rate
-        self.position_noise = position_noise
-        self.yaw_noise = yaw_noise
-        self.latency = latency
-        self.dropout_probability = dropout_probability
-        self.dropout_duration = dropout_duration
-        self.rng = np.random.default_rng(seed)
-        self.hidden: set = set()
-        self._dropped_until = {b: -math.inf for b in self.bodies}
-        self._queue = []  # heap of (delivery time, seq, body, stamp, position, quaternion)
-        self._seq = 0
-        self.next_sample = 0.0
-
-    def sample(self, t: float, poses: dict):
-        """Measure ``poses`` ({body: (position, quaternion)}, table frame) at time ``t``."""
-        for body in self.bodies:
-            if body in self.hidden or body not in poses:
-                continue
-            if t < self._dropped_until[body]:
-                continue
-            if self.dropout_probability > 0.0 and self.rng.random() < self.dropout_probability:
-                self._dropped_until[body] = t + self.dropout_duration
-                continue
-            p, q = poses[body]
-            p = np.array(p, dtype=float)
-            q = np.array(q, dtype=float)
-            if self.position_noise > 0.0:
-                p[:2] += self.rng.normal(0.0, self.position_noise, 2)
-            if self.yaw_noise > 0.0:
-                half = 0.5 * self.rng.normal(0.0, self.yaw_noise)
-                qz = np.array([0.0, 0.0, math.sin(half), math.cos(half)])
-                x1, y1, z1, w1 = qz
-                x2, y2, z2, w2 = q
-                q = np.array([w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-                              w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2])
-            heapq.heappush(self._queue, (t + self.latency, self._seq, body, t, p, q))
-            self._seq += 1
-
-    def due(self, t: float) -> list:
-        """Samples whose delivery time has come: [(body, stamp, position, quaternion)] in delivery order."""
-        out = []
-        while self._queue and self._queue[0][0] <= t + 1e-12:
-            _, _, body, stamp, p, q = heapq.heappop(self._queue)
-            out.append((body, stamp, p, q))
-        return out
-
-    def clear(self):
-        self._queue.clear()

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from .core.models.registry import spec_names
+
 PACKAGE = "parapush_ros"
 RVIZ_CONFIG = "parapush.rviz"
 MODES = ("sim", "robot")
@@ -75,7 +77,7 @@ NODES = (
 LAUNCH_ARGUMENTS = {
     "scene": ({"sim": "", "robot": ""}, "scene name (config/scenes/<name>.yaml) or path, for every node; empty = "
                                         "the config files' scene"),
-    "model": ({"sim": "", "robot": ""}, "planner prediction model (coarse, learned, fine, parareal<K>); empty = "
+    "model": ({"sim": "", "robot": ""}, f"planner prediction model ({', '.join(spec_names())}); empty = "
                                         "config/mpc_planner.yaml"),
     "use_sim_time": ({"sim": "true", "robot": "false"}, "use the /clock topic (the simulator's) on every node"),
     "rviz": ({"sim": "true", "robot": "true"}, "start RViz with rviz/parapush.rviz"),

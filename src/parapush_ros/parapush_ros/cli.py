@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import demonstrations_cli  # noqa: PLC0415
     demonstrations_cli.add_parser(sub)
 
+    models = sub.add_parser("models", help="list the predictive models (core/models/registry.py) and their options")
+    models.set_defaults(func=_list_models)
+
     bench = sub.add_parser("bench", help="benchmarks: print a table, write JSON and PNG plots")
     bsub = bench.add_subparsers(dest="bench", required=True)
     outputs = argparse.ArgumentParser(add_help=False)
@@ -37,6 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench import dgoc as bench_dgoc  # noqa: PLC0415
     bench_dgoc.add_parser(bsub, outputs)
     return p
+
+
+def _list_models(args):
+    from .core.models.registry import MODELS, spec_names  # noqa: PLC0415
+    for e in MODELS.values():
+        print(f"{e.name:12s} {e.role:6s} {e.description}")
+        for option, o in e.options.items():
+            print(f"{'':19s} parameter {e.parameter(option)} (default {o.default!r}): {o.description}")
+    print(f"model specs: {', '.join(spec_names())}")
 
 
 def main(argv=None) -> int:

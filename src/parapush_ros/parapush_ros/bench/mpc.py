@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.sim.closed_loop import WorldIO, run_closed_loop
 from ..core.sim.world import SimWorld, WorldConfig
 from ..core.planning.outcome import Outcome
-from ..core.models.registry import Predictor, parse_model
+from ..core.models.registry import ModelSpec, Predictor, spec_names
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
 from ..core.planning.tasks import PushTask, load_cost_weights
 from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
@@ -192,9 +192,10 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int) ->
 
 
 def run(args) -> dict:
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    for m in models:
-        parse_model(m)  # fail early, naming a bad model
+    try:  # fail early, naming a bad model
+        models = [ModelSpec.parse(m).name for m in args.models.split(",") if m.strip()]
+    except ValueError as e:
+        raise ValueError(f"--models: {e}") from None
     worlds = [w.strip() for w in (args.worlds or ("nominal,mismatch" if args.mismatch else "nominal")).split(",")]
     for w in worlds:
         if w not in ("nominal", "mismatch"):
@@ -226,7 +227,8 @@ def run(args) -> dict:
     res = {"seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene, "models": models,
            "worlds": worlds, "realtime": args.realtime, "plan_margin_s": args.plan_margin,
            "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-           "planner": asdict(config), "weights": weights.as_dict(), "max_actions": args.max_actions,
+           "planner": {**asdict(config), "model": config.model.name}, "weights": weights.as_dict(),
+           "max_actions": args.max_actions,
            "mismatch": {"spread": args.spread, "position_noise_m": args.obs_noise,
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
            "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
@@ -235,7 +237,7 @@ def run(args) -> dict:
     for world in (worlds if scenes else []):
         for model in models:
             progress = Progress(len(scenes), f"{world} world, {model}")
-            records = run_model(scenes, model, world, PlannerConfig(**{**asdict(config), "model": model}),
+            records = run_model(scenes, model, world, replace(config, model=model),
                                 weights, args, progress)
             s = summarise(records)
             res["summary"][f"{world}/{model}"] = s
@@ -260,7 +262,7 @@ def run(args) -> dict:
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
-                         PlannerConfig(**{**asdict(config)}), weights, args.timing_repeats)
+                         config, weights, args.timing_repeats)
         res["timing"] = t
         trows = [(m, *[v["seconds"][k] * 1e3 for k in t["modes"]], v["speedup_vs_serial"][t["modes"][-1]])
                  for m, v in t["models"].items()]
@@ -309,7 +311,8 @@ def add_parser(sub, parent):
     p.add_argument("--first-scene", type=int, default=0,
                    help="index of the first random scene of the seed's sequence (split a long study across runs)")
     p.add_argument("--models", default=DEFAULT_MODELS,
-                   help=f"comma-separated models (default {DEFAULT_MODELS}; paper 000: {ALL_MODELS})")
+                   help=f"comma-separated models (default {DEFAULT_MODELS}; paper 000: {ALL_MODELS}; any of "
+                        f"{', '.join(spec_names())})")
     p.add_argument("--mismatch", action="store_true",
                    help="also run in a world with other friction/masses and observation noise")
     p.add_argument("--worlds", default=None, help="comma-separated worlds to run: nominal, mismatch (overrides "

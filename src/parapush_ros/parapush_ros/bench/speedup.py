@@ -31,7 +31,7 @@ import numpy as np
 from ..core.models.base import rollout
 from ..core.models.fine import FineModel, default_threads
 from ..core.models.parareal import Parareal
-from ..core.models.registry import COARSE_KINDS, Predictor
+from ..core.models.registry import COARSE, Predictor, names
 from ..core.scene.spec import load_scene
 from .common import interleaved_times, median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .convergence import random_pushes
@@ -200,7 +200,7 @@ def add_parser(sub, parent):
     p.add_argument("--scene", default="cylinder_slider")
     p.add_argument("--offset", type=float, default=DEFAULT_OFFSET,
                    help="pusher offset (m) across the slider, sideways; 0.02 loses contact after ~6 s")
-    p.add_argument("--coarse", default="analytical", choices=COARSE_KINDS, help="coarse model inside Parareal")
+    p.add_argument("--coarse", default="analytical", choices=names(COARSE), help="coarse model inside Parareal")
     p.add_argument("--horizons", type=int, nargs="+", default=[4, 8])
     p.add_argument("--batch", type=int, default=20, help="trajectories M in the batched case")
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")

@@ -50,7 +50,7 @@ from ..core.planning.optimisers import OPTIMISERS
 from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
 from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
                                      SessionConfig, SessionResult)
-from ..core.models.registry import COARSE_KINDS, Predictor, parse_model
+from ..core.models.registry import ModelSpec, Predictor
 from ..core.scene.spec import load_scene
 from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
@@ -128,13 +128,10 @@ class MPCPlannerNode(Node):
         for name in ("stop_hold", "tracking_loss_timeout"):
             if not p[name] >= 0.0:
                 raise ValueError(f"parameter {name}: must be >= 0, got {p[name]}")
-        if p["coarse_model"] not in COARSE_KINDS:
-            raise ValueError(f"parameter coarse_model: {p['coarse_model']!r} is not one of {COARSE_KINDS}")
         self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
                                                   self.scene.objects[0].name)
         self.scene.object_index(self.target_name)  # raises naming the scene's objects
-        self.predictor = Predictor(self.scene, coarse=p["coarse_model"], threads=p["threads"] or None,
-                                   learned_weights=p["learned_weights"] or None)
+        self.predictor = Predictor.from_parameters(self.scene, p)
         goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
         try:
             self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
@@ -170,10 +167,11 @@ class MPCPlannerNode(Node):
 
     def _planner_config(self) -> PlannerConfig:
         p = self.p
-        try:
-            parse_model(p["model"])
+        try:  # parsed once: the spec travels as an object to the optimiser, the predictor and the plan messages
+            model = ModelSpec.parse(p["model"], coarse=p["coarse_model"], fine=p["fine_model"])
         except ValueError as e:
-            raise ValueError(f"parameter model: {e}") from None
+            raise ValueError(f"parameter {e}" if str(e).startswith(("coarse_model", "fine_model"))
+                             else f"parameter model: {e}") from None
         if p["optimiser"] not in OPTIMISERS:
             raise ValueError(f"parameter optimiser: {p['optimiser']!r} is not one of {OPTIMISERS}")
         for name in ("horizon", "samples", "iterations", "max_actions"):
@@ -183,7 +181,7 @@ class MPCPlannerNode(Node):
         if not (p["control_duration"] > 0.0 and abs(steps - round(steps)) < 1e-6):
             raise ValueError(f"parameter control_duration: {p['control_duration']} s must be a positive multiple "
                              f"of the 0.001 s physics step")
-        return PlannerConfig(model=p["model"], optimiser=p["optimiser"], horizon=p["horizon"],
+        return PlannerConfig(model=model, optimiser=p["optimiser"], horizon=p["horizon"],
                              dt=p["control_duration"], samples=p["samples"], iterations=p["iterations"],
                              variance=p["exploration_variance"], max_speed=p["max_speed"],
                              nominal_speed=p["nominal_speed"], approach_speed=p["approach_speed"],
@@ -378,11 +376,11 @@ class MPCPlannerNode(Node):
         and the predicted path and markers for RViz."""
         plan, goal = report.plan, report.goal
         header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
-        kind, k = parse_model(plan.model)  # the model that made this plan: analytical, learned, fine, parareal<K>
+        spec = plan.spec  # the model that made this plan, resolved
         msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, self.config.dt),
                        predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
-                       cost=float(plan.cost), model=kind if kind != "analytical" else "coarse",
-                       parareal_iterations=int(k) if kind == "parareal" else 0, solve_time=float(plan.plan_time))
+                       cost=float(plan.cost), model=spec.message_name,
+                       parareal_iterations=int(spec.iterations or 0), solve_time=float(plan.plan_time))
         self.plan_pub.publish(msg)
         ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
         ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")

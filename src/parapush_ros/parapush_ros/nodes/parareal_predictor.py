@@ -7,6 +7,7 @@ object's predicted path. Both topics are transient-local so RViz shows the last 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from nav_msgs.msg import Path
@@ -19,8 +20,7 @@ from visualization_msgs.msg import MarkerArray
 from ..ros import markers
 from ..ros.conversions import ConversionError, array_to_scene_state, controls_to_arrays, scene_state_to_array
 from ..core.models.base import ModelDiverged
-from ..core.models.parareal import Parareal
-from ..core.models.registry import COARSE_KINDS, Predictor, parse_model
+from ..core.models.registry import PARAREAL, ModelSpec, Predictor
 from ..core.scene.spec import load_scene
 from ..ros.params import PREDICTOR, declare_all
 from ..ros.spinning import run_node
@@ -33,12 +33,11 @@ class PararealPredictorNode(Node):
         super().__init__("parareal_predictor", **kwargs)
         self.p = declare_all(self, PREDICTOR)
         self.scene = load_scene(self.p["scene"])
-        if self.p["coarse_model"] not in COARSE_KINDS:
-            raise ValueError(f"parameter coarse_model: {self.p['coarse_model']!r} is not one of {COARSE_KINDS}")
-        self.predictor = Predictor(self.scene, coarse=self.p["coarse_model"],
-                                   iterations=self.p["max_iterations"], tolerance=self.p["tolerance"],
-                                   threads=self.p["threads"] or None,
-                                   learned_weights=self.p["learned_weights"] or None)
+        try:
+            self.predictor = Predictor.from_parameters(self.scene, self.p, iterations=self.p["max_iterations"],
+                                                       tolerance=self.p["tolerance"])
+        except ValueError as e:
+            raise ValueError(f"parameter {e}") from None
         self.marker_pub = self.create_publisher(MarkerArray, "~/prediction_markers", LATCHED)
         self.path_pub = self.create_publisher(Path, "~/predicted_path", LATCHED)
         self.srv = self.create_service(PredictTrajectory, "predict_trajectory", self._on_predict)
@@ -71,34 +70,28 @@ class PararealPredictorNode(Node):
         u, dt = controls_to_arrays(req.controls, self.p["max_speed"], self.p["max_slice_duration"])
         if len(u) > self.p["max_controls"]:
             raise ConversionError(f"controls: {len(u)} controls exceed max_controls = {self.p['max_controls']}")
-        kind, k_in_name = parse_model(req.model or "parareal", default_iterations=0)  # "parareal3" names K
-        coarse = req.coarse_model or None
-        if coarse is not None and coarse not in COARSE_KINDS:
-            raise ConversionError(f"coarse_model: {coarse!r} is not one of {COARSE_KINDS}")
+        spec = ModelSpec.parse(req.model or PARAREAL, coarse=req.coarse_model or None)  # "parareal3" names K
         if not np.isfinite(req.tolerance):  # NaN is neither <= 0 (the default) nor a tolerance
             raise ConversionError(f"tolerance: {req.tolerance} is not finite")
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
-        history = None
-        if kind == "parareal":
-            K = k_in_name or (req.max_iterations if req.max_iterations > 0 else min(self.p["max_iterations"], len(u)))
+        tol = None
+        if spec.kind == PARAREAL:
+            K = spec.iterations or (req.max_iterations if req.max_iterations > 0 else
+                                    min(self.p["max_iterations"], len(u)))
             if not 1 <= K <= len(u):
                 raise ConversionError(f"max_iterations: {K} is out of range 1..{len(u)} (the number of controls)")
+            spec = replace(spec, iterations=K)
             tol = req.tolerance if req.tolerance > 0 else self.p["tolerance"]
             if not np.isfinite(tol):
                 raise ConversionError(f"tolerance: {req.tolerance} is not finite")
-            solver = Parareal(self.scene, self.predictor.coarse_model(coarse), self.predictor.fine)
-            r = solver.solve(x0, u, dt, K, tol, keep_history=self.p["publish_iterations"])
-            states, history = r.states, r.history
-            res.iterations = r.iterations
-            res.iteration_change = [float(c) for c in r.position_change]
-            model_name = f"parareal{r.iterations}"
-        else:
-            pred = self.predictor.predict(x0, u, dt, model=req.model, coarse=coarse)
-            states, model_name = pred.states, pred.model
-        res.predicted_states = [array_to_scene_state(s, self.scene, header) for s in states[1:]]
+        pred = self.predictor.predict(x0, u, dt, model=spec, tolerance=tol,
+                                      keep_history=spec.kind == PARAREAL and self.p["publish_iterations"])
+        res.iterations = pred.iterations
+        res.iteration_change = [float(c) for c in pred.position_change]
+        res.predicted_states = [array_to_scene_state(s, self.scene, header) for s in pred.states[1:]]
         res.success = True
-        res.message = f"{model_name}: {len(u)} slices of {dt:g} s"
-        self._publish(states, history, header)
+        res.message = f"{pred.model}: {len(u)} slices of {dt:g} s"
+        self._publish(pred.states, pred.history, header)
         return res
 
     def _publish(self, states, history, header):

@@ -14,13 +14,18 @@ class Param:
     description: str
 
 
+def _model_params() -> dict:
+    """Which coarse and fine model a node that predicts uses, and every model's options (``learned_weights``,
+    ``threads``, ...): generated from the model registry, so a model registered there appears here by itself."""
+    from ..core.models.registry import parameter_descriptions  # noqa: PLC0415
+    return {name: Param(default, text) for name, (default, text) in parameter_descriptions().items()}
+
+
 PREDICTOR = {
     "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML"),
-    "coarse_model": Param("analytical", "default coarse model for Parareal: analytical | learned"),
-    "learned_weights": Param("", "weights file for the learned coarse model; empty = the shipped weights"),
+    **_model_params(),
     "max_iterations": Param(2, "default Parareal iterations K (requests may override, 1..N)"),
     "tolerance": Param(0.0, "default Parareal tolerance on the change between iterates (m); 0 = run K iterations"),
-    "threads": Param(0, "threads for the fine model; 0 = all cores"),
     "frame_id": Param("table", "frame of all states (REP-103 table frame)"),
     "max_speed": Param(0.5, "reject controls faster than this (m/s)"),
     "max_slice_duration": Param(10.0, "reject control durations above this (s)"),
@@ -158,6 +163,7 @@ def _planner_params() -> dict:
     """mpc_planner parameters. Planner defaults come from ``core.planning.planner.PlannerConfig`` and cost weights from
     ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
     from ..core.planning.planner import (PlannerConfig)  # noqa: PLC0415 (core imports MuJoCo; only the planner pays for it here)
+    from ..core.models.registry import model_description  # noqa: PLC0415
     from ..core.planning.outcome import DEFAULT_MAX_ACTIONS  # noqa: PLC0415
     from ..core.planning.tasks import load_cost_weights  # noqa: PLC0415
     c = PlannerConfig()
@@ -165,9 +171,8 @@ def _planner_params() -> dict:
         "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
                                         "objects, obstacles and the default goal"),
         "target_object": Param("", "object that /goal_pose goals move; empty = the scene goal's object"),
-        "model": Param(c.model, "predictive model: coarse | analytical | learned | fine | parareal<K>"),
-        "coarse_model": Param("analytical", "coarse model inside Parareal: analytical | learned"),
-        "learned_weights": Param("", "weights file for the learned coarse model; empty = the shipped weights"),
+        "model": Param(c.model.name, model_description()),
+        **_model_params(),
         "optimiser": Param(c.optimiser, "stochastic (paper 000) | mppi (paper 004, with exploration decay)"),
         "horizon": Param(c.horizon, "controls per plan, N"),
         "control_duration": Param(c.dt, "seconds each planned control is held (a multiple of 1 ms)"),
@@ -186,7 +191,6 @@ def _planner_params() -> dict:
         "temperature": Param(c.temperature, "MPPI temperature lambda (cost units)"),
         "decay": Param(c.decay, "MPPI exploration variance factor per iteration, in (0, 1]"),
         "seed": Param(c.seed, "seed of the optimiser's sampling noise"),
-        "threads": Param(0, "threads for the fine model; 0 = all cores"),
         "max_actions": Param(DEFAULT_MAX_ACTIONS, "default limit of executed actions per push (goals may set "
                                                   "their own)"),
         "position_tolerance": Param(0.0, "default success radius around the goal (m); 0 = the scene goal's "

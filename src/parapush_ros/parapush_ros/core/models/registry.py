@@ -1,91 +1,266 @@
-"""One entry point for predictions with any model: coarse, learned, fine or Parareal-K.
+"""Every predictive model by name, and one entry point for predictions with any of them.
 
-The predictor service, the MPC planner and the benchmarks all call ``Predictor.predict`` so that a model name
-means the same thing everywhere. Model specs: ``coarse`` (the default coarse model), ``analytical``,
-``learned``, ``fine``, ``parareal`` (default K) or ``pararealK`` (e.g. ``parareal2``).
+``MODELS`` is the one list of models: the predictor node, the planner, the benchmarks, the CLI and the ROS
+parameter descriptions all take the names (and each model's options) from it. Adding a model is one file with a
+class that keeps the ``Propagator`` contract (``core/models/base.py``) and one ``register_model`` line below.
+
+A model is chosen by a ``ModelSpec``, parsed once from text such as ``parareal2`` (with the coarse and fine
+propagators to use) and passed on as an object: planner parameter -> planner -> optimiser -> predictor ->
+prediction -> plan message. Spec names: a registered model (``analytical``, ``learned``, ``fine``, ...),
+``coarse`` (the predictor's default coarse model), ``parareal`` (default K) or ``pararealK`` (e.g. ``parareal2``).
 """
 from __future__ import annotations
 
+import importlib
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 import numpy as np
 
-from .analytical import AnalyticalCoarseModel
-from .base import rollout
-from .fine import FineModel
-from .parareal import Parareal
 from ..scene.spec import Scene
+from .base import Propagator, UncertainPropagator, rollout, rollout_with_variance
+from .parareal import Parareal
 
-MODEL_KINDS = ("coarse", "analytical", "learned", "fine", "parareal")
-COARSE_KINDS = ("analytical", "learned")
+COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of its own)
+FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of its own)
+PARAREAL = "parareal"
 
 
+@dataclass(frozen=True)
+class ModelOption:
+    """A keyword argument of a model's factory, exposed as the ROS parameter ``parameter`` (default
+    ``<model>_<option>``) on the nodes that predict."""
+
+    default: object
+    description: str
+    parameter: str = ""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    factory: str  # "module:attribute" (module relative to parapush_ros.core.models), imported on first use
+    role: str  # COARSE or FINE
+    description: str
+    options: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+
+    def parameter(self, option: str) -> str:
+        return self.options[option].parameter or f"{self.name}_{option}"
+
+    def build(self, scene: Scene, **options) -> Propagator:
+        """The model for ``scene``; ``options`` are the factory's keyword arguments (unknown ones are refused)."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(f"model {self.name!r}: unknown option(s) {unknown} (known: {sorted(self.options)})")
+        module, _, attr = self.factory.partition(":")
+        obj = importlib.import_module(module, __package__)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj(scene, **options)
+
+
+MODELS: dict[str, ModelEntry] = {}
+
+
+def register_model(name: str, factory: str, role: str, description: str, options: dict | None = None) -> ModelEntry:
+    """Make a model known to every part of parapush by ``name`` (see the module docstring)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name in (COARSE, PARAREAL) or name in MODELS:
+        raise ValueError(f"register_model: {name!r} is not a free model name (lower-case identifier, not "
+                         f"{COARSE!r}, {PARAREAL!r} or one already registered: {', '.join(MODELS)})")
+    if role not in (COARSE, FINE):
+        raise ValueError(f"register_model {name!r}: role must be {COARSE!r} or {FINE!r}, got {role!r}")
+    MODELS[name] = ModelEntry(name, factory, role, description, MappingProxyType(dict(options or {})))
+    return MODELS[name]
+
+
+# ------------------------------------------------------------------------------------------- the models
+register_model("analytical", ".analytical:AnalyticalCoarseModel", COARSE,
+               "analytical pusher-slider model (paper 000 eq. 5-8)")
+register_model("learned", ".learned:LearnedCoarseModel.load", COARSE,
+               "MLP of paper 001, trained on the fine model (the four_cylinders family)",
+               {"path": ModelOption("", "weights file for the learned coarse model; empty = the shipped weights",
+                                    parameter="learned_weights")})
+register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 1 ms steps (the reference)",
+               {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
+
+
+def names(role: str | None = None) -> tuple[str, ...]:
+    """Registered model names, of one role or all."""
+    return tuple(n for n, e in MODELS.items() if role is None or e.role == role)
+
+
+def entry(name: str, role: str | None = None, where: str = "model") -> ModelEntry:
+    """The registry entry of ``name``; a ValueError naming ``where`` and the choices if there is none."""
+    e = MODELS.get(name)
+    if e is None or (role is not None and e.role != role):
+        raise ValueError(f"{where}: {name!r} is not one of {names(role)}")
+    return e
+
+
+# ------------------------------------------------------------------------------------------- model specs
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model predicts: a registered model, ``coarse`` (the predictor's default coarse model) or Parareal
+    with K iterations of ``fine`` corrections on ``coarse``. ``None`` fields take the predictor's defaults."""
+
+    kind: str
+    iterations: int | None = None  # Parareal K
+    coarse: str | None = None  # coarse propagator (for "parareal" and "coarse")
+    fine: str | None = None  # fine propagator (for "parareal")
+
+    @classmethod
+    def parse(cls, spec, coarse: str | None = None, fine: str | None = None) -> "ModelSpec":
+        """Text such as 'parareal2', 'learned' or 'fine' (or a ModelSpec) -> a checked ModelSpec. ``coarse`` and
+        ``fine`` fill the propagators the text leaves open. ValueErrors name the bad part."""
+        if isinstance(spec, ModelSpec):
+            parsed = spec
+        else:
+            text = str(spec).strip().lower()
+            m = re.fullmatch(rf"{PARAREAL}(\d+)", text)
+            if m:
+                parsed = cls(PARAREAL, int(m.group(1)))
+            elif text in MODELS or text in (COARSE, PARAREAL):
+                parsed = cls(text)
+            else:
+                raise ValueError(f"unknown model {spec!r} (expected one of: {', '.join(spec_names())})")
+        # the propagators are checked even where this kind does not use them: a bad parameter is named at once
+        if coarse:
+            entry(coarse, COARSE, "coarse_model")
+        if fine:
+            entry(fine, FINE, "fine_model")
+        if parsed.kind in (PARAREAL, COARSE):
+            parsed = replace(parsed, coarse=parsed.coarse or coarse or None)
+        if parsed.kind == PARAREAL:
+            parsed = replace(parsed, fine=parsed.fine or fine or None)
+        if parsed.coarse is not None:
+            entry(parsed.coarse, COARSE, "coarse_model")
+        if parsed.fine is not None:
+            entry(parsed.fine, FINE, "fine_model")
+        return parsed
+
+    @property
+    def name(self) -> str:
+        """The spec as text: 'parareal2', 'parareal' (default K), 'learned', ..."""
+        return f"{self.kind}{self.iterations}" if self.kind == PARAREAL and self.iterations is not None else self.kind
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def message_name(self) -> str:
+        """``PushPlan.model``: the model without K, and "coarse" for the analytical model (the message's name)."""
+        return COARSE if self.kind == "analytical" else self.kind
+
+
+def spec_names() -> tuple[str, ...]:
+    """What a model spec may name: the registered models, 'coarse', 'parareal' and 'parareal<K>'."""
+    return (COARSE, *MODELS, PARAREAL, f"{PARAREAL}<K>")
+
+
+def model_description() -> str:
+    """What the ``model`` parameter of a node or a benchmark may name (from the registry)."""
+    return f"predictive model: {' | '.join(spec_names())}"
+
+
+def parameter_descriptions() -> dict[str, tuple[object, str]]:
+    """The model parameters of a node that predicts: name -> (default, description), from the registry."""
+    out = {
+        "coarse_model": ("analytical", f"coarse model (inside Parareal and for model 'coarse'): "
+                                       f"{' | '.join(names(COARSE))}"),
+        "fine_model": ("fine", f"fine model (inside Parareal): {' | '.join(names(FINE))}"),
+    }
+    for e in MODELS.values():
+        for option, o in e.options.items():
+            out[e.parameter(option)] = (o.default, o.description)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- predictions
 @dataclass
 class Prediction:
     states: np.ndarray  # (M, N+1, D) or (N+1, D) for a single trajectory
-    model: str
+    model: str  # the model that predicted, as text ("parareal2" with the iterations done, "analytical", ...)
     iterations: int = 0
     position_change: list = field(default_factory=list)
     yaw_change: list = field(default_factory=list)
     wall_time: float = 0.0
     fine_slices: int = 0
-
-
-def parse_model(spec: str, default_iterations: int = 1) -> tuple[str, int]:
-    """'parareal2' -> ('parareal', 2); 'fine' -> ('fine', 0). Raises ValueError naming the bad spec."""
-    m = re.fullmatch(r"(coarse|analytical|learned|fine|parareal)(\d*)", str(spec).strip().lower())
-    if not m or (m.group(2) and m.group(1) != "parareal"):
-        raise ValueError(f"unknown model {spec!r} (expected one of: coarse, analytical, learned, fine, "
-                         f"parareal, parareal<K>)")
-    kind, k = m.group(1), m.group(2)
-    return kind, (int(k) if k else (default_iterations if kind == "parareal" else 0))
+    spec: ModelSpec | None = None  # the model that predicted, resolved (no defaults left open)
+    variance: np.ndarray | None = None  # like ``states``, when the model predicts its uncertainty
+    history: list | None = None  # Parareal iterates (keep_history=True), iteration 0 first
 
 
 class Predictor:
-    """Holds one fine model and the coarse models of a scene, built on first use and reused."""
+    """Holds the models of one scene (built on first use from the registry, then reused) and predicts with any.
+
+    ``coarse`` and ``fine`` are the defaults a spec may leave open; ``options`` holds each model's factory
+    options by model name (e.g. ``{"learned": {"weights": path}}``); ``threads`` goes to every model that takes
+    it (the fine model)."""
 
     def __init__(self, scene: Scene, coarse: str = "analytical", iterations: int = 1, tolerance: float = 0.0,
-                 threads: int | None = None, learned_weights=None):
-        if coarse not in COARSE_KINDS:
-            raise ValueError(f"coarse model must be one of {COARSE_KINDS}, got {coarse!r}")
+                 threads: int | None = None, options: dict | None = None, fine: str = "fine"):
+        self.default_coarse = entry(coarse, COARSE, "coarse_model").name
+        self.default_fine = entry(fine, FINE, "fine_model").name
         self.scene = scene
-        self.default_coarse = coarse
         self.default_iterations = int(iterations)
         self.tolerance = float(tolerance)
         self.threads = threads
-        self.learned_weights = learned_weights
-        self._fine = None
-        self._coarse = {}
+        self.options = {name: dict(o) for name, o in (options or {}).items()}
+        for name in self.options:
+            entry(name, where="model options")
+        self._models = {}
+
+    @classmethod
+    def from_parameters(cls, scene: Scene, p: dict, **kwargs) -> "Predictor":
+        """A predictor from a node's parameters (``coarse_model``, ``fine_model``, ``threads`` and each model's
+        options, as ``parameter_descriptions`` declares them)."""
+        options = {e.name: {o: p[e.parameter(o)] for o in e.options if e.parameter(o) in p and o != "threads"}
+                   for e in MODELS.values()}
+        return cls(scene, coarse=p["coarse_model"], fine=p["fine_model"], threads=p.get("threads") or None,
+                   options={k: v for k, v in options.items() if v}, **kwargs)
+
+    def model(self, name: str) -> Propagator:
+        """The registered model ``name`` for this scene (built once)."""
+        if name not in self._models:
+            e = entry(name)
+            options = dict(self.options.get(name, {}))
+            if "threads" in e.options:
+                options.setdefault("threads", self.threads)
+            self._models[name] = e.build(self.scene, **options)
+        return self._models[name]
 
     @property
-    def fine(self) -> FineModel:
-        if self._fine is None:
-            self._fine = FineModel(self.scene, threads=self.threads)
-        return self._fine
+    def fine(self) -> Propagator:
+        return self.model(self.default_fine)
 
-    def coarse_model(self, kind: str | None = None):
-        kind = kind or self.default_coarse
-        if kind not in self._coarse:
-            if kind == "analytical":
-                self._coarse[kind] = AnalyticalCoarseModel(self.scene)
-            elif kind == "learned":
-                from .learned import LearnedCoarseModel  # noqa: PLC0415 (torch is imported only when asked for)
-                self._coarse[kind] = LearnedCoarseModel.load(self.scene, self.learned_weights)
-            else:
-                raise ValueError(f"unknown coarse model {kind!r} (expected one of {COARSE_KINDS})")
-        return self._coarse[kind]
+    def coarse_model(self, kind: str | None = None) -> Propagator:
+        return self.model(entry(kind or self.default_coarse, COARSE, "coarse_model").name)
 
     def close(self):
-        if self._fine is not None:
-            self._fine.close()
+        for m in self._models.values():
+            if hasattr(m, "close"):
+                m.close()
 
-    def predict(self, x0, controls, dt: float, model: str = "parareal", iterations: int | None = None,
-                tolerance: float | None = None, coarse: str | None = None) -> Prediction:
-        """Predict the states after each control. ``x0`` (D,) or (M, D); ``controls`` (N, 2) or (M, N, 2)."""
-        # an explicit K in the name ("parareal2") wins over ``iterations``, which wins over the default
-        kind, k = parse_model(model, self.default_iterations if iterations is None else iterations)
+    def resolve(self, spec, iterations: int | None = None) -> ModelSpec:
+        """``spec`` with every open part filled from this predictor's defaults (an explicit K in the spec wins
+        over ``iterations``, which wins over the default)."""
+        s = ModelSpec.parse(spec)
+        if s.kind == COARSE:
+            return ModelSpec(s.coarse or self.default_coarse)
+        if s.kind != PARAREAL:
+            return ModelSpec(s.kind)
+        k = s.iterations if s.iterations is not None else (
+            self.default_iterations if iterations is None else int(iterations))
+        return ModelSpec(PARAREAL, k, s.coarse or self.default_coarse, s.fine or self.default_fine)
+
+    def predict(self, x0, controls, dt: float, model="parareal", iterations: int | None = None,
+                tolerance: float | None = None, coarse: str | None = None,
+                keep_history: bool = False) -> Prediction:
+        """Predict the states after each control. ``x0`` (D,) or (M, D); ``controls`` (N, 2) or (M, N, 2);
+        ``model`` a ModelSpec or its text."""
+        spec = self.resolve(ModelSpec.parse(model, coarse=coarse), iterations)
         x0 = np.asarray(x0, dtype=float)
         controls = np.asarray(controls, dtype=float)
         single = x0.ndim == 1
@@ -97,19 +272,26 @@ class Predictor:
         if not np.all(np.isfinite(controls)):
             raise ValueError("controls contain NaN or infinite values")
         t0 = time.perf_counter()
-        if kind == "parareal":
-            solver = Parareal(self.scene, self.coarse_model(coarse), self.fine)
+        if spec.kind == PARAREAL:
+            solver = Parareal(self.scene, self.coarse_model(spec.coarse), self.model(spec.fine))
             tol = self.tolerance if tolerance is None else tolerance
-            r = solver.solve(x0, controls, dt, min(k, controls.shape[1]), tol)
-            pred = Prediction(r.states, f"parareal{r.iterations}", r.iterations, r.position_change, r.yaw_change,
-                              fine_slices=r.fine_slices)
-        elif kind == "fine":
-            pred = Prediction(rollout(self.fine, x0, controls, dt), "fine",
-                              fine_slices=controls.shape[0] * controls.shape[1])
+            r = solver.solve(x0, controls, dt, min(spec.iterations, controls.shape[1]), tol,
+                             keep_history=keep_history)
+            done = replace(spec, iterations=r.iterations)
+            pred = Prediction(r.states, done.name, r.iterations, r.position_change, r.yaw_change,
+                              fine_slices=r.fine_slices, spec=done, history=r.history)
         else:
-            cm = self.coarse_model(None if kind == "coarse" else kind)
-            pred = Prediction(rollout(cm, x0, controls, dt), cm.name)
+            m = self.model(spec.kind)
+            variance = None
+            if isinstance(m, UncertainPropagator):
+                states, variance = rollout_with_variance(m, x0, controls, dt)
+            else:
+                states = rollout(m, x0, controls, dt)
+            fine_slices = controls.shape[0] * controls.shape[1] if MODELS[spec.kind].role == FINE else 0
+            pred = Prediction(states, m.name, fine_slices=fine_slices, spec=spec, variance=variance)
         pred.wall_time = time.perf_counter() - t0
         if single:
             pred.states = pred.states[0]
+            pred.variance = None if pred.variance is None else pred.variance[0]
+            pred.history = None if pred.history is None else [h[0] for h in pred.history]
         return pred

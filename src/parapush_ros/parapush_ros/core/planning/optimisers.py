@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models.registry import Predictor
+from ..models.registry import ModelSpec, Predictor
 from .tasks import PushTask
 
 OPTIMISERS = ("stochastic", "mppi")
@@ -47,6 +47,7 @@ class OptimiserResult:
     predict_calls: int = 0
     samples_evaluated: int = 0
     model: str = ""  # model name reported by the predictor (e.g. "parareal1")
+    spec: ModelSpec | None = None  # the same, resolved (Prediction.spec)
     wall_time: float = 0.0
     predict_time: float = 0.0
 
@@ -56,7 +57,7 @@ class SamplingOptimiser(ABC):
 
     name = "base"
 
-    def __init__(self, predictor: Predictor, task: PushTask, model: str = "parareal1", dt: float = 1.0,
+    def __init__(self, predictor: Predictor, task: PushTask, model: ModelSpec | str = "parareal1", dt: float = 1.0,
                  horizon: int = 4, samples: int = 20, iterations: int = 2, variance: float = 1e-4,
                  max_speed: float = 0.1, nominal_speed: float = 0.05, approach_speed: float = 0.08,
                  primitive: bool = True, seed: int | None = 0):
@@ -70,7 +71,7 @@ class SamplingOptimiser(ABC):
         _check(np.isfinite(dt) and dt > 0.0, "dt", dt, "> 0")
         self.predictor = predictor
         self.task = task
-        self.model = model
+        self.model = ModelSpec.parse(model)
         self.dt = float(dt)
         self.horizon = int(horizon)
         self.samples = int(samples)
@@ -114,8 +115,7 @@ class SamplingOptimiser(ABC):
         terms, prediction)."""
         X0 = np.repeat(np.asarray(x0, dtype=float)[None], controls.shape[0], axis=0)
         pred = self.predictor.predict(X0, controls, self.dt, model=self.model)
-        variance = getattr(pred, "variance", None)
-        terms = self.task.cost_terms(pred.states, controls, u_prev, variance)
+        terms = self.task.cost_terms(pred.states, controls, u_prev, pred.variance)
         costs = np.zeros(controls.shape[0])
         for v in terms.values():
             costs = costs + v
@@ -157,7 +157,7 @@ class SamplingOptimiser(ABC):
             result.predict_time += time.perf_counter() - t0
             result.predict_calls += 1
             result.samples_evaluated += len(U)
-            result.model = pred.model
+            result.model, result.spec = pred.model, pred.spec
             if it == 0:
                 result.initial_cost = float(costs[0])
             k = int(np.argmin(costs))

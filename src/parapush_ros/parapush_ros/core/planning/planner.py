@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.mjcf import TIMESTEP
-from ..models.registry import Predictor
+from ..models.registry import ModelSpec, Predictor
 from .optimisers import OptimiserResult, make_optimiser
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
@@ -25,7 +25,7 @@ from .tasks import CostWeights, Goal, PushTask
 class PlannerConfig:
     """Planner settings; defaults follow paper 000 Sec. 4.3 (N = 4 controls of 1 s, 20 samples, variance 1e-4)."""
 
-    model: str = "parareal1"  # predictive model: coarse | learned | fine | parareal<K>
+    model: ModelSpec = ModelSpec("parareal", 1)  # predictive model (text such as "parareal1" is parsed)
     optimiser: str = "stochastic"  # stochastic (paper 000) | mppi (paper 004)
     horizon: int = 4  # controls per plan, N
     dt: float = 1.0  # s each control is held
@@ -40,6 +40,9 @@ class PlannerConfig:
     temperature: float = 1.0  # MPPI lambda (cost units)
     decay: float = 0.7  # MPPI exploration variance factor per iteration
     seed: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "model", ModelSpec.parse(self.model))
 
     def optimiser_kwargs(self) -> dict:
         return dict(model=self.model, dt=self.dt, horizon=self.horizon, samples=self.samples,
@@ -56,8 +59,13 @@ class Plan:
     cost: float
     terms: dict
     plan_time: float  # wall-clock seconds of this plan
-    model: str
+    model: str  # the model that predicted, as text (e.g. "parareal1")
     result: OptimiserResult
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model that predicted this plan, resolved (what ``PushPlan.model`` reports)."""
+        return self.result.spec
 
 
 class MPCPlanner:

@@ -23,8 +23,8 @@ from pathlib import Path
 import yaml
 
 from .core.models.registry import spec_names
+from .core.scene.assets import PACKAGE, share_dir  # noqa: F401 (bringup.PACKAGE: the launch files use it)
 
-PACKAGE = "parapush_ros"
 RVIZ_CONFIG = "parapush.rviz"
 MODES = ("sim", "robot")
 
@@ -108,21 +108,6 @@ def launch_argument_defaults(mode: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ files
-def share_dir() -> Path:
-    """Where launch/, config/ and rviz/ are: the installed share directory, else the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
-        d = Path(get_package_share_directory(PACKAGE))
-        if (d / "config").is_dir():
-            return d
-    except Exception:  # ament index absent (plain Python) or package not installed
-        pass
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "config").is_dir() and (parent / "launch").is_dir():
-            return parent
-    raise FileNotFoundError("cannot find the parapush_ros share directory (config/, launch/)")
-
-
 def parameter_files(spec_: NodeSpec, mode: str, share=None) -> list:
     """The YAML files of a node in a mode, in the order they apply (missing mode overlay skipped)."""
     share = Path(share) if share is not None else share_dir()

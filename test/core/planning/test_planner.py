@@ -11,7 +11,8 @@ from parapush_ros.core.planning.optimisers import MPPI, StochasticOptimiser, mak
 from parapush_ros.core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.scene.spec import load_scene
-from parapush_ros.core.planning.tasks import CostWeights, Goal, PushTask, goal_for, load_cost_weights, path_to_goal
+from parapush_ros.core.planning.tasks import CostWeights, Goal, PushTask, goal_for, load_cost_weights
+from parapush_ros.core.scene.queries import path_to_goal
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,8 +22,8 @@ from parapush_ros.core.robot.mocap import (
     quat_multiply,
     quat_rotate,
     tilt_from_quaternion,
-    yaw_from_quaternion,
 )
+from parapush_ros.core.scene.state import yaw_from_quaternion
 
 S45 = math.sqrt(0.5)
 

@@ -12,7 +12,7 @@ from parapush_ros.core.sim.closed_loop import run_closed_loop
 from parapush_ros.core.sim.world import SimWorld, WorldConfig, perturbed_scene
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.scene.spec import load_scene
-from parapush_ros.core.planning.tasks import obstacle_clearance
+from parapush_ros.core.scene.queries import obstacle_clearance
 
 pytestmark = pytest.mark.timeout(120)
 SMALL = dict(model="fine", samples=6, iterations=1)

@@ -38,7 +38,8 @@ import numpy as np
 from ..bench.common import Progress
 from ..core.models.base import ModelDiverged
 from ..core.models.fine import FineModel, default_threads
-from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene, version_string
+from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene
+from . import version_string
 from ..core.scene.projection import project_feasible
 
 FORMAT = "parapush-coarse-data/1"

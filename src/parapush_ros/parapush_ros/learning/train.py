@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core.models import learned as LM
 from ..core.models.analytical import AnalyticalCoarseModel
+from . import version_string
 from .datagen import load_datasets
 
 PAIRS = [(i, j) for i in range(LM.MAX_OBJECTS) for j in range(i + 1, LM.MAX_OBJECTS)]
@@ -295,7 +296,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
         "format": LM.FORMAT,
         "family": family,
         "command": command or " ".join(["parapush"] + sys.argv[1:]),
-        "code_version": LM.version_string(),
+        "code_version": version_string(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "data": {"dirs": [m["dir"] for m in metas], "samples_used": int(sum(len(c["x"]) for c in chunks)),
                  "train_samples": int(n_train_samples), "val_samples": int(sum(len(c["x"]) for c in val_chunks)),

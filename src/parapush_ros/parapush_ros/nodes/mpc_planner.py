@@ -52,6 +52,7 @@ from ..core.planning.session import (ControlSchedule, Observation, PlanReport, P
                                      SessionConfig, SessionResult)
 from ..core.models.registry import ModelSpec, Predictor
 from ..core.scene.spec import load_scene
+from ..core.scene.state import yaw_from_quaternion
 from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
 from ..ros.spinning import run_node
@@ -251,7 +252,7 @@ class MPCPlannerNode(Node):
             self.get_logger().warning(f"/goal_pose in frame {frame!r} ignored: expected {self.p['frame_id']!r}")
             return
         q = msg.pose.orientation
-        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+        yaw = yaw_from_quaternion((q.x, q.y, q.z, q.w))
         req = PushObject.Goal(target_object=self.target_name, goal_x=float(msg.pose.position.x),
                               goal_y=float(msg.pose.position.y), goal_yaw=float(yaw), yaw_tolerance=-1.0)
         if self.p["goal_pose_starts_push"]:

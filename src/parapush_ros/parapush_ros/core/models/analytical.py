@@ -25,7 +25,9 @@ from ..scene.spec import Scene
 # From ``parapush bench calibrate`` (Parareal-1 error on random pushes): cylinder 0.40 is its optimum; for boxes
 # it prefers 0.70-0.78, within 15 % of 0.55 in score, and 0.55 also meets paper 000 Table 1 at every K (README).
 DEFAULT_K_OMEGA = {"cylinder": 0.4, "box": 0.55}
-CONTACT_TOLERANCE = 1.5e-3  # m: a pusher this close to an object counts as touching it (MuJoCo keeps ~0.7 mm)
+# m: a pusher path passing this close to an object's outline pushes it (the coarse model's contact test; MuJoCo
+# keeps ~0.7 mm of penetration in contact)
+PUSH_CONTACT_MARGIN = 1.5e-3
 
 
 class AnalyticalCoarseModel:
@@ -71,7 +73,7 @@ class AnalyticalCoarseModel:
             for i, obj in enumerate(self.scene.objects):
                 fp = obj.footprint
                 pose = poses[:, i, :]
-                s_in = ray_entry(pusher, direction, length, fp, pose, self.scene.pusher.radius + CONTACT_TOLERANCE)
+                s_in = ray_entry(pusher, direction, length, fp, pose, self.scene.pusher.radius + PUSH_CONTACT_MARGIN)
                 touch = moving & np.isfinite(s_in)
                 s_in = np.where(touch, s_in, 0.0)
                 p_c = np.where(touch, (length - s_in) / np.where(moving, length, 1.0), 0.0)

@@ -13,8 +13,8 @@ import mujoco
 import numpy as np
 
 from ..scene.spec import Scene
+from ..scene.state import StateLayout, unwrap_near, yaw_from_quaternion
 from ..scene.support import SUPPORT_SOLIMP, SUPPORT_SPHERE_RADIUS, support_points
-from ..scene.state import StateLayout
 
 TIMESTEP = 0.001  # s; the largest step that is stable and accurate for this contact problem (paper 000)
 # The pusher is position-servoed along the integral of its velocity command (MuJoCo ``intvelocity``), as a
@@ -166,9 +166,8 @@ class PlanarMapping:
         poses, vels = L.object_poses(out), L.object_vels(out)
         for i, (a, v) in enumerate(zip(self.obj_qpos, self.obj_qvel)):
             w, qx, qy, qz = qpos[a + 3:a + 7]
-            yaw = np.arctan2(2.0 * (w * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz))
             poses[i, 0:2] = qpos[a:a + 2]
-            poses[i, 2] = yaw_ref[i] + (yaw - yaw_ref[i] + np.pi) % (2 * np.pi) - np.pi
+            poses[i, 2] = unwrap_near(yaw_from_quaternion((qx, qy, qz, w)), yaw_ref[i])
             # world-frame angular velocity z = third row of R(quat) times body angular velocity
             r20 = 2.0 * (qx * qz - w * qy)
             r21 = 2.0 * (qy * qz + w * qx)

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..scene.spec import Scene
 from ..scene.state import wrap_angle
-from .tasks import CONTACT_TOLERANCE, Goal, obstacle_clearance, off_table
+from ..scene.queries import TOUCH_DISTANCE, obstacle_clearance, off_table
+from .tasks import Goal
 
 DEFAULT_MAX_ACTIONS = 20
 # A push that needs more re-plans than this is a mistake, not a push (at 1 s per action it is almost 3 hours); a
@@ -51,7 +52,7 @@ class OutcomeMonitor:
     """Classifies observed states of a push toward ``goal`` in ``scene``."""
 
     def __init__(self, scene: Scene, goal: Goal, max_actions: int = DEFAULT_MAX_ACTIONS,
-                 contact_tolerance: float = CONTACT_TOLERANCE):
+                 contact_tolerance: float = TOUCH_DISTANCE):
         if not 1 <= int(max_actions) <= MAX_ACTIONS_LIMIT:
             raise ValueError(f"max_actions must be in [1, {MAX_ACTIONS_LIMIT}], got {max_actions}")
         if not 0 <= goal.object_index < scene.layout.n_objects:

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..scene.geometry import disc_penetration, pair_penetration
-from ..scene.spec import Scene, scenes_dir
+from ..scene.assets import shipped
+from ..scene.queries import TOUCH_DISTANCE, obstacle_clearance, off_table, path_to_goal
+from ..scene.spec import Scene
 from ..scene.state import wrap_angle
 
-CONTACT_TOLERANCE = 1.0e-3  # m: outlines closer than this touch (MuJoCo keeps ~0.7 mm of penetration in contact)
 SWEEP_POINTS = 5  # clearance samples per slice (its end included) for the obstacle terms
 APPROACH_GAP = 0.002  # m: the push primitive stops this short of touching before it pushes
 APPROACH_CLEARANCE = 0.012  # m: clearance the push primitive keeps from the target while going round it
@@ -92,15 +92,8 @@ def _weight(value, where: str) -> float:
 
 
 def costs_file() -> Path:
-    """The shipped ``config/costs.yaml`` (installed share directory or source tree, like the scenes)."""
-    path = scenes_dir().parent / "costs.yaml"
-    if path.exists():
-        return path
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "config" / "costs.yaml"
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("cannot find the shipped cost weights (config/costs.yaml)")
+    """The shipped ``config/costs.yaml``."""
+    return shipped("config/costs.yaml")
 
 
 def load_cost_weights(path=None, overrides: dict | None = None) -> CostWeights:
@@ -155,85 +148,6 @@ def goal_for(scene: Scene, object_name: str | None = None, position=None, radius
     if not (math.isfinite(yaw) and math.isfinite(yaw_tolerance)):
         raise ValueError(f"goal yaw / yaw tolerance must be finite, got {yaw}, {yaw_tolerance}")
     return Goal(index, position, float(radius), float(yaw), float(yaw_tolerance))
-
-
-# ------------------------------------------------------------------------------------------------- geometry
-def obstacle_clearance(scene: Scene, states) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest outline clearance (m, < 0 when overlapping) to any obstacle of (objects (..., n), pusher (...)).
-
-    ``inf`` where the scene has no obstacles.
-    """
-    L = scene.layout
-    states = np.asarray(states, dtype=float)
-    poses, pusher = L.object_poses(states), L.pusher_pos(states)
-    objects = np.full(states.shape[:-1] + (L.n_objects,), np.inf)
-    pusher_c = np.full(states.shape[:-1], np.inf)
-    for ob in scene.obstacles:
-        ob_pose = np.asarray(ob.pose, dtype=float)
-        depth, _ = disc_penetration(pusher, scene.pusher.radius, ob.footprint, ob_pose)
-        pusher_c = np.minimum(pusher_c, -depth)
-        for i, o in enumerate(scene.objects):
-            depth, _ = pair_penetration(ob.footprint, ob_pose, o.footprint, poses[..., i, :])
-            objects[..., i] = np.minimum(objects[..., i], -depth)
-    return objects, pusher_c
-
-
-def off_table(scene: Scene, states, margin: float = 0.0) -> np.ndarray:
-    """(..., n_objects) True where an object's centre lies outside the table shrunk by ``margin`` (the centre
-    of mass past the edge is when a flat object tips over it)."""
-    xy = scene.layout.object_poses(np.asarray(states, dtype=float))[..., :2]
-    return np.any(np.abs(xy) > scene.table.half - margin, axis=-1)
-
-
-def path_to_goal(scene: Scene, xy, goal, inflate: float):
-    """Length of the shortest planar path from points ``xy`` (..., 2) to ``goal`` (2,) around the obstacles, each
-    grown to a disc (bounding radius + ``inflate``), and the unit direction of its first leg.
-
-    A blocked straight line becomes tangent - arc - tangent around the disc, on the shorter side; several
-    blocking obstacles add their detours. Points inside a grown disc count as on its rim for the length, and
-    their first leg also turns outward, the more the deeper they are. Without this the squared goal distance of
-    paper 000 has a local minimum in front of an obstacle that lies on the line to the goal: every push toward
-    the goal ends closer to the obstacle, every detour first increases the distance.
-    """
-    xy = np.asarray(xy, dtype=float)
-    g = np.asarray(goal, dtype=float)
-    to_goal = g - xy
-    straight = np.linalg.norm(to_goal, axis=-1)
-    direction = to_goal / np.maximum(straight, 1e-12)[..., None]
-    length = straight.copy()
-    best_detour = np.zeros(straight.shape)
-    for ob in scene.obstacles:
-        c = np.asarray(ob.pose[:2], dtype=float)
-        R = ob.footprint.bounding_radius + inflate
-        pc = c - xy
-        dp = np.maximum(np.linalg.norm(pc, axis=-1), R)
-        dg = max(float(np.linalg.norm(c - g)), R)
-        # blocked when the segment xy -> goal passes closer than R to the centre (and the centre lies between)
-        s = np.clip(np.einsum("...d,...d->...", pc, direction), 0.0, straight)
-        closest = xy + direction * s[..., None]
-        ahead = np.einsum("...d,...d->...", pc, direction) > 0.0  # inside a disc and moving away: free
-        blocked = (np.linalg.norm(closest - c, axis=-1) < R) & ahead
-        # angle at the centre between the point and the goal, minus the parts covered by the tangents
-        a_p = np.arctan2(xy[..., 1] - c[1], xy[..., 0] - c[0])
-        a_g = np.arctan2(g[1] - c[1], g[0] - c[0])
-        sweep = np.abs((a_g - a_p + np.pi) % (2 * np.pi) - np.pi)
-        arc = np.maximum(sweep - np.arccos(np.minimum(R / dp, 1.0)) - np.arccos(min(R / dg, 1.0)), 0.0)
-        around = np.sqrt(np.maximum(dp ** 2 - R ** 2, 0.0)) + np.sqrt(max(dg ** 2 - R ** 2, 0.0)) + R * arc
-        detour = np.where(blocked, np.maximum(around - straight, 0.0), 0.0)
-        length = length + detour
-        # first leg: tangent to the disc on the goal's side of the line point -> centre
-        side = np.sign(pc[..., 0] * (g[1] - xy[..., 1]) - pc[..., 1] * (g[0] - xy[..., 0]))
-        side = np.where(side == 0.0, 1.0, side)
-        half = np.arcsin(np.minimum(R / dp, 1.0))
-        # inside the grown disc the tangent would keep the point as close as it is: turn it outward as well
-        deficit = np.maximum(R - np.linalg.norm(pc, axis=-1), 0.0)
-        half = half + np.minimum(np.pi / 3, 2.0 * np.pi * deficit / R)
-        ang = np.arctan2(pc[..., 1], pc[..., 0]) + side * half
-        tangent = np.stack([np.cos(ang), np.sin(ang)], axis=-1)
-        use = blocked & (detour > best_detour)
-        direction = np.where(use[..., None], tangent, direction)
-        best_detour = np.where(use, detour, best_detour)
-    return length, direction
 
 
 def _segment_point_distance(a, b, c) -> float:
@@ -389,7 +303,7 @@ class PushTask:
                                                              ).sum(-1).sum(-1)
             terms["pusher_obstacle"] = w.pusher_obstacle * (1.0 / np.maximum(pus_c ** 2 * (pus_c > 0), floor2)
                                                             ).sum(-1)
-            margin = max(w.collision_margin, CONTACT_TOLERANCE)
+            margin = max(w.collision_margin, TOUCH_DISTANCE)
             touching = (obj_c.min(-1) < margin) | (pus_c < margin)
             terms["collision"] = w.collision * touching.sum(-1)
 

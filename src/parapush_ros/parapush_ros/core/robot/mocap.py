@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..scene.state import wrap_angle, yaw_from_quaternion
+
 UP_AXES = ("z", "y")
 _S45 = math.sqrt(0.5)
 # Rotation taking Y-up coordinates to Z-up coordinates: +90 deg about x.
@@ -62,13 +64,6 @@ def quat_rotate(q, v) -> np.ndarray:
 
 def quat_from_yaw(yaw: float) -> np.ndarray:
     return np.array([0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0)])
-
-
-def yaw_from_quaternion(q) -> float:
-    """Heading of the body's local x axis about +z (rad, counter-clockwise, in (-pi, pi]): for a body that is
-    flat this is its yaw; it stays meaningful under moderate tilt."""
-    x, y, z, w = (float(c) for c in q)
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
 def tilt_from_quaternion(q) -> float:
@@ -177,8 +172,8 @@ class PlanarPose:
 
     @classmethod
     def from_table_pose(cls, position, quaternion) -> "PlanarPose":
-        return cls(float(position[0]), float(position[1]), float(position[2]), yaw_from_quaternion(quaternion),
-                   tilt_from_quaternion(quaternion))
+        yaw = float(yaw_from_quaternion([float(c) for c in quaternion]))
+        return cls(float(position[0]), float(position[1]), float(position[2]), yaw, tilt_from_quaternion(quaternion))
 
 
 def parse_body_map(text: str, names) -> dict:
@@ -221,10 +216,6 @@ def pose_topic(body: str, driver: str, template: str = "") -> str:
 
 
 # ------------------------------------------------------------------------------------------------ velocity
-def _wrap(a: float) -> float:
-    return (a + math.pi) % (2.0 * math.pi) - math.pi
-
-
 class PlanarVelocityFilter:
     """Planar velocity (vx, vy, omega) from timestamped poses: finite differences of consecutive samples (yaw
     unwrapped) smoothed by a first-order low-pass of time constant ``time_constant`` (0 = raw differences).
@@ -247,7 +238,7 @@ class PlanarVelocityFilter:
             dt = t - t0
             if dt <= 0.0:
                 return self.velocity  # duplicate or out-of-order sample: no new information
-            raw = np.array([(x - x0) / dt, (y - y0) / dt, _wrap(yaw - yaw0) / dt])
+            raw = np.array([(x - x0) / dt, (y - y0) / dt, float(wrap_angle(yaw - yaw0)) / dt])
             if self.samples == 1 or self.time_constant == 0.0:
                 self.velocity = raw
             else:

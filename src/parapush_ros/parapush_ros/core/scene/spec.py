@@ -15,6 +15,7 @@ import numpy as np
 import yaml
 
 from .geometry import Footprint, disc_penetration, pair_penetration
+from .assets import shipped
 from .state import StateLayout
 from .support import DEFAULT_SUPPORT, SUPPORT_PATTERNS, SUPPORT_POINTS_RANGE, SupportSpec, support_fits
 
@@ -445,20 +446,11 @@ def load_scene(path) -> Scene:
 
 
 def scenes_dir() -> Path:
-    """Directory of the shipped scenes: the installed share dir when available, else the source tree."""
+    """Directory of the shipped scenes (``assets.shipped``)."""
     try:
-        from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
-        d = Path(get_package_share_directory("parapush_ros")) / "config" / "scenes"
-        if d.is_dir():
-            return d
-    except Exception:  # ament index absent (plain Python) or package not installed
-        pass
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        d = parent / "config" / "scenes"
-        if d.is_dir():
-            return d
-    raise SceneError("cannot find the shipped scenes directory (config/scenes)")
+        return shipped("config/scenes")
+    except FileNotFoundError as e:
+        raise SceneError(str(e)) from None
 
 
 def resolve_scene_path(path) -> Path:

@@ -100,6 +100,20 @@ class StateLayout:
         return pos, yaw
 
 
+# ------------------------------------------------------------------------------------------------- angles
 def wrap_angle(a):
     """Wrap angles to [-pi, pi)."""
     return (np.asarray(a) + np.pi) % (2.0 * np.pi) - np.pi
+
+
+def unwrap_near(angle, reference):
+    """The angle equal to ``angle`` (mod 2 pi) within pi of ``reference``: keeps a yaw continuous along a
+    trajectory (``reference`` the previous value)."""
+    return reference + (angle - reference + np.pi) % (2 * np.pi) - np.pi
+
+
+def yaw_from_quaternion(q):
+    """Heading of the body's local x axis about +z (rad, counter-clockwise, in (-pi, pi]) of the quaternion
+    ``q`` = (x, y, z, w): for a body that is flat this is its yaw; it stays meaningful under moderate tilt."""
+    x, y, z, w = q
+    return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))

@@ -11,7 +11,7 @@ from ..core.models.analytical import AnalyticalCoarseModel
 from ..core.models.fine import FineModel
 from ..core.models.parareal import Parareal
 from ..core.scene.spec import load_scene
-from .common import output_paths, print_table, pyplot, save_figure, write_json
+from .common import convergence_axes, output_paths, print_table, pyplot, save_figure, write_json
 
 AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4
 FIG5_CASES = {  # name: (scene, pusher offset across the push (m))
@@ -111,10 +111,7 @@ def _plot(res, path):
     axes[1].semilogy(range(5), np.maximum(AUTHORS_ANALYTICAL_N4, floor), "k--", label="authors' code, N4")
     axes[1].set_title("random single-cylinder pushes (mean)")
     for ax in axes:
-        ax.set_xlabel("Parareal iteration k")
-        ax.set_ylabel("trajectory RMS error (mm), 0 drawn at 1e-4")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        convergence_axes(ax)
     save_figure(fig, path)
 
 

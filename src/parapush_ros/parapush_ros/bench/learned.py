@@ -21,7 +21,7 @@ from ..core.models.fine import FineModel
 from ..core.models.learned import LearnedCoarseModel
 from ..core.models.parareal import Parareal
 from ..core.scene.spec import load_scene
-from .common import median_time, output_paths, print_table, pyplot, save_figure, write_json
+from .common import convergence_axes, median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .convergence import AUTHORS_ANALYTICAL_N4, random_pushes, trajectory_rms_mm
 
 AUTHORS_LEARNED_N4 = [10.8, 4.1, 1.3, 0.8, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4 (reference-implementation.md)
@@ -240,10 +240,7 @@ def _plot(plots, path):
             ax.semilogy(range(5), np.maximum(AUTHORS_ANALYTICAL_N4, floor), "k:", lw=0.8, label="authors' analytical")
         ax.set_title(title)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("Parareal iteration k")
-        ax.set_ylabel("trajectory RMS error (mm), 0 drawn at 1e-4")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        convergence_axes(ax, legend_size=7)
     save_figure(fig, path)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..scene.geometry import ray_entry
 from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
 from ..scene.spec import Scene
+from .base import batch_arguments
 
 # From ``parapush bench calibrate`` (Parareal-1 error on random pushes): cylinder 0.40 is its optimum; for boxes
 # it prefers 0.70-0.78, within 15 % of 0.55 in score, and 0.55 also meets paper 000 Table 1 at every K (README).
@@ -53,11 +54,7 @@ class AnalyticalCoarseModel:
         self.projection_tolerance = projection_tolerance
 
     def propagate(self, x, u, dt: float) -> np.ndarray:
-        x = np.array(np.atleast_2d(x), dtype=float)
-        u = np.asarray(np.atleast_2d(u), dtype=float)
-        if x.shape[0] != u.shape[0] or u.shape[-1] != 2 or x.shape[-1] != self.layout.dim:
-            raise ValueError(f"coarse model: expected x (B, {self.layout.dim}) and u (B, 2), "
-                             f"got {x.shape}, {u.shape}")
+        x, u = batch_arguments(x, u, self.layout.dim, "coarse model")
         if not dt > 0.0:
             raise ValueError(f"slice duration must be > 0, got {dt}")
         L, h = self.layout, dt / self.substeps

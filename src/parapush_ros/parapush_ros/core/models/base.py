@@ -45,6 +45,16 @@ class ModelDiverged(RuntimeError):
         super().__init__(f"{what} diverged{where}: {reason}")
 
 
+def batch_arguments(x, u, dim: int, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """A propagator's arguments as float copies: states (B, D) and controls (B, 2) (one state and control may come
+    without the batch axis); a ValueError naming ``who`` if the shapes do not fit."""
+    x = np.array(np.atleast_2d(x), dtype=float)
+    u = np.array(np.atleast_2d(u), dtype=float)
+    if x.ndim != 2 or u.ndim != 2 or x.shape[0] != u.shape[0] or u.shape[1] != 2 or x.shape[1] != dim:
+        raise ValueError(f"{who}: expected x (B, {dim}) and u (B, 2), got {x.shape}, {u.shape}")
+    return x, u
+
+
 def rollout(model: Propagator, x0, controls, dt: float) -> np.ndarray:
     """Chain ``model`` over the controls: ``x0`` (D,) with ``controls`` (N, 2) -> (N+1, D) states, or a batch,
     ``x0`` (M, D) with ``controls`` (M, N, 2) -> (M, N+1, D); each time step is one batched call of M slices."""

@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from ..scene.spec import Scene
-from .base import ModelDiverged
+from .base import ModelDiverged, batch_arguments
 from .mjcf import TIMESTEP, compile_scene, divergence
 
 def default_threads() -> int:
@@ -86,10 +86,7 @@ class FineModel:
 
         Raises ``ModelDiverged`` naming the failed slices; never returns a silently reset state.
         """
-        x = np.ascontiguousarray(np.atleast_2d(x), dtype=float)
-        u = np.ascontiguousarray(np.atleast_2d(u), dtype=float)
-        if x.shape[0] != u.shape[0] or u.shape[1] != 2 or x.shape[1] != self.layout.dim:
-            raise ValueError(f"fine model: expected x (B, {self.layout.dim}) and u (B, 2), got {x.shape}, {u.shape}")
+        x, u = batch_arguments(x, u, self.layout.dim, "fine model")
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(u))):
             raise ValueError("fine model: states or controls contain NaN or infinite values")
         nstep = self.steps_for(dt)

@@ -27,6 +27,7 @@ import numpy as np
 
 from ...scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
 from ...scene.spec import Scene
+from ..base import batch_arguments
 from .encoding import (_SLOT_ORDER_COLS, CHAIN_MARGIN, MIRROR_IN, MIRROR_OUT, SLOT_ORDER_MIN_WEIGHT,
                        SLOT_ORDER_SOFTNESS, _split, apply_outputs, encode, gate, slot_order_weights, swept_reach)
 from .family import F_OUT, FORMAT, LearnedModelError, check_family, default_weights_path, uses_object_velocities
@@ -97,11 +98,7 @@ class LearnedCoarseModel:
         return k
 
     def propagate(self, x, u, dt: float) -> np.ndarray:
-        x = np.array(np.atleast_2d(x), dtype=float)
-        u = np.asarray(np.atleast_2d(u), dtype=float)
-        if x.shape[0] != u.shape[0] or u.shape[-1] != 2 or x.shape[-1] != self.layout.dim:
-            raise ValueError(f"coarse model: expected x (B, {self.layout.dim}) and u (B, 2), "
-                             f"got {x.shape}, {u.shape}")
+        x, u = batch_arguments(x, u, self.layout.dim, "coarse model")
         for _ in range(self._steps(dt)):
             x = self._slice(x, u)
         return x

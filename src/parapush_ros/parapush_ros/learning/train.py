@@ -1,4 +1,4 @@
-"""``parapush train``: fit the learned coarse model (``core/models/learned.py``) to ``parapush datagen`` datasets.
+"""``parapush train``: fit the learned coarse model (``core/models/learned/``) to ``parapush datagen`` datasets.
 
 Several datasets of the same scene family train together (``--data A B``: e.g. a general set and a later one of
 chain pushes); the report lists each one's command, seed, code version and counts.
@@ -10,7 +10,8 @@ sample. Depths are divided by the standard deviation of the position outputs so 
 MuJoCo itself keeps ~0.7 mm in a resting contact, and the data shows it) is penalised.
 
 Inputs: by default the network is blind to the objects' start velocities and its gate ignores them (see
-``core/models/learned.py``, "Object velocities"); ``--object-velocities`` trains the first shipped encoding instead.
+``core/models/learned/model.py``, "Object velocities"); ``--object-velocities`` trains the first shipped encoding
+instead.
 
 Split: whole chunks go to validation (rollouts never straddle the split). Augmentation: every training sample is
 also used mirrored about the x axis (the physics is symmetric). Optimiser: NAdam (lr 5e-4, batches of 512
@@ -455,7 +456,7 @@ def add_parser(sub, parent=None):
     p.add_argument("--no-mirror", action="store_true", help="no mirror augmentation")
     p.add_argument("--object-velocities", action="store_true",
                    help="feed the objects' start velocities to the network (the first shipped encoding); by default "
-                        "it is blind to them (core/models/learned.py, 'Object velocities')")
+                        "it is blind to them (core/models/learned/model.py, 'Object velocities')")
     p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay of NAdam")
     p.add_argument("--learning-curve", default="",
                    help="also train on these fractions of the training data (e.g. 0.25,0.5) and report the trend")

@@ -14,7 +14,7 @@ Symmetry: the physics is mirror symmetric about the push direction, so the predi
 on a row and on its mirror image (mirrored back): exactly symmetric, and smoother (training also uses mirrored
 samples).
 
-The pusher is not learned: it follows its servo exactly (``fine.py``: a critically damped position servo on the
+The pusher is not learned: it follows its servo exactly (``mjcf.py``: a critically damped position servo on the
 integral of u lags a ramp by 2 / omega_servo seconds), so its end position is ``p + u (dt - lag)`` and its end
 velocity u. Penetration left by the network is projected away as for the analytical model.
 """

@@ -82,3 +82,15 @@ def test_emulator_rate_latency_noise_dropouts_and_hidden_bodies():
     np.testing.assert_array_equal(np.array([d[2] for d in da]), np.array([d[2] for d in db]))
     with pytest.raises(ValueError, match="dropout_probability"):
         MocapEmulator(["a"], dropout_probability=2.0)
+
+
+def test_divergence_raises_model_diverged_and_leaves_the_reset_to_the_caller(sim):
+    from parapush_ros.core.models.base import ModelDiverged
+    x = sim.scene.initial_state()
+    sim.scene.layout.object_vels(x)[0, 0] = 1e9  # finite but absurd: MuJoCo blows up
+    sim.reset(x)
+    with pytest.raises(ModelDiverged, match="world simulation diverged: unstable simulation"):
+        sim.step(10)
+    sim.reset()  # what the mujoco_sim node does: the world is usable again
+    sim.step(10)
+    np.testing.assert_allclose(sim.planar_state()[:2], sim.scene.initial_state()[:2], atol=1e-6)

@@ -3,6 +3,7 @@ face switching through separation, exact Jacobians."""
 import numpy as np
 import pytest
 
+from parapush_ros.core.models.base import rollout
 from parapush_ros.core.models.quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STICK, QuasiStaticPusherSlider,
                                                   mean_distance_rectangle, motion_cone)
 
@@ -223,7 +224,7 @@ def test_from_scene_and_signs_agree_with_mujoco(name):
     x = scene.initial_state()
     x[1] = 0.02  # pusher 2 cm left of the centre line, pushing +x
     fine = FineModel(scene, threads=1)
-    final_fine = fine.rollout(x, np.tile([0.05, 0.0], (10, 1)), 0.1)[-1, 2:5]
+    final_fine = rollout(fine, x, np.tile([0.05, 0.0], (10, 1)), 0.1)[-1, 2:5]
     fine.close()
     final_qs = model.rollout([0, 0, 0, x[0], x[1], 0.05, 0.0], np.zeros((100, 2)))[-1, :3]
     assert final_fine[0] > 0.03 and final_qs[0] > 0.03

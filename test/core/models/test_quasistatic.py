@@ -252,7 +252,7 @@ def test_c_scale_fits_mujoco_better_than_uniform_pressure():
     ang = rng.uniform(-0.4, 0.4, n)
     v = 0.05 * np.c_[np.cos(ang), np.sin(ang)]
     fine = FineModel(scene, threads=1)
-    final_fine = fine.rollout_batch(x, np.repeat(v[:, None], 10, 1), 0.1)[:, -1, 2:5]
+    final_fine = rollout(fine, x, np.repeat(v[:, None], 10, 1), 0.1)[:, -1, 2:5]
     fine.close()
     errors = []
     for scale in (1.0, MUJOCO_C_SCALE):

@@ -113,6 +113,8 @@ def add_parser(sub):
     p.add_argument("--goal", type=float, nargs=2, default=None, metavar=("X", "Y"),
                    help="goal of the push in the table frame (default: the scene's goal)")
     p.add_argument("--target", default="", help="object to push (default: the scene goal's object)")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="success radius of the push (m; default: the scene goal's radius)")
     p.add_argument("--out", default="out", help="directory for the executed-path PNG (default: ./out)")
     p.add_argument("--status-period", type=float, default=2.0, help="seconds of wall time between status lines")
     p.set_defaults(func=run)
@@ -236,6 +238,10 @@ class _PushClient:
                 raise SystemExit("parapush sim: the scene has no goal: give --goal X Y")
             goal.goal_x, goal.goal_y = float(xy[0]), float(xy[1])
             goal.position_tolerance = float(g.radius) if (g is not None and self.args.goal is None) else 0.0
+            if self.args.tolerance is not None:
+                if not (math.isfinite(self.args.tolerance) and self.args.tolerance > 0.0):
+                    raise SystemExit(f"parapush sim: --tolerance: must be > 0, got {self.args.tolerance}")
+                goal.position_tolerance = float(self.args.tolerance)
             goal.yaw_tolerance = -1.0
             print(f"parapush sim: pushing {goal.target_object!r} to ({goal.goal_x:+.3f}, {goal.goal_y:+.3f})",
                   flush=True)

@@ -166,7 +166,10 @@ def test_a_late_plan_neither_stops_the_pusher_nor_sends_nan():
     assert res.outcome is Outcome.REACHED, res.reason
     assert res.late_plans == 2
     late = [r for r in res.plans if r.late > 0.0]
-    assert [r.late for r in late] == pytest.approx([0.4 * DT, 1.6 * DT])
+    # plan 2 was late by 0.4 controls; plan 3 was then made for the switch two controls ahead (the lead follows
+    # the latest latency), so it was late by 0.6 controls, not 1.6
+    assert [r.late for r in late] == pytest.approx([0.4 * DT, 0.6 * DT])
+    assert late[1].start - late[0].start == pytest.approx(3 * DT)
     # after the first plan the command never drops to zero and is always finite
     moving = [u for a, b, u in io.executed if a >= res.first_plan_done - 1e-9]
     assert moving and all(np.all(np.isfinite(u)) and np.any(u != 0.0) for u in moving)
@@ -175,3 +178,13 @@ def test_a_late_plan_neither_stops_the_pusher_nor_sends_nan():
     assert commands_between(io, p2.start, p2.start + 1e-3)[0] == pytest.approx(p1.plan.controls[1])
     assert commands_between(io, p2.start + p2.late, p2.start + p2.late + 1e-3)[0] == pytest.approx(
         p2.plan.controls[0])
+
+
+def test_a_planner_slower_than_a_control_plans_further_ahead_and_is_on_time():
+    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: 1.5 * DT)
+    res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True, max_actions=40)).run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert res.late_plans == 1 and res.plans[1].late == pytest.approx(0.5 * DT)  # only the first, aimed one ahead
+    starts = [r.start for r in res.plans[2:]]
+    assert np.allclose(np.diff(starts), 2 * DT)  # then a plan every other control, each for the switch after next
+    assert all(np.any(u != 0.0) for a, b, u in io.executed if a >= res.first_plan_done - 1e-9)

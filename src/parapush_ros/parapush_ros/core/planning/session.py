@@ -16,7 +16,8 @@ Two ways to push (``SessionConfig.realtime``):
   planner's model, with the plan's own warm start), iterating until a deadline just before the switch (anytime,
   best-so-far kept). At the switch the new plan takes over without a stop. A late plan does not stop the pusher:
   the previous plan's next control keeps running, the late plan takes over when it arrives, and the lateness is
-  reported.
+  reported. A planner that needs longer than a control (one iteration on a busy machine) plans for a later switch
+  instead (the lead follows the latest plan's latency, up to horizon - 1 controls), so its plans arrive in time.
 
 Either way the pusher stops only for safety: a stale or invalid state (the push pauses, and resumes re-planned
 from rest if a valid state comes back within ``tracking_loss_timeout``, else it fails), a stop from outside
@@ -297,8 +298,10 @@ class PushSession:
             active = ControlSchedule(t0, dt, plan.controls)
             self._hand_over(active, plan, t0, latency, 0.0)
             base, done = self.result.actions, 0  # actions executed before t0, and since
+            lead = 1  # plan for the switch this many controls ahead
             while True:
-                switch = t0 + (done + 1) * dt
+                # never before the switch of the plan already made (with a lead it may not have started yet)
+                cycle, switch = t0 + done * dt, max(t0 + (done + lead) * dt, active.start)
                 obs = io.observe()
                 if obs.problem or self.stopping:
                     break
@@ -307,12 +310,17 @@ class PushSession:
                 io.report_computing(switch, x_start)
                 warm, u_prev = active.controls_from(switch, self.planner.config.horizon)
                 self.planner.warm_start(warm, u_prev)
-                plan, _ = self._plan(x_start, deadline=c0 + (switch - self.config.plan_margin - io.now()))
+                # the budget is one control whatever the lead: the optimiser fills what it is given
+                due = min(switch, cycle + dt) - self.config.plan_margin
+                plan, _ = self._plan(x_start, deadline=c0 + (due - io.now()))
                 latency = io.planned(io.plan_clock() - c0)
+                # a planner slower than one control plans further ahead, so that its plans arrive in time (the
+                # executing plan covers horizon - 1 controls past this one)
+                lead = min(max(1, math.ceil(latency / dt - EPS)), max(1, self.planner.config.horizon - 1))
                 arrival = io.now()
                 late = max(0.0, arrival - switch)
-                schedule = ControlSchedule(switch, dt, plan.controls, previous=active.settled(),
-                                           takeover=max(switch, arrival))
+                previous = active.settled() if arrival >= active.takeover - EPS else active
+                schedule = ControlSchedule(switch, dt, plan.controls, previous=previous, takeover=max(switch, arrival))
                 self._hand_over(schedule, plan, switch, latency, late)
                 if late > EPS:
                     self._status(f"plan late by {late:.3f} s: the previous plan's next control ran meanwhile",

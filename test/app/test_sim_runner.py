@@ -71,7 +71,7 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
             assert client.wait_for_server(timeout_sec=10)
             feedback = []
             goal = PushObject.Goal(target_object="cylinder", goal_x=0.12, goal_y=0.0, position_tolerance=0.03,
-                                   yaw_tolerance=-1.0, max_actions=12)
+                                   yaw_tolerance=-1.0, max_actions=20)
             handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), timeout=10,
                                  what="goal acceptance")
             assert handle.accepted

@@ -375,9 +375,12 @@ def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context):
             assert h.client.wait_for_server(timeout_sec=30.0)
             h.run_world()
             feedback = []
-            handle = h.send(0.08, 0.0, feedback=lambda m: feedback.append(m.feedback), position_tolerance=0.02,
-                            max_actions=60)
-            res = wait_future(handle.get_result_async(), timeout=110.0, what="push result")
+            goal = PushObject.Goal(target_object="cylinder", goal_x=0.08, goal_y=0.0, yaw_tolerance=-1.0,
+                                   position_tolerance=0.02, max_actions=60)
+            sent = h.client.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback))
+            handle = wait_future(sent, timeout=30.0, what="goal response")
+            assert handle.accepted
+            res = wait_future(handle.get_result_async(), timeout=100.0, what="push result")
             assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
             assert h.world.x[2] > 0.05
             # plans were late, and said so

@@ -80,6 +80,13 @@ def pyplot():
     return plt
 
 
+def add_model_arguments(p) -> None:
+    """``--coarse`` and ``--fine``: the Parareal propagators of a bench, any registered model of the role."""
+    from ..core.models.registry import COARSE, FINE, names  # noqa: PLC0415
+    p.add_argument("--coarse", default="analytical", choices=names(COARSE), help="coarse model inside Parareal")
+    p.add_argument("--fine", default="fine", choices=names(FINE), help="fine model inside Parareal")
+
+
 def convergence_axes(ax, legend_size: int = 8) -> None:
     """Label a Parareal convergence plot: iteration k against the trajectory RMS error (log axis, exact zeros drawn
     at 1e-4 mm)."""

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.models.analytical import AnalyticalCoarseModel
-from ..core.models.fine import FineModel
 from ..core.models.parareal import Parareal
+from ..core.models.registry import Predictor
 from ..core.scene.spec import load_scene
-from .common import convergence_axes, output_paths, print_table, pyplot, save_figure, write_json
+from .common import add_model_arguments, convergence_axes, output_paths, print_table, pyplot, save_figure, write_json
 
 AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4
 FIG5_CASES = {  # name: (scene, pusher offset across the push (m))
@@ -55,13 +54,14 @@ def errors_per_iteration(solver: Parareal, x0, U, dt) -> np.ndarray:
 
 def run(args) -> dict:
     rng = np.random.default_rng(args.seed)
-    res = {"seed": args.seed, "slice_s": 1.0, "fig5": {}, "random": {}}
+    res = {"seed": args.seed, "coarse_model": args.coarse, "fine_model": args.fine, "slice_s": 1.0, "fig5": {},
+           "random": {}}
     models = {}
     for name, (scene_name, offset) in FIG5_CASES.items():
         if scene_name not in models:
             sc = load_scene(scene_name)
-            fine = FineModel(sc, threads=args.threads or None)
-            models[scene_name] = (sc, Parareal(sc, AnalyticalCoarseModel(sc), fine))
+            predictor = Predictor(sc, coarse=args.coarse, fine=args.fine, threads=args.threads or None)
+            models[scene_name] = (sc, Parareal(sc, predictor.coarse_model(), predictor.fine))
         sc, solver = models[scene_name]
         x0 = sc.initial_state()
         x0[1] = offset
@@ -120,5 +120,6 @@ def add_parser(sub, parent):
     p.add_argument("--pushes", type=int, default=20, help="random pushes per horizon")
     p.add_argument("--actions", type=int, nargs="+", default=[4, 8], help="horizons N of the random pushes")
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    add_model_arguments(p)
     p.set_defaults(func=run)
     return p

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.models.analytical import AnalyticalCoarseModel
 from ..core.models.base import rollout
-from ..core.models.fine import FineModel
 from ..core.models.parareal import Parareal
+from ..core.models.registry import Predictor
 from ..core.scene.spec import load_scene
 from ..core.scene.state import wrap_angle
-from .common import output_paths, print_table, pyplot, save_figure, write_json
+from .common import add_model_arguments, output_paths, print_table, pyplot, save_figure, write_json
 
 PAPER = {"coarse": (62.67, 17.63), "parareal1": (28.43, 6.30), "parareal2": (6.39, 3.82),
          "parareal3": (2.47, 0.79), "parareal4": (0.0, 0.0)}
@@ -40,17 +39,19 @@ def run(args) -> dict:
     x0 = np.repeat(x, len(ang), axis=0)
     a = np.tile(ang, len(x))
     U = (V_C * np.stack([np.cos(a), np.sin(a)], -1))[:, None, :].repeat(N_CONTROLS, 1)
-    fine = FineModel(scene, threads=args.threads or None)
-    solver = Parareal(scene, AnalyticalCoarseModel(scene), fine)
+    predictor = Predictor(scene, coarse=args.coarse, fine=args.fine, threads=args.threads or None)
+    fine = predictor.fine
+    solver = Parareal(scene, predictor.coarse_model(), fine)
     print(f"bench table1: {len(x0)} trajectories ({args.states} states x {len(ang)} sequences), "
           f"Parareal K = 0..{N_CONTROLS} in one batch on {fine.threads} threads ...", flush=True)
     r = solver.solve(x0, U, DT, max_iterations=N_CONTROLS, keep_history=True)
     ref = r.history[N_CONTROLS]
     sample = rollout(fine, x0[:3], U[:3], DT)
     assert np.array_equal(sample, ref[:3]), "Parareal at K = N must equal the serial fine model bitwise"
-    fine.close()
+    predictor.close()
 
-    rows, res = [], {"states": args.states, "trajectories": len(x0), "seed": args.seed, "slice_s": DT,
+    rows, res = [], {"coarse_model": args.coarse, "fine_model": args.fine, "states": args.states,
+                     "trajectories": len(x0), "seed": args.seed, "slice_s": DT,
                      "controls": N_CONTROLS, "v_c": V_C, "angles_deg": list(ANGLES_DEG), "models": {}}
     for k in range(N_CONTROLS + 1):
         name = "coarse" if k == 0 else f"parareal{k}"
@@ -97,5 +98,6 @@ def add_parser(sub, parent):
     p = sub.add_parser("table1", parents=[parent], help="paper 000 Table 1 (open-loop accuracy, box slider)")
     p.add_argument("--states", type=int, default=100, help="random initial states (x 3 control sequences)")
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    add_model_arguments(p)
     p.set_defaults(func=run)
     return p

@@ -109,7 +109,7 @@ def test_bench_support_small(tmp_path):
 
 def test_bench_dgoc_small(tmp_path):
     out = run(tmp_path, "bench", "dgoc", "--targets", "2", "--scenes", "block_003", "--max-iterations", "3",
-              "--single", "1")
+              "--single", "1", "--track", "1")
     res = json.loads((out / "bench_dgoc.json").read_text())
     methods = res["scenes"]["block_003"]["methods"]
     assert set(methods) == {"zs", "ds", "dp", "ws"}
@@ -118,6 +118,12 @@ def test_bench_dgoc_small(tmp_path):
         for key in ("final_err_x_cm", "final_err_y_cm", "final_err_theta_rad"):
             assert set(m[key]) == {"mean", "std"} and m[key]["mean"] >= 0.0
     assert "1 cm" in res["success_rule"] and res["task_space"]["x_m"] == [-0.2, 0.2]
+    tracking = res["scenes"]["block_003"]["tracking"]
+    assert set(tracking["cases"]) == {"nominal", "perturbed", "mismatch"}
+    for case in tracking["cases"].values():
+        assert 0.0 <= case["tracked_success_rate"] <= 1.0 and len(case["succeeded"]) == 1
+    kick = np.asarray(tracking["cases"]["perturbed"]["perturbations"])
+    assert kick.shape == (1, 3) and np.all(np.abs(kick) <= [0.04, 0.04, 0.117])
     assert (out / "dgoc.png").stat().st_size > 1000
 
 
@@ -129,3 +135,8 @@ def test_demos_command_writes_a_loadable_library(tmp_path):
     assert sorted(d.face_switches for d in demos) == [0, 1, 2]
     with pytest.raises(ValueError, match="--count"):
         main(["demos", "--count", "2", "--out", str(tmp_path / "x")])
+
+
+def test_bench_dgoc_refuses_more_tracked_targets_than_targets(tmp_path):
+    with pytest.raises(ValueError, match="--track"):
+        run(tmp_path, "bench", "dgoc", "--targets", "1", "--track", "2")

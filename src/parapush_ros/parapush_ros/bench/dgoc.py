@@ -7,6 +7,14 @@ slider pose within 1 cm in x and in y and 0.1 rad in yaw of the target. All targ
 batch; ``solve_time_s`` is the batch's wall time divided by the number of targets, ``single_solve_time_s`` the mean
 wall time of ``--single`` targets planned one at a time. WS-DDP continues from DP-DDP's solution and its times
 include DP-DDP's (WS-DDP is the DG-OC framework).
+
+``--track N`` then executes the DG-OC plans of the first N targets in MuJoCo (``SimWorld``, the fine model judges)
+with the 100 Hz tracking controller (feedback gains, trust-region error filter, re-planning), in three cases:
+``nominal``; ``perturbed``: at t = 1 s the slider is displaced by up to 4 cm in x and y and 0.117 rad (uniform,
+never into the pusher), paper 003's largest disturbances; ``mismatch``: the world's slider-table friction x 1.3,
+pusher-slider friction x 0.7 and slider mass x 1.3. Tracked plans are made on the model fitted to the scene's fine
+model (``fine_c_scale``: the paper's uniform-pressure model where the scene rests the box on a support grid, as
+block_003 does). ``tracked_success_rate`` uses the same thresholds on MuJoCo's final slider pose.
 """
 from __future__ import annotations
 
@@ -14,16 +22,22 @@ import time
 
 import numpy as np
 
-from ..core.models.quasistatic import QuasiStaticPusherSlider
+from ..core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
 from ..core.planning.ddp.costs import DGOCWeights
 from ..core.planning.ddp.demonstrations import load_library
 from ..core.planning.ddp.dgoc import HORIZON_S, METHOD_NAMES, METHODS, PLAN_DT, DGOCPlanner
 from ..core.planning.ddp.solver import DDPSettings
+from ..core.planning.ddp.tracking import TrackingConfig, track_in_world
 from ..core.scene.spec import load_scene
+from ..core.sim.world import SimWorld, WorldConfig
 from .common import output_paths, print_table, pyplot, save_figure, write_json
 
 TASK_HALF = 0.2  # m: half side of the task-space square around the start
 SUCCESS_XY, SUCCESS_YAW = 0.01, 0.1  # m, rad
+PERTURB_XY, PERTURB_YAW, PERTURB_AT = 0.04, 0.117, 1.0  # m, rad, s
+TRACK_CASES = {"nominal": WorldConfig(),
+               "perturbed": WorldConfig(),
+               "mismatch": WorldConfig(friction_scale=1.3, pusher_friction_scale=0.7, mass_scale=1.3)}
 PAPER = {  # Table II of paper 003: mean / std of |final error| (cm, cm, rad), success rate
     "zs": {"x": (3.18, 8.30), "y": (4.78, 8.60), "theta": (0.04, 0.39), "success": 0.40},
     "ds": {"x": (1.70, 9.07), "y": (1.62, 9.66), "theta": (0.21, 1.82), "success": 0.58},
@@ -83,12 +97,71 @@ def bench_scene(name: str, args) -> dict:
                 times.append(time.perf_counter() - t0)
             res["methods"][m]["single_solve_time_s"] = float(np.mean(times))
     res["plans"] = plans
+    if args.track:
+        res["tracking"] = track_scene(scene, planner, x0, targets[:args.track], plans["ws"], args)
     return res
+
+
+def perturbations(model, x0, n: int, seed: int) -> np.ndarray:
+    """(n, 3) slider displacements within +-4 cm, +-0.117 rad that leave the pusher (where it is at ``x0``) outside
+    the displaced slider (displacing a box into the pusher would be a collision, not a disturbance)."""
+    rng = np.random.default_rng(seed + 1)
+    out = []
+    while len(out) < n:
+        d = rng.uniform(-1, 1, 3) * [PERTURB_XY, PERTURB_XY, PERTURB_YAW]
+        x = np.asarray(x0, dtype=float).copy()
+        x[:3] += d
+        if model.penetration(x) == 0.0:
+            out.append(d)
+    return np.array(out)
+
+
+def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
+    """Execute DG-OC plans of ``targets`` in MuJoCo with the tracking controller, per case."""
+    scale = fine_c_scale(scene)
+    if scale != planner.model.c_scale:
+        model = QuasiStaticPusherSlider.from_scene(scene, dt=PLAN_DT, c_scale=scale)
+        tracked = DGOCPlanner(model, planner.demos, planner.weights, planner.settings)
+        plan = tracked.plan(np.repeat(x0[None], len(targets), 0), targets, "ws", k=args.k)
+    else:
+        model = planner.model
+        plan = plan_nominal
+    cfg = TrackingConfig()
+    print(f"bench dgoc: {scene.name}: tracking {len(targets)} plans (c_scale {scale}) in MuJoCo at {cfg.rate_hz:g} Hz, "
+          f"cases {', '.join(TRACK_CASES)} ...", flush=True)
+    out = {"c_scale": scale, "config": cfg.__dict__, "planned_success_rate": float(success(plan.final_error()[
+        :len(targets)]).mean()), "cases": {}}
+    for case, world_cfg in TRACK_CASES.items():
+        kicks = perturbations(model, x0, len(targets), args.seed) if case == "perturbed" else None
+        errs, replans, feedback = [], [], []
+        for i, tgt in enumerate(targets):
+            world = SimWorld(scene, world_cfg)
+            run = track_in_world(model, world, plan.X[i], plan.U[i], plan.K[i], PLAN_DT, tgt, cfg,
+                                 perturb=None if kicks is None else (PERTURB_AT, kicks[i]))
+            errs.append(run.error)
+            replans.append(run.replans)
+            feedback.append(run.feedback_share)
+        err = np.array(errs)
+        ok = success(err)
+        out["cases"][case] = {
+            "tracked_success_rate": float(ok.mean()),
+            "final_err_x_cm": {"mean": float(err[:, 0].mean() * 100), "std": float(err[:, 0].std() * 100)},
+            "final_err_y_cm": {"mean": float(err[:, 1].mean() * 100), "std": float(err[:, 1].std() * 100)},
+            "final_err_theta_rad": {"mean": float(err[:, 2].mean()), "std": float(err[:, 2].std())},
+            "replans_mean": float(np.mean(replans)), "feedback_share_mean": float(np.mean(feedback)),
+            "succeeded": ok.tolist(), **({"perturbations": kicks} if kicks is not None else {}),
+            "world": world_cfg.__dict__}
+        print(f"  {case}: tracked success {ok.mean() * 100:.0f} %, final error x {err[:, 0].mean() * 100:.2f} cm, "
+              f"y {err[:, 1].mean() * 100:.2f} cm, yaw {err[:, 2].mean():.3f} rad, {np.mean(replans):.2f} re-plans",
+              flush=True)
+    return out
 
 
 def run(args) -> dict:
     if args.targets < 1:
         raise ValueError(f"--targets: must be >= 1, got {args.targets}")
+    if not 0 <= args.track <= args.targets:
+        raise ValueError(f"--track: must be from 0 to --targets ({args.targets}), got {args.track}")
     scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
     if not scenes:
         raise ValueError("--scenes: give at least one scene")
@@ -105,6 +178,13 @@ def run(args) -> dict:
                "weights": DGOCWeights().__dict__, "paper": PAPER,
                "scenes": {n: {k: v for k, v in r.items() if k != "plans"} for n, r in results.items()}}
     for name, r in results.items():
+        if "tracking" in r:
+            print_table(["case", "tracked success", "x cm", "y cm", "theta rad", "re-plans"],
+                        [[c, f"{v['tracked_success_rate'] * 100:.0f} %", f"{v['final_err_x_cm']['mean']:.2f}",
+                          f"{v['final_err_y_cm']['mean']:.2f}", f"{v['final_err_theta_rad']['mean']:.3f}",
+                          f"{v['replans_mean']:.2f}"] for c, v in r["tracking"]["cases"].items()],
+                        title=f"{name}: DG-OC plans tracked in MuJoCo "
+                              f"({len(r['tracking']['cases']['nominal']['succeeded'])} targets)")
         rows = []
         for m in METHODS:
             s = r["methods"][m]
@@ -150,5 +230,7 @@ def add_parser(sub, parent):
     p.add_argument("--max-iterations", type=int, default=60, help="DDP iterations per stage (default 60)")
     p.add_argument("--single", type=int, default=2,
                    help="targets also planned one at a time per method, for the single-target time (default 2)")
+    p.add_argument("--track", type=int, default=0,
+                   help="execute the DG-OC plans of this many targets in MuJoCo with tracking, per case (default 0)")
     p.set_defaults(func=run)
     return p

@@ -42,7 +42,15 @@ from . import dual
 from .dual import Dual
 
 GRAVITY = 9.81
-MUJOCO_C_SCALE = 1.45  # c_scale that makes the model's pushes closest to the fine model's (MuJoCo)
+MUJOCO_C_SCALE = 1.45  # c_scale that makes the model's pushes closest to the fine model's (MuJoCo, native support)
+
+
+def fine_c_scale(scene) -> float:
+    """The c_scale that fits the scene's fine model: 1 where objects rest on a grid of support points (uniform
+    pressure, what the model assumes), MUJOCO_C_SCALE on MuJoCo's native box contacts (pressure at the corners)."""
+    return 1.0 if scene.support.pattern == "grid" else MUJOCO_C_SCALE
+
+
 STATE_DIM, CONTROL_DIM = 7, 2
 STICK, SLIDE_UP, SLIDE_DOWN, SEPARATION = 0, 1, 2, 3
 MODE_NAMES = ("sticking", "sliding_up", "sliding_down", "separation")

@@ -144,6 +144,16 @@ class SimWorld:
         self.x = x
         return x.copy()
 
+    def displace_object(self, index: int, delta) -> None:
+        """Move object ``index`` by (dx, dy, dyaw) and leave it at rest, as a hand pushing it would (paper 003's
+        disturbance tests); the pusher and its servo are untouched."""
+        x = self.x.copy()
+        self.layout.object_poses(x)[index] += np.asarray(delta, dtype=float)
+        self.layout.object_vels(x)[index] = 0.0
+        self.mapping.to_mujoco(x, self.data.qpos, self.data.qvel)
+        mujoco.mj_forward(self.model, self.data)
+        self.x = x
+
     def observe(self) -> np.ndarray:
         """The last true state read, with measurement noise on positions and yaw (velocities as they are)."""
         x = self.x.copy()

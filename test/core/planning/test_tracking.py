@@ -1,0 +1,70 @@
+"""The 100 Hz tracking controller of DG-OC plans: the trust-region error filter, and plans executed in MuJoCo."""
+import numpy as np
+import pytest
+
+from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
+from parapush_ros.core.planning.ddp.demonstrations import load_library
+from parapush_ros.core.planning.ddp.dgoc import PLAN_DT, DGOCPlanner
+from parapush_ros.core.planning.ddp.solver import DDPSettings
+from parapush_ros.core.planning.ddp.tracking import PlanTracker, TrackingConfig, track_in_world, world_to_model
+from parapush_ros.core.scene.spec import load_scene
+from parapush_ros.core.sim.world import SimWorld, WorldConfig
+
+
+def test_error_filter_uses_the_gains_only_outside_the_trust_region():
+    rng = np.random.default_rng(0)
+    T = 10
+    X = rng.normal(0, 0.01, (T + 1, 7))
+    U = rng.normal(0, 0.5, (T, 2))
+    K = rng.normal(0, 5.0, (T, 2, 7))
+    cfg = TrackingConfig(trust_radius=0.005)
+    inside, outside = PlanTracker(X, U, K, 0.02, cfg), PlanTracker(X, U, K, 0.02, cfg)
+    t = 0.03  # step 1, half way to step 2
+    ref = 0.5 * (X[1] + X[2])
+    small = ref + [0.002, 0, 0, 0, 0, 0, 0]
+    big = ref + [0.01, 0, 0, 0, 0, 0.05, 0]
+    np.testing.assert_allclose(inside.command(t, small), X[0, 5:7] + 0.01 * U[1])
+    np.testing.assert_allclose(outside.command(t, big), X[0, 5:7] + 0.01 * (U[1] + K[1] @ (big - ref)))
+    assert inside.feedback_ticks == 0 and outside.feedback_ticks == 1
+    np.testing.assert_array_equal(inside.command(T * 0.02 + 0.01, small), 0.0)  # after the plan: stop
+
+
+def test_world_state_maps_to_the_model_state_and_a_hand_can_displace_the_slider():
+    scene = load_scene("block_003")
+    world = SimWorld(scene, WorldConfig())
+    x = world_to_model(world.x)
+    np.testing.assert_allclose(x, [0, 0, 0, -0.066, 0, 0, 0], atol=1e-12)
+    world.displace_object(0, (0.01, -0.02, 0.1))
+    np.testing.assert_allclose(world_to_model(world.x)[:5], [0.01, -0.02, 0.1, -0.066, 0.0], atol=1e-12)
+    world.execute(np.zeros(2), 0.05)
+    np.testing.assert_allclose(world_to_model(world.x)[:3], [0.01, -0.02, 0.1], atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def block_plan():
+    scene = load_scene("block_003")
+    model = QuasiStaticPusherSlider.from_scene(scene, dt=PLAN_DT, c_scale=fine_c_scale(scene))
+    assert model.c_scale == 1.0  # block_003 rests on a support grid: the paper's uniform-pressure model fits
+    planner = DGOCPlanner(model, load_library("block_003"), settings=DDPSettings(max_iterations=30))
+    target = np.array([0.12, 0.04, 0.4])
+    plan = planner.plan(np.array([[0, 0, 0, -0.066, 0, 0, 0.0]]), target[None], "ws")
+    assert np.all(plan.final_error()[0] < [0.005, 0.005, 0.05])
+    return scene, model, plan, target
+
+
+def test_a_plan_tracked_in_mujoco_reaches_the_target(block_plan):
+    scene, model, plan, target = block_plan
+    run = track_in_world(model, SimWorld(scene, WorldConfig()), plan.X[0], plan.U[0], plan.K[0], PLAN_DT, target)
+    assert np.all(run.error < [0.01, 0.01, 0.1]), run.error
+    assert run.replans == 0 and 0.0 < run.feedback_share < 1.0
+    assert len(run.path) == int(round((plan.U.shape[1] * PLAN_DT + TrackingConfig().settle_s) * 100)) + 1
+
+
+def test_tracking_recovers_from_a_push_by_hand(block_plan):
+    """A 3 cm sideways displacement of the slider a second into the push: the error leaves the re-plan radius, the
+    controller re-plans from where the slider is and still gets within the thresholds."""
+    scene, model, plan, target = block_plan
+    run = track_in_world(model, SimWorld(scene, WorldConfig()), plan.X[0], plan.U[0], plan.K[0], PLAN_DT, target,
+                         perturb=(1.0, (0.0, 0.03, 0.0)))
+    assert run.replans >= 1
+    assert np.all(run.error < [0.01, 0.01, 0.1]), run.error

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...scene.assets import shipped
+
 COLUMNS = ("t", "slider_x", "slider_y", "slider_theta", "slider_vx", "slider_vy", "slider_omega",
            "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay")
 YAW_LENGTH = 0.1  # m per rad: how k-NN weighs a yaw difference against a position difference
@@ -116,17 +118,9 @@ def load_demonstration(path) -> Demonstration:
 def demonstrations_dir() -> Path:
     """``config/demonstrations``: the installed share dir when available, else the source tree."""
     try:
-        from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
-        d = Path(get_package_share_directory("parapush_ros")) / "config" / "demonstrations"
-        if d.is_dir():
-            return d
-    except Exception:  # ament index absent (plain Python) or package not installed
-        pass
-    for parent in Path(__file__).resolve().parents:
-        d = parent / "config" / "demonstrations"
-        if d.is_dir():
-            return d
-    raise DemonstrationError("cannot find the shipped demonstrations directory (config/demonstrations)")
+        return shipped("config/demonstrations")
+    except FileNotFoundError as e:
+        raise DemonstrationError(str(e)) from None
 
 
 def load_library(scene_or_dir) -> list[Demonstration]:

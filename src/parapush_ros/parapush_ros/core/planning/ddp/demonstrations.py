@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ...scene.assets import shipped
+from ...scene.state import wrap_angle
 
 COLUMNS = ("t", "slider_x", "slider_y", "slider_theta", "slider_vx", "slider_vy", "slider_omega",
            "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay")
@@ -137,7 +138,7 @@ def load_library(scene_or_dir) -> list[Demonstration]:
 def pose_distance(a, b) -> np.ndarray:
     """The k-NN metric: Euclidean (p = 2) over (x, y, YAW_LENGTH * wrapped yaw difference)."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    yaw = (d[..., 2] + np.pi) % (2 * np.pi) - np.pi
+    yaw = wrap_angle(d[..., 2])
     return np.sqrt(d[..., 0] ** 2 + d[..., 1] ** 2 + (YAW_LENGTH * yaw) ** 2)
 
 

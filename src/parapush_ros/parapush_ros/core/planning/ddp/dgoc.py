@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...scene.state import unwrap_near, wrap_angle
 from .costs import DGOCCost, DGOCWeights
 from .demonstrations import Demonstration, nearest
 from .solver import BatchedDDP, DDPResult, DDPSettings
@@ -47,7 +48,7 @@ class Plan:
     def final_error(self) -> np.ndarray:
         """(B, 3) |x|, |y| (m), |yaw| (rad, wrapped) errors of the final slider pose."""
         e = self.X[:, -1, :3] - self.target
-        e[:, 2] = (e[:, 2] + np.pi) % (2 * np.pi) - np.pi
+        e[:, 2] = wrap_angle(e[:, 2])
         return np.abs(e)
 
 
@@ -64,11 +65,6 @@ def face_switch_mask(model, demo_X, demo_U, window: int) -> np.ndarray:
             mask[t:t + window + 1] = 1.0  # where it reached the new one
         last_face, last_t = faces[t], t
     return mask
-
-
-def unwrap_to(yaw, ref):
-    """``yaw`` + 2 pi n closest to ``ref``."""
-    return ref + (np.asarray(yaw) - ref + np.pi) % (2 * np.pi) - np.pi
 
 
 class DGOCPlanner:
@@ -141,7 +137,7 @@ class DGOCPlanner:
         if "zs" in methods:
             t0 = time.perf_counter()
             tz = targets.copy()
-            tz[:, 2] = unwrap_to(tz[:, 2], x0[:, 2])
+            tz[:, 2] = unwrap_near(tz[:, 2], x0[:, 2])
             r = self._solve(x0, np.zeros((b, self.horizon, 2)), tz)
             out["zs"] = Plan(r.X, r.U, r.K, r.cost, tz, np.full(b, -1), r.iterations, time.perf_counter() - t0)
         if not set(methods) & {"ds", "dp", "ws"}:
@@ -157,7 +153,7 @@ class DGOCPlanner:
         xb = np.repeat(x0, k, 0)
         tb = np.repeat(targets, k, 0)
         ref_X, ref_U = self.demo_in_frame(idx, np.repeat(start, k, 0))
-        tb[:, 2] = unwrap_to(tb[:, 2], ref_X[:, -1, 2])
+        tb[:, 2] = unwrap_near(tb[:, 2], ref_X[:, -1, 2])
         X0, U0 = self.follow(xb, ref_X, ref_U)
         t_init = time.perf_counter() - t0
 

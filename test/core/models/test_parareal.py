@@ -68,12 +68,18 @@ def test_tolerance_stops_early_and_reports_changes(models):
     assert all(c >= 0 for c in r.position_change) and r.position_change[-1] < r.position_change[0]
 
 
+def sideways_starts(scene, rng, M, half_width):
+    """M copies of the scene's start with the pusher moved sideways by up to ``half_width`` (m)."""
+    x0 = np.repeat(scene.initial_state()[None], M, 0)
+    x0[:, 1] = rng.uniform(-half_width, half_width, M)
+    return x0
+
+
 def test_projection_never_leaves_penetration_and_never_touches_exact_slices(models):
     scene, pr, fine = models["box_slider"]
     rng = np.random.default_rng(7)
     M = 12
-    x0 = np.repeat(scene.initial_state()[None], M, 0)
-    x0[:, 1] = rng.uniform(-0.077, 0.077, M)
+    x0 = sideways_starts(scene, rng, M, 0.077)
     ang = rng.choice(np.radians([0.0, 15.0, -15.0]), M)
     U = 0.025 * np.stack([np.cos(ang), np.sin(ang)], -1)[:, None, :].repeat(4, 1)
     r = pr.solve(x0, U, 1.5, max_iterations=2, keep_history=True)
@@ -87,8 +93,7 @@ def test_batch_equals_single_solves(models):
     scene, pr, fine = models["cylinder_slider"]
     rng = np.random.default_rng(11)
     M = 5
-    x0 = np.repeat(scene.initial_state()[None], M, 0)
-    x0[:, 1] = rng.uniform(-0.05, 0.05, M)
+    x0 = sideways_starts(scene, rng, M, 0.05)
     U = rng.uniform(-0.01, 0.04, (M, 4, 2))
     batch = pr.solve(x0, U, 1.0, max_iterations=2)
     for m in range(M):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...scene.state import unwrap_near, wrap_angle
 from .costs import DGOCCost, DGOCWeights
 from .solver import BatchedDDP, DDPSettings
 
@@ -106,7 +107,7 @@ def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config:
             U0[0, j] = -xj[5:7] / 0.2  # come to rest
         xj = model.step(xj[None], U0[:, j])[0]
     tgt = np.asarray(target, dtype=float).copy()
-    tgt[2] = tracker.X[-1, 2] + (tgt[2] - tracker.X[-1, 2] + np.pi) % (2 * np.pi) - np.pi
+    tgt[2] = unwrap_near(tgt[2], tracker.X[-1, 2])
     cost = DGOCCost(model, tgt[None], weights)
     r = BatchedDDP(model, cost, DDPSettings(max_iterations=config.replan_iterations)).solve(x[None], U0)
     new = PlanTracker(r.X[0], r.U[0], r.K[0], tracker.dt, config)
@@ -150,5 +151,5 @@ def track_in_world(model, world, plan_X, plan_U, plan_K, dt: float, target, conf
     feedback += tracker.feedback_ticks
     final = world.x[2:5].copy()
     err = np.abs(final - np.asarray(target, dtype=float))
-    err[2] = abs((final[2] - target[2] + np.pi) % (2 * np.pi) - np.pi)
+    err[2] = abs(wrap_angle(final[2] - target[2]))
     return TrackedRun(final, err, replans, feedback / max(ticks_total, 1), np.array(path))

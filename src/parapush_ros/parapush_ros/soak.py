@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import os
 import sys
 import threading
 import time
@@ -639,6 +640,7 @@ class Soak:
         self.not_refused = []
         self.health = Counter()
         self.problems = []  # requests the stack answered wrongly (e.g. a valid reset refused) or not at all
+        self._foreign_graph_reported = False
         self.hidden, self.hide_intervals = "", []  # hidden_bodies as set; (start, end, bodies) of dropouts
         self.estop_generation = 0  # e-stop resets so far: an e-stop answered after a reset latches nothing
         self.timeline = []  # (sim s, label)
@@ -891,6 +893,7 @@ class Soak:
                 self.rss.append((wall, sim, rss_mb()))
             if wall - last_status >= self.status_period:
                 last_status = wall
+                self._check_alone()
                 print(self.status_line(wall, sim), flush=True)
             if now > last_sim:
                 last_sim, last_advance = now, time.monotonic()
@@ -901,6 +904,17 @@ class Soak:
                 break
         self.wall_time, self.sim_time = time.monotonic() - wall_run0, self.now() - self.t0
         self.startup_wall = wall_run0 - wall0
+
+    def _check_alone(self):
+        """Another stack in the same ROS domain (a second sim, a test run) would mix its /clock, goals and answers
+        into this one and make every verdict meaningless: say so, once, as a problem naming the domain."""
+        clocks = self.node.count_publishers(topics.CLOCK)
+        if clocks > 1 and not self._foreign_graph_reported:
+            self._foreign_graph_reported = True
+            domain = os.environ.get("ROS_DOMAIN_ID", "0")
+            self.problems.append(f"{clocks} /clock publishers in ROS domain {domain}: another ROS graph shares it "
+                                 f"(run the soak alone in its domain: ROS_DOMAIN_ID=<free id> parapush soak ...)")
+            print(f"[soak] {self.problems[-1]}", flush=True)
 
     def finish(self):
         """End cleanly: tracking back, e-stop cleared, running goals cancelled, answers collected (bounded)."""

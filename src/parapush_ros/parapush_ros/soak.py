@@ -74,7 +74,8 @@ ANSWER_TIMEOUT = 30.0  # s (wall) a request may stay unanswered before it counts
 STALL_TIMEOUT = 60.0  # s (wall) without the sim clock advancing ends the soak as a failure
 INTERNAL_ERRORS = ("push failed:", "unexpected error:")  # how the nodes log exceptions they caught
 NEVER_RETRIEVED = "The following exception was never retrieved"
-OUTCOMES = ("reached", "hit_obstacle", "off_table", "timeout", "aborted", "failed")  # PushObject.Result order
+# PushObject.Result order
+OUTCOMES = ("reached", "hit_obstacle", "off_table", "timeout", "aborted", "failed", "other_in_goal")
 
 GOAL_TAGS = ("plain", "plain", "plain", "cancel", "preempt", "timeout", "goal_pose")
 

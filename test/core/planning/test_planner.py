@@ -317,3 +317,39 @@ def test_planner_warm_starts_from_the_shifted_solution(side_problem):
     planner.reset()
     planner.plan(x0)
     np.testing.assert_allclose(spy.calls[-1][0], task.straight_push(x0, 0.05, 4))
+
+
+def test_outcome_rules_of_the_multi_object_task():
+    """Paper 001: touching the other objects is allowed; one of them off the table or in the goal is a failure."""
+    s = load_scene("clutter_push")
+    mon = OutcomeMonitor(s, goal_for(s), max_actions=20)
+    poses = [list(o.pose) for o in s.objects]
+
+    def with_poses(pusher, changes):
+        p = [list(q) for q in poses]
+        for i, q in changes.items():
+            p[i] = q
+        return s.layout.compose(np.array(pusher), np.array(p))
+
+    assert mon.check(s.initial_state(), 0).outcome is Outcome.RUNNING
+    # pushing the target into another object (touching, even moving it) is fine
+    st = mon.check(with_poses((-0.11, 0.0), {0: (-0.0, -0.06, 0.0), 1: (0.06, 0.04, 0.0)}), 3)
+    assert st.outcome is Outcome.RUNNING
+    st = mon.check(with_poses((0.1, 0.0), {0: (0.2, 0.02, 0.0)}), 6)
+    assert st.outcome is Outcome.REACHED and "'target'" in st.reason
+    st = mon.check(with_poses((0.0, 0.3), {3: (0.12, 0.51, 0.0)}), 4)
+    assert st.outcome is Outcome.OFF_TABLE and "'cylinder_3' left the table" in st.reason
+    st = mon.check(with_poses((0.1, 0.0), {1: (0.19, -0.03, 0.0)}), 4)
+    assert st.outcome is Outcome.OTHER_IN_GOAL and "'cylinder_1' entered the goal region" in st.reason
+    assert not st.outcome.success and st.outcome.done
+    # just outside the goal disc (centre 1 mm beyond its radius) is not in it
+    st = mon.check(with_poses((0.1, 0.0), {1: (0.2, 0.051, 0.0)}), 4)
+    assert st.outcome is Outcome.RUNNING
+    # target and another object both in the goal: a failure, whatever the order along the path
+    both = with_poses((0.1, 0.0), {0: (0.2, 0.0, 0.0), 1: (0.2, -0.04, 0.0)})
+    assert mon.check(both, 5).outcome is Outcome.OTHER_IN_GOAL
+    # an other object that passes through the goal during the action counts even if it has left it at the end
+    path = np.stack([with_poses((0.0, 0.0), {1: (0.2, 0.0, 0.0)}), with_poses((0.1, 0.0), {0: (0.2, 0.0, 0.0),
+                                                                                            1: (0.3, 0.0, 0.0)})])
+    assert mon.check_path(path, 5).outcome is Outcome.OTHER_IN_GOAL
+    assert mon.check(s.initial_state(), 20).outcome is Outcome.TIMEOUT

@@ -63,6 +63,7 @@ SEEN_STATES = 10_000  # received states kept for the outcome monitor between two
 WALL_BACKSTOP_FACTOR = 10.0  # a wait bounded on the node clock also ends after this many times as long in wall time
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
                 Outcome.OFF_TABLE: PushObject.Result.OFF_TABLE, Outcome.TIMEOUT: PushObject.Result.TIMEOUT,
+                Outcome.OTHER_IN_GOAL: PushObject.Result.OTHER_IN_GOAL,
                 Outcome.ABORTED: PushObject.Result.ABORTED, Outcome.FAILED: PushObject.Result.FAILED}
 
 

@@ -1,7 +1,9 @@
 """When a push ends, and why: the one outcome monitor used by the MPC loop, the benchmark and the planner node.
 
 Paper 000 Sec. 4.3: success when the target reaches the goal region; failure when an object hits the obstacle,
-falls off the table, or 20 actions (5x the horizon) pass without reaching the goal. Failures are checked before
+falls off the table, or 20 actions (5x the horizon) pass without reaching the goal. Paper 001 (several objects):
+the pusher may touch the other objects, but the push fails when one of them leaves the table or enters the goal
+region (its centre inside the goal disc, the same test as the target's success). Failures are checked before
 success, so a state that is both in the goal and touching the obstacle counts as a hit.
 """
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Outcome(str, Enum):
     REACHED = "reached"
     HIT_OBSTACLE = "hit_obstacle"
     OFF_TABLE = "off_table"
+    OTHER_IN_GOAL = "other_in_goal"  # multi-object task: a non-target object entered the goal region
     TIMEOUT = "timeout"
     FAILED = "failed"  # not from the monitor: planning or simulation errors, lost tracking (set by the caller)
     ABORTED = "aborted"  # not from the monitor: cancelled or pre-empted (set by the caller)
@@ -94,6 +97,14 @@ class OutcomeMonitor:
             xy = scene.layout.object_poses(states[t])[i, :2]
             return Status(Outcome.OFF_TABLE, f"object {names[i]!r} left the table at "
                                              f"({xy[0]:.3f}, {xy[1]:.3f}) m", dist, actions)
+        others = [i for i in range(scene.layout.n_objects) if i != self.goal.object_index]
+        if others:
+            xy = scene.layout.object_poses(states)[:, others, :2]  # (T, n-1, 2)
+            inside = np.linalg.norm(xy - np.asarray(self.goal.position), axis=-1) <= self.goal.radius
+            if np.any(inside):
+                t, j = np.argwhere(inside)[0]
+                return Status(Outcome.OTHER_IN_GOAL, f"object {names[others[j]]!r} entered the goal region at "
+                                                     f"({xy[t, j, 0]:.3f}, {xy[t, j, 1]:.3f}) m", dist, actions)
         if dist <= self.goal.radius:
             yaw_ok = True
             if self.goal.uses_yaw:

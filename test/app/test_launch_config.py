@@ -95,6 +95,10 @@ def test_merged_parameters_and_launch_arguments():
     assert robot["mocap_driver"] == "vrpn" and robot["rate"] == 100.0 and robot["use_sim_time"] is False
     planner = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {"model": "coarse", "scene": ""})
     assert planner["model"] == "coarse" and planner["scene"] == "obstacle_push"
+    # a clutter scene with Parareal on the learned coarse model: planner and predictor both take the coarse model
+    for node in ("mpc_planner", "parareal_predictor"):
+        p = bringup.node_parameters(bringup.spec(node), "sim", {"scene": "clutter_push", "coarse_model": "learned"})
+        assert p["scene"] == "clutter_push" and p["coarse_model"] == "learned", node
     commander = bringup.node_parameters(bringup.spec("velocity_commander"), "robot", {"output": "ur_twist"})
     assert commander["output"] == "ur_twist" and "model" not in commander  # only nodes declaring a name get it
     with pytest.raises(ValueError, match="launch argument use_sim_time"):

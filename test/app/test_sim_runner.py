@@ -115,3 +115,40 @@ def test_missing_nodes_are_an_error_unless_left_out_explicitly(ros_context, monk
         assert list(stack.nodes) == ["mujoco_sim", "mocap_ingest", "velocity_commander"]
     finally:
         stack.shutdown()
+
+
+def test_stack_tracks_every_object_of_a_clutter_scene(ros_context):
+    """Paper 001's multi-object scene over ROS: the sim publishes, and mocap_ingest tracks, four cylinders plus the
+    pusher; RViz markers show every object and the goal region; planner and predictor run Parareal on the learned
+    coarse model (launch argument coarse_model)."""
+    from visualization_msgs.msg import MarkerArray  # noqa: PLC0415
+    stack = SimStack({"scene": "clutter_push", "model": "parareal1", "coarse_model": "learned"}, context=ros_context)
+    try:
+        planner = stack.nodes["mpc_planner"]
+        scene = planner.scene
+        assert scene.name == "clutter_push" and len(scene.objects) == 4
+        assert planner.predictor.default_coarse == "learned" and planner.planner.task.kind == "multi_object"
+        assert stack.nodes["parareal_predictor"].p["coarse_model"] == "learned"
+        assert set(stack.nodes["mocap_ingest"].bodies) == {"pusher"} | {o.name for o in scene.objects}
+        stack.start()
+        with BackgroundExecutor(ros_context) as ex:
+            io = ex.add(rclpy.create_node("clutter_test_io", context=ros_context))
+            states, marks = [], []
+            reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+            io.create_subscription(SceneState, "/scene_state", states.append, reliable)
+            io.create_subscription(MarkerArray, "/mocap_ingest/markers", marks.append, reliable)
+            wait_for(lambda: states and states[-1].pusher_tracking_valid
+                     and len(states[-1].objects) == 4 and all(o.tracking_valid for o in states[-1].objects),
+                     timeout=15, what="a valid scene_state with four objects")
+            s = states[-1]
+            assert [o.name for o in s.objects] == [o.name for o in scene.objects]
+            for o, spec in zip(s.objects, scene.objects):
+                assert np.hypot(o.x - spec.pose[0], o.y - spec.pose[1]) < 0.005, o.name
+            wait_for(lambda: marks, timeout=15, what="mocap_ingest markers")
+            tracked = [m for m in marks[-1].markers if m.ns == "tracked"]
+            assert len(tracked) == 5  # the pusher and every object
+            goal = [m for m in marks[-1].markers if m.ns == "goal"]
+            assert len(goal) == 1 and goal[0].scale.x == pytest.approx(2 * scene.goal.radius)
+            assert (goal[0].pose.position.x, goal[0].pose.position.y) == pytest.approx(scene.goal.position)
+    finally:
+        stack.shutdown()

@@ -8,8 +8,9 @@ Parameters of a node come from, in order (later wins):
   1. ``config/<node>.yaml``            the node's parameters (``<node>: ros__parameters:``), shared by sim and robot;
   2. ``config/<mode>.yaml``            per-mode overrides for several nodes (``sim.yaml``: the simulated robot;
                                        ``robot.yaml``: the real one), sections named after the nodes;
-  3. launch arguments                  ``scene``, ``model``, ``mocap_driver``, ``output`` set the parameter of that
-                                       name on every node that declares it (empty = keep the YAML value);
+  3. launch arguments                  ``scene``, ``model``, ``coarse_model``, ``mocap_driver``, ``output`` set the
+                                       parameter of that name on every node that declares it (empty = keep the
+                                       YAML value);
                                        ``use_sim_time`` is set on every node.
 """
 from __future__ import annotations
@@ -79,6 +80,8 @@ LAUNCH_ARGUMENTS = {
                                         "the config files' scene"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model ({', '.join(spec_names())}); empty = "
                                         "config/mpc_planner.yaml"),
+    "coarse_model": ({"sim": "", "robot": ""}, "coarse model inside Parareal (analytical, learned; learned for "
+                                               "several objects, paper 001); empty = the config files'"),
     "use_sim_time": ({"sim": "true", "robot": "false"}, "use the /clock topic (the simulator's) on every node"),
     "rviz": ({"sim": "true", "robot": "true"}, "start RViz with rviz/parapush.rviz"),
     "mocap_driver": ({"sim": "", "robot": ""}, "natnet (/<body>/pose) or vrpn (/vrpn_mocap/<body>/pose); empty = "

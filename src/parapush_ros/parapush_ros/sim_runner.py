@@ -104,6 +104,8 @@ def add_parser(sub):
     p.add_argument("--scene", default=None, help="scene name or path for every node (default: config files)")
     p.add_argument("--model", default=None, help="planner prediction model: coarse, learned, fine, parareal<K> "
                                                  "(default: config/mpc_planner.yaml)")
+    p.add_argument("--coarse", default=None, choices=["analytical", "learned"],
+                   help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
     p.add_argument("--duration", type=float, default=0.0,
                    help="stop after this many simulated seconds (0 = until Ctrl-C, or until the push ends)")
     p.add_argument("--real-time-factor", type=float, default=None, help="simulation speed (default: config)")
@@ -174,7 +176,8 @@ def run(args) -> dict:
         overrides["mujoco_sim"] = {"real_time_factor": float(args.real_time_factor)}
     if args.push and "mpc_planner" in args.without:
         raise SystemExit("parapush sim: --push needs the mpc_planner node (remove --without mpc_planner)")
-    stack = SimStack({"scene": args.scene or "", "model": args.model or ""}, overrides, without=args.without)
+    stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or ""},
+                     overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
     watch = _Watch(watch_node)

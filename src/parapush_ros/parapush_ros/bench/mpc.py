@@ -1,4 +1,12 @@
-"""``parapush bench mpc``: closed-loop push-around-obstacle MPC with every predictive model (paper 000 Sec. 4.3).
+"""``parapush bench mpc``: closed-loop pushing MPC with every predictive model, for both tasks of the papers.
+
+``--task obstacle`` (default, paper 000 Sec. 4.3): push around an obstacle. ``--task multi_object`` (paper 001):
+push the target into the goal among three other cylinders (random scenes of ``core.scene.clutter``), touching them is
+allowed; the push fails when another object leaves the table or enters the goal region. Its models default to
+the learned coarse model alone, Parareal-1 with the learned coarse model (``--coarse``) and fine; besides success
+and failures by reason it reports how far the other objects were moved (final displacement, mean and max).
+
+Obstacle task:
 
 N random scenes like ``config/scenes/obstacle_push.yaml``: the cylinder slider on the left of the table, the goal
 on the right, the obstacle near the middle ON the straight line between them (so the straight push, the first
@@ -33,13 +41,21 @@ from ..core.sim.closed_loop import WorldIO, run_closed_loop
 from ..core.sim.world import SimWorld, WorldConfig
 from ..core.planning.outcome import Outcome
 from ..core.models.registry import ModelSpec, Predictor, spec_names
+from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
 from ..core.planning.tasks import PushTask, load_cost_weights
 from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
 DEFAULT_MODELS = "coarse,parareal1,fine"  # the default run finishes in minutes; pass ALL_MODELS for the paper's set
-FAILURES = (Outcome.HIT_OBSTACLE, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)
+TASKS = {  # per task: default models, default coarse model inside Parareal, the failures it can end in
+    "obstacle": dict(models=DEFAULT_MODELS, coarse="analytical",
+                     failures=(Outcome.HIT_OBSTACLE, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)),
+    # the analytical model does not handle object-object contact (paper 001: the learned one does)
+    "multi_object": dict(models="learned,parareal1,fine", coarse="learned",
+                         failures=(Outcome.OTHER_IN_GOAL, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)),
+}
+FAILURES = TASKS["obstacle"]["failures"]
 TASK_TIME_LIMIT = 20.0  # s of pushing before a timeout (paper 000: 20 actions of 1 s) unless --max-actions is given
 # --realtime: planning fits the control period on 2 cores (see README "Real-time pushing"); iterations is a cap,
 # the anytime deadline decides how many run
@@ -82,20 +98,30 @@ def mismatch_world(index: int, seed: int, spread: float, position_noise: float, 
                        position_noise=position_noise, yaw_noise=yaw_noise, seed=seed * 1000 + index)
 
 
-def summarise(records: list) -> dict:
+def others_displacement(scene, path) -> list:
+    """Final planar displacement (m) of every non-target object over a run (``path`` (S, D), true states)."""
+    L, t = scene.layout, scene.object_index(scene.goal.object)
+    xy = L.object_poses(np.asarray(path))[..., :2]
+    return [float(np.linalg.norm(xy[-1, i] - xy[0, i])) for i in range(L.n_objects) if i != t]
+
+
+def summarise(records: list, failures=FAILURES) -> dict:
     n = len(records)
     ok = [r for r in records if r["outcome"] == Outcome.REACHED.value]
     steps = [t for r in records for t in r["plan_times"]]
+    moved = [d for r in records for d in r.get("others_displacement_m", [])]
     return {
         "runs": n,
         "success_rate": len(ok) / n if n else 0.0,
-        "failures": {o.value: sum(r["outcome"] == o.value for r in records) for o in FAILURES},
+        "failures": {o.value: sum(r["outcome"] == o.value for r in records) for o in failures},
         "mean_actions_success": float(np.mean([r["actions"] for r in ok])) if ok else None,
         "mean_actions": float(np.mean([r["actions"] for r in records])) if records else None,
         "plan_time_per_step_s": float(np.mean(steps)) if steps else None,
         "plan_time_per_task_s": float(np.mean([r["planning_time"] for r in records])) if records else None,
         "task_time_s": float(np.mean([r["task_time"] for r in records])) if records else None,
         "task_time_success_s": float(np.mean([r["task_time"] for r in ok])) if ok else None,
+        **({"others_displacement_mean_m": float(np.mean(moved)), "others_displacement_max_m": float(np.max(moved))}
+           if moved else {}),
         **(realtime_summary(records) if records and records[0]["realtime"] else {}),
     }
 
@@ -128,7 +154,7 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
     for i, scene in enumerate(scenes, start=args.first_scene):  # absolute index: a split run matches a whole one
         wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
             i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
-        predictor = Predictor(scene, threads=args.threads or None)
+        predictor = Predictor(scene, coarse=args.coarse, threads=args.threads or None)
         planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
         world = SimWorld(scene, wc)
         t0 = time.perf_counter()
@@ -143,8 +169,10 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
             "wall_time": time.perf_counter() - t0, "world_config": asdict(wc), "realtime": rec.realtime,
             "late_plans": rec.late_plans, "lateness": rec.lateness, "motion_time": rec.motion_time,
             "first_plan_time": rec.first_plan_time, "idle_fraction": rec.idle_fraction,
-            "path": rec.path[:, :5].round(5).tolist(),  # pusher xy + slider pose, for the plots
+            "path": rec.path[:, :scene.layout.n_q].round(5).tolist(),  # pusher xy + object poses, for the plots
         })
+        if args.task == "multi_object":
+            records[-1]["others_displacement_m"] = others_displacement(scene, rec.path)
         if args.verbose:
             print(f"\n  {world_kind}/{model} scene {i}: {rec.outcome.value} after {rec.actions} action(s), "
                   f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
@@ -152,7 +180,7 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
     return records
 
 
-def timing_study(scene, models, config: PlannerConfig, weights, repeats: int) -> dict:
+def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, coarse: str = "analytical") -> dict:
     """Wall time of one optimiser iteration's rollouts (samples x N slices) per model and execution mode."""
     P = default_threads()
     task = PushTask(scene, weights)
@@ -162,7 +190,7 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int) ->
     U = base[None] + rng.normal(0.0, np.sqrt(config.variance), (config.samples, config.horizon, 2))
     X0 = np.repeat(x0[None], config.samples, 0)
     out = {"cores": P, "samples": config.samples, "horizon": config.horizon, "repeats": repeats, "models": {}}
-    predictors = {1: Predictor(scene, threads=1), P: Predictor(scene, threads=P)}
+    predictors = {1: Predictor(scene, coarse=coarse, threads=1), P: Predictor(scene, coarse=coarse, threads=P)}
     modes = [("one after another, 1 thread", 1, False), (f"one after another, {P} threads", P, False),
              ("batched, 1 thread", 1, True), (f"batched, {P} threads", P, True)]
     for model in models:
@@ -192,6 +220,11 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int) ->
 
 
 def run(args) -> dict:
+    if args.task not in TASKS:
+        raise ValueError(f"--task: unknown task {args.task!r} (expected one of {', '.join(TASKS)})")
+    task = TASKS[args.task]
+    args.models = args.models or task["models"]
+    args.coarse = args.coarse or task["coarse"]
     try:  # fail early, naming a bad model
         models = [ModelSpec.parse(m).name for m in args.models.split(",") if m.strip()]
     except ValueError as e:
@@ -217,15 +250,21 @@ def run(args) -> dict:
     if args.first_scene < 0:
         raise ValueError(f"--first-scene: must be >= 0, got {args.first_scene}")
     # scenes first_scene .. first_scene+scenes-1 of the seed's sequence: a long study can be split across runs
-    scenes = random_scenes(args.first_scene + args.scenes, args.seed)[args.first_scene:]
-    timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
-    print(f"bench mpc: {len(scenes)} random obstacle scenes x {len(models)} models x {len(worlds)} world(s); "
+    if args.task == "multi_object":
+        scenes = clutter_scenes(args.scenes, args.seed, first=args.first_scene)
+        timing_scene = scenes[0] if scenes else clutter_scenes(1, args.seed)[0]
+    else:
+        scenes = random_scenes(args.first_scene + args.scenes, args.seed)[args.first_scene:]
+        timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
+    kind = "clutter" if args.task == "multi_object" else "obstacle"
+    print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
           f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions"
           + (f"; real time: planning while pushing, up to {config.iterations} iterations until the switch "
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
-    res = {"seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene, "models": models,
-           "worlds": worlds, "realtime": args.realtime, "plan_margin_s": args.plan_margin,
+    res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene,
+           "models": models, "coarse": args.coarse, "worlds": worlds, "realtime": args.realtime,
+           "plan_margin_s": args.plan_margin,
            "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
            "planner": {**asdict(config), "model": config.model.name}, "weights": weights.as_dict(),
            "max_actions": args.max_actions,
@@ -239,30 +278,33 @@ def run(args) -> dict:
             progress = Progress(len(scenes), f"{world} world, {model}")
             records = run_model(scenes, model, world, replace(config, model=model),
                                 weights, args, progress)
-            s = summarise(records)
+            s = summarise(records, task["failures"])
             res["summary"][f"{world}/{model}"] = s
             res["runs"] += records
-            f = s["failures"]
-            row = (world, model, f"{100 * s['success_rate']:.0f}%", f["hit_obstacle"], f["off_table"], f["timeout"],
-                   f["failed"], s["mean_actions_success"] or "-")
+            row = (world, model, f"{100 * s['success_rate']:.0f}%", *s["failures"].values(),
+                   s["mean_actions_success"] or "-")
             if args.realtime:
                 row += (s["task_time_s"], s["motion_time_s"], s["first_plan_s"], s["idle_fraction"],
                         s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}")
             else:
                 row += (s["plan_time_per_step_s"], s["task_time_s"])
+            if args.task == "multi_object":
+                row += (1e3 * s.get("others_displacement_mean_m", 0.0), 1e3 * s.get("others_displacement_max_m", 0.0))
             rows.append(row)
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
     if rows:
         span = f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1}" if args.first_scene else ""
-        columns = ["world", "model", "success", "hit", "off table", "timeout", "failed", "actions (ok)"]
+        short = {"hit_obstacle": "hit", "off_table": "off table", "other_in_goal": "other in goal"}
+        columns = ["world", "model", "success", *[short.get(o.value, o.value) for o in task["failures"]],
+                   "actions (ok)"]
         columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late"]
                     if args.realtime else ["plan s/step", "task s"])
-        print_table(columns, rows,
-                    title=f"bench mpc: {len(scenes)} random obstacle scenes (seed {args.seed}{span})")
+        columns += ["others moved mean mm", "max mm"] if args.task == "multi_object" else []
+        print_table(columns, rows, title=f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed}{span})")
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
-                         config, weights, args.timing_repeats)
+                         config, weights, args.timing_repeats, args.coarse)
         res["timing"] = t
         trows = [(m, *[v["seconds"][k] * 1e3 for k in t["modes"]], v["speedup_vs_serial"][t["modes"][-1]])
                  for m, v in t["models"].items()]
@@ -281,38 +323,52 @@ def _plot_runs(scenes, records, path, title):
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
     colors = {"reached": "tab:green", "hit_obstacle": "tab:red", "off_table": "tab:orange",
-              "timeout": "tab:purple", "failed": "k"}
+              "other_in_goal": "tab:red", "timeout": "tab:purple", "failed": "k"}
     for ax, scene, rec in zip(axes.flat, scenes, records):
         p = np.asarray(rec["path"])
-        ob, g, sl = scene.obstacles[0], scene.goal, scene.objects[0]
-        ax.add_patch(Circle(ob.pose[:2], ob.radius, color="0.3"))
+        g = scene.goal
+        target = scene.object_index(g.object)
+        for ob in scene.obstacles:
+            ax.add_patch(Circle(ob.pose[:2], ob.footprint.bounding_radius, color="0.3"))
         ax.add_patch(Circle(g.position, g.radius, color="tab:green", alpha=0.25))
-        ax.add_patch(Circle(sl.pose[:2], sl.radius, fill=False, ec="0.5", ls="--"))
         ax.plot(p[:, 0], p[:, 1], color="0.5", lw=0.8, label="pusher")
         c = colors.get(rec["outcome"], "k")
-        ax.plot(p[:, 2], p[:, 3], color=c, lw=1.6, label="slider")
-        ax.add_patch(Circle(p[-1, 2:4], sl.radius, fill=False, ec=c))
+        for i, o in enumerate(scene.objects):  # every object: start dashed, path, end solid
+            xy = p[:, 2 + 3 * i:4 + 3 * i]
+            oc = c if i == target else "tab:blue"
+            ax.add_patch(Circle(o.pose[:2], o.footprint.bounding_radius, fill=False, ec="0.5", ls="--"))
+            ax.plot(xy[:, 0], xy[:, 1], color=oc, lw=1.6 if i == target else 1.0)
+            ax.add_patch(Circle(xy[-1], o.footprint.bounding_radius, fill=False, ec=oc))
         hx, hy = scene.table.half
         ax.set_xlim(-hx, hx)
-        ax.set_ylim(-0.3, 0.3)
+        ylim = 0.3 if len(scene.objects) == 1 else hy  # one slider: the band it moves in; clutter: the table
+        ax.set_ylim(-ylim, ylim)
         ax.set_aspect("equal")
         ax.set_title(f"scene {rec['scene']}: {rec['outcome']} ({rec['actions']})", fontsize=8)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    fig.suptitle(f"bench mpc: {title} (slider path coloured by outcome, pusher grey)")
+    fig.suptitle(f"bench mpc: {title} (target path coloured by outcome, other objects blue, pusher grey)",
+                 fontsize=9)
     save_figure(fig, path)
 
 
 def add_parser(sub, parent):
-    p = sub.add_parser("mpc", parents=[parent], help="closed-loop MPC around an obstacle (paper 000 Sec. 4.3)")
+    p = sub.add_parser("mpc", parents=[parent], help="closed-loop MPC: around an obstacle (paper 000 Sec. 4.3) or "
+                                                     "through clutter (--task multi_object, paper 001)")
+    p.add_argument("--task", default="obstacle", choices=list(TASKS),
+                   help="obstacle: push around a static obstacle; multi_object: push the target into the goal among "
+                        "three other cylinders without pushing them off the table or into the goal")
     p.add_argument("--scenes", type=int, default=3,
-                   help="random obstacle scenes (paper goal: 50; 0 = only the timing study)")
+                   help="random scenes of the task (paper goal: 50; 0 = only the timing study)")
     p.add_argument("--first-scene", type=int, default=0,
                    help="index of the first random scene of the seed's sequence (split a long study across runs)")
-    p.add_argument("--models", default=DEFAULT_MODELS,
-                   help=f"comma-separated models (default {DEFAULT_MODELS}; paper 000: {ALL_MODELS}; any of "
-                        f"{', '.join(spec_names())})")
+    p.add_argument("--models", default=None,
+                   help=f"comma-separated models (default: obstacle {DEFAULT_MODELS}, paper 000: {ALL_MODELS}; "
+                        f"multi_object {TASKS['multi_object']['models']}; any of {', '.join(spec_names())})")
+    p.add_argument("--coarse", default=None, choices=["analytical", "learned"],
+                   help="coarse model of 'coarse' and of Parareal (default: obstacle analytical, multi_object "
+                        "learned)")
     p.add_argument("--mismatch", action="store_true",
                    help="also run in a world with other friction/masses and observation noise")
     p.add_argument("--worlds", default=None, help="comma-separated worlds to run: nominal, mismatch (overrides "

@@ -44,7 +44,8 @@ from ..core.models.registry import ModelSpec, Predictor, spec_names
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
 from ..core.planning.tasks import PushTask, load_cost_weights
-from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
+from .common import Progress, median_time, output_paths, print_table, pyplot, save_figure, write_json
+from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
 DEFAULT_MODELS = "coarse,parareal1,fine"  # the default run finishes in minutes; pass ALL_MODELS for the paper's set
@@ -213,9 +214,35 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, co
             entry[label] = float(np.median(times))
         serial = entry["one after another, 1 thread"]
         out["models"][model] = {"seconds": entry, "speedup_vs_serial": {k: serial / v for k, v in entry.items()}}
+    out["modes"] = [m[0] for m in modes]
+    out["speedup_model"] = speedup_model(predictors[1], X0, U, config, repeats, out)
     for pr in predictors.values():
         pr.close()
-    out["modes"] = [m[0] for m in modes]
+    return out
+
+
+def speedup_model(pr: Predictor, X0, U, config: PlannerConfig, repeats: int, measured: dict,
+                  cores=(1, 2, 4, 16)) -> dict:
+    """What ``bench speedup``'s model predicts for one optimiser iteration (M samples x N slices, batched) on more
+    cores than this machine has: the fine model's N chained sweeps of M parallel samples against Parareal-K's
+    (1+K) coarse sweeps and K fine sweeps of all unconverged slices (``batched_parareal_time``). c_f = this
+    iteration's own fine slice cost (its samples one after another on 1 thread / (M N)), c_c = one batched call
+    of the coarse model on the M samples."""
+    M, N, dt = U.shape[0], U.shape[1], config.dt
+    if "fine" in measured["models"]:
+        serial_fine = measured["models"]["fine"]["seconds"]["one after another, 1 thread"]
+    else:
+        serial_fine = median_time(lambda: [pr.predict(X0[m], U[m], dt, model="fine") for m in range(M)], repeats)
+    c_f = serial_fine / (M * N)
+    coarse = pr.coarse_model()
+    c_c = median_time(lambda: coarse.propagate(X0, U[:, 0], dt), max(3, repeats))
+    out = {"c_f_s": c_f, "c_c_batch_s": c_c, "coarse": coarse.name, "predicted_s": {}}
+    for P in cores:
+        row = {"fine": batched_fine_time(M, N, P, c_f)}
+        for K in (1, 2):
+            row[f"parareal{K}"] = batched_parareal_time(M, N, K, P, c_c, c_f)
+        row["parareal1_speedup_over_fine"] = row["fine"] / row["parareal1"]
+        out["predicted_s"][f"P{P}"] = row
     return out
 
 
@@ -311,6 +338,13 @@ def run(args) -> dict:
         print_table(["model"] + [f"{k} (ms)" for k in t["modes"]] + ["batched speedup"], trows,
                     title=f"bench mpc: one optimiser iteration = {t['samples']} samples x {t['horizon']} slices "
                           f"(median of {t['repeats']}, {t['cores']} cores)")
+        sm = t["speedup_model"]
+        print_table(["cores", "fine (ms)", "parareal1 (ms)", "parareal2 (ms)", "parareal1 speedup over fine"],
+                    [(k[1:], v["fine"] * 1e3, v["parareal1"] * 1e3, v["parareal2"] * 1e3,
+                      v["parareal1_speedup_over_fine"]) for k, v in sm["predicted_s"].items()],
+                    title=f"bench mpc: speedup model (bench speedup's, batched, perfect scaling) for the same "
+                          f"iteration: c_f = {sm['c_f_s'] * 1e3:.1f} ms per fine slice, c_c = "
+                          f"{sm['c_c_batch_s'] * 1e3:.2f} ms per {sm['coarse']} call on {t['samples']} samples")
     write_json(path, res)
     return res
 

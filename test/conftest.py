@@ -1,8 +1,8 @@
 """Shared pytest fixtures for parapush.
 
-ROS isolation: every test run gets its own ROS_DOMAIN_ID (derived from the pid, set here, before any rclpy.init,
-and inherited by subprocesses) and discovery is limited to this host, so parallel runs do not see each other's
-nodes. rclpy is imported lazily: the ROS-free core tests do not need it.
+ROS isolation: every test run gets its own ROS_DOMAIN_ID (a free one, locked for the run, set here, before any
+rclpy.init, and inherited by subprocesses) and discovery is limited to this host, so parallel runs do not see each
+other's nodes. rclpy is imported lazily: the ROS-free core tests do not need it.
 
 Fixtures / helpers for ROS tests:
   ros_context        session-scoped rclpy context (rclpy.init / rclpy.shutdown of the default context)
@@ -12,7 +12,9 @@ Fixtures / helpers for ROS tests:
   wait_sim           wait until a given span of simulated time has passed
   wait_future        wait for an rclpy Future completed by the background executor and return its result
 """
+import fcntl
 import os
+import tempfile
 import time
 
 import pytest
@@ -22,7 +24,27 @@ import pytest
 # Domain ids 1..100 keep Fast DDS ports valid; 0 (the default everyone uses) is avoided.
 # Set PARAPUSH_TEST_DOMAIN_ID to force a specific domain.
 # ---------------------------------------------------------------------------------------------------------------
-_DOMAIN_ID = int(os.environ.get("PARAPUSH_TEST_DOMAIN_ID", str(1 + os.getpid() % 100)))
+def _claim_free_domain() -> int:
+    """A domain id no other test run on this host holds: a pid-derived id collides between concurrent runs (about
+    one in four with eight at once), and runs that share a domain see each other's /clock, goals and answers. Each
+    run holds an exclusive lock on /tmp/parapush-ros-domain-<id>.lock for its lifetime (released by the OS on exit,
+    however the run ends)."""
+    start = os.getpid() % 100
+    for k in range(100):
+        domain = 1 + (start + k) % 100
+        fd = os.open(os.path.join(tempfile.gettempdir(), f"parapush-ros-domain-{domain}.lock"), os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _DOMAIN_LOCKS.append(fd)  # kept open (and locked) until the process ends
+        return domain
+    return 1 + start
+
+
+_DOMAIN_LOCKS = []
+_DOMAIN_ID = int(os.environ.get("PARAPUSH_TEST_DOMAIN_ID") or _claim_free_domain())
 os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN_ID)
 if os.environ.get("ROS_DISTRO", "") in ("humble", "iron"):
     os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")  # pre-Jazzy spelling

@@ -3,6 +3,7 @@ but the simulator), a static transform mocap frame -> table for TF, optionally R
 
     ros2 launch parapush_ros robot.launch.py [scene:=obstacle_push] [model:=parareal2]
         [mocap_driver:=natnet|vrpn] [output:=servo|ur_twist|joint_velocity] [use_sim_time:=false] [rviz:=true]
+        [record:=pushes.mcap]   (record the mocap pose topics for parapush replay / calibrate)
 
 Start the mocap driver (natnet_ros2 or vrpn_mocap) and the arm's interface (MoveIt Servo, the UR twist controller
 or a ros2_control forward velocity controller, plus the gripper controller) first. Parameters: config/<node>.yaml
@@ -29,7 +30,7 @@ def _launch_nodes(context, *args, **kwargs):
     actions = [
         Node(package=bringup.PACKAGE, executable=spec.executable, name=spec.name, output="screen",
              parameters=bringup.launch_parameters(spec, MODE, arguments, share))
-        for spec in bringup.nodes(MODE)
+        for spec in bringup.nodes(MODE, arguments)
     ]
     actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name="mocap_to_table_tf",
                         output="screen", arguments=bringup.mocap_static_transform_arguments(MODE, arguments, share),

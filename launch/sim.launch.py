@@ -2,7 +2,7 @@
 velocity_commander, optionally RViz.
 
     ros2 launch parapush_ros sim.launch.py [scene:=obstacle_push] [model:=parareal2] [use_sim_time:=true]
-                                           [rviz:=true]
+                                           [rviz:=true] [record:=pushes.mcap]
 
 The node set and each node's parameter files come from parapush_ros.bringup, which `parapush sim` (one process,
 for machines without `ros2 launch`) reads too: config/<node>.yaml, then config/sim.yaml, then the launch
@@ -27,7 +27,7 @@ def _launch_nodes(context, *args, **kwargs):
     actions = [
         Node(package=bringup.PACKAGE, executable=spec.executable, name=spec.name, output="screen",
              parameters=bringup.launch_parameters(spec, MODE, arguments, share))
-        for spec in bringup.nodes(MODE)
+        for spec in bringup.nodes(MODE, arguments)
     ]
     use_sim_time = bringup.coerce(arguments["use_sim_time"], False, "use_sim_time")
     # the simulated mocap frame -> table, as on the robot: the table frame exists in TF for RViz

@@ -56,6 +56,7 @@ NODE_ENTRY_POINTS = [
     "velocity_commander = parapush_ros.nodes.velocity_commander:main",
     "mujoco_sim = parapush_ros.nodes.mujoco_sim:main",
     "natnet_bridge = parapush_ros.nodes.natnet_bridge:main",
+    "pose_recorder = parapush_ros.nodes.pose_recorder:main",
 ]
 
 setup(

@@ -38,6 +38,7 @@ class NodeSpec:
     params: str  # name of the node's parameter dict in parapush_ros.ros.params
     modes: tuple = MODES  # launch files / runners that start it
     inherit: tuple = ()  # nodes whose parameters this node takes too where it declares the same name
+    when: str = ""  # a launch argument that starts this node when it is set (OPTIONAL_NODES)
 
     @property
     def config(self) -> str:
@@ -74,6 +75,13 @@ NODES = (
              "VELOCITY_COMMANDER"),
 )
 
+# Nodes started only when their launch argument is set: the recorder of the mocap pose topics (record:=FILE,
+# `parapush sim --record FILE`), with mocap_ingest's topic names and transform
+OPTIONAL_NODES = (
+    NodeSpec("pose_recorder", "pose_recorder", "parapush_ros.nodes.pose_recorder", "POSE_RECORDER",
+             inherit=("mocap_ingest",), when="record"),
+)
+
 # Launch arguments: name -> (default per mode, description). Empty string = keep the YAML value.
 LAUNCH_ARGUMENTS = {
     "scene": ({"sim": "", "robot": ""}, "scene name (config/scenes/<name>.yaml) or path, for every node; empty = "
@@ -88,22 +96,27 @@ LAUNCH_ARGUMENTS = {
                                                "config/mocap_ingest.yaml"),
     "output": ({"sim": "", "robot": ""}, "arm interface of velocity_commander: servo, ur_twist or joint_velocity; "
                                          "empty = config/velocity_commander.yaml"),
+    "record": ({"sim": "", "robot": ""}, "MCAP bag to record the mocap pose topics to (pose_recorder node; "
+                                         "parapush replay / calibrate read it); empty = no recording"),
 }
 # launch arguments that are not node parameters
 _NOT_PARAMETERS = ("use_sim_time", "rviz")
 
 
-def nodes(mode: str) -> list:
+def nodes(mode: str, arguments: dict | None = None) -> list:
+    """The nodes a mode starts: NODES, and the OPTIONAL_NODES whose launch argument is set in ``arguments``."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
-    return [n for n in NODES if mode in n.modes]
+    arguments = arguments or {}
+    return [n for n in NODES if mode in n.modes] + [
+        n for n in OPTIONAL_NODES if mode in n.modes and arguments.get(n.when) not in ("", None)]
 
 
 def spec(name: str) -> NodeSpec:
-    for n in NODES:
+    for n in NODES + OPTIONAL_NODES:
         if n.name == name:
             return n
-    raise KeyError(f"no node named {name!r} (nodes: {', '.join(n.name for n in NODES)})")
+    raise KeyError(f"no node named {name!r} (nodes: {', '.join(n.name for n in NODES + OPTIONAL_NODES)})")
 
 
 def launch_argument_defaults(mode: str) -> dict:

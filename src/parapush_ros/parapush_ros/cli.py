@@ -16,6 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim_runner.add_parser(sub)
     from . import soak  # noqa: PLC0415 (rclpy is imported only when `soak` runs)
     soak.add_parser(sub)
+    from . import fidelity  # noqa: PLC0415
+    fidelity.add_parser(sub)
     from .learning import datagen, train  # noqa: PLC0415 (torch is imported only when `train` runs)
     datagen.add_parser(sub)
     train.add_parser(sub)

@@ -49,7 +49,7 @@ class SimStack:
         self.spinning = SpinningNodes(context, num_threads=num_threads, name="parapush-sim")
         self.executor = self.spinning.executor
         try:
-            for spec in bringup.nodes("sim"):
+            for spec in bringup.nodes("sim", args):
                 if spec.name in without:
                     continue
                 try:
@@ -119,6 +119,8 @@ def add_parser(sub):
                    help="success radius of the push (m; default: the scene goal's radius)")
     p.add_argument("--out", default="out", help="directory for the executed-path PNG (default: ./out)")
     p.add_argument("--status-period", type=float, default=2.0, help="seconds of wall time between status lines")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="record the mocap pose topics to this MCAP bag (for parapush replay / calibrate)")
     p.set_defaults(func=run)
     return p
 
@@ -176,8 +178,8 @@ def run(args) -> dict:
         overrides["mujoco_sim"] = {"real_time_factor": float(args.real_time_factor)}
     if args.push and "mpc_planner" in args.without:
         raise SystemExit("parapush sim: --push needs the mpc_planner node (remove --without mpc_planner)")
-    stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or ""},
-                     overrides, without=args.without)
+    stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
+                      "record": args.record or ""}, overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
     watch = _Watch(watch_node)

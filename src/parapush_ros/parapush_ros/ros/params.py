@@ -72,6 +72,13 @@ MOCAP_INGEST = {
     "markers_period": Param(0.1, "period of the tracked-body markers (s); 0 = off"),
 }
 
+POSE_RECORDER = {
+    **_MOCAP_COMMON,
+    "record": Param("", "MCAP bag to record the mocap PoseStamped topics of the pusher and the scene objects to "
+                        "(the node starts only when the launch argument record:=FILE or `parapush sim --record "
+                        "FILE` sets it)"),
+}
+
 VELOCITY_COMMANDER = {
     "scene": Param("obstacle_push", "scene name or path: the table and obstacles the pusher must stay clear of"),
     "output": Param("servo", "output interface: servo (MoveIt Servo TwistStamped) | ur_twist (UR twist "

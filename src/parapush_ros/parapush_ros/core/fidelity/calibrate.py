@@ -1,0 +1,171 @@
+"""Calibration of the fine model's physical parameters from recorded pushes.
+
+The fit is nonlinear least squares (``scipy.optimize.least_squares``, trust region, finite-difference Jacobian) of
+the fine model's replay residuals: object position (mm) and yaw (deg) against the record at every slice boundary of
+every training recording, parameters in log space (positive, relative steps). The uncertainty is the Gauss-Newton
+covariance at the optimum, s^2 (J^T J)^-1 with s^2 the residual variance per degree of freedom: a standard error
+that is honest about identifiability (a parameter the pushes do not constrain gets a large one). What the pushes
+constrain: the pusher–object friction and the support spread shape every push; the object–table friction only
+matters where the object moves by itself (a fast stroke and a free slide; in a quasi-static push the motion does
+not depend on it); the mass only together with the table friction (inertia and friction both scale with it), so it
+is fitted only when asked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..models.fine import TIMESTEP, FineModel
+from ..sim.world import PushSim
+from ..scene.spec import Scene, scene_from_dict
+from .replay import pose_errors
+
+# fit name -> (scene dict section, key); "mass" scales every object's mass by one factor
+PARAMETERS = {"object_table": ("friction", "object_table"), "pusher_object": ("friction", "pusher_object"),
+              "spread": ("support", "spread"), "mass": ("objects", "mass")}
+YAW_WEIGHT_MM_PER_DEG = 1.0  # residual weight: 1 deg of yaw counts as 1 mm of position
+
+
+def parameter_values(scene: Scene, names) -> np.ndarray:
+    out = []
+    for n in names:
+        if n == "mass":
+            out.append(1.0)  # a scale of the scene's masses
+        elif n == "spread":
+            out.append(scene.support.spread)
+        else:
+            out.append(scene.friction[PARAMETERS[n][1]])
+    return np.array(out, dtype=float)
+
+
+def scene_with(scene: Scene, names, values) -> Scene:
+    data = scene.to_dict()
+    for n, v in zip(names, values):
+        if n == "mass":
+            for o in data["objects"]:
+                o["mass"] = float(o["mass"] * v)
+        else:
+            section, key = PARAMETERS[n]
+            data.setdefault(section, {})[key] = float(v)
+    return scene_from_dict(data, source=f"{scene.source} (calibrated)")
+
+
+def check_names(scene: Scene, names) -> list:
+    names = list(names)
+    for n in names:
+        if n not in PARAMETERS:
+            raise ValueError(f"--fit: unknown parameter {n!r} (one of {', '.join(PARAMETERS)})")
+    if "spread" in names and scene.support.pattern == "native":
+        raise ValueError("--fit: 'spread' needs the scene's support pattern 'grid' (it is 'native')")
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"--fit: a non-empty list of distinct parameters, got {names}")
+    return names
+
+
+def continuous_rollout(scene: Scene, case) -> np.ndarray:
+    """The fine model's physics run without slicing (``PushSim``: the MuJoCo state carried across steps), the pusher
+    commanded along the recorded path one control period (``case.dt``) at a time; (N+1, D) states at the case's
+    times. Calibration fits physics, so it runs the physics continuously: a sliced rollout restarts the contacts
+    at every slice boundary, which moves a pushed box by ~0.3 mm per second of 0.25 s slices and by ~1.5 mm at
+    0.01 s slices, enough to drown the free slide that alone reveals the table friction."""
+    sim = PushSim(scene)
+    try:
+        sim.reset(case.x0)
+        nstep = int(round(case.dt / TIMESTEP))
+        states = [sim.planar_state()]
+        for u in case.controls:
+            sim.set_velocity(float(u[0]), float(u[1]))
+            sim.step(nstep)
+            states.append(sim.planar_state())
+        out = np.stack(states)
+        # unwrap yaw along the rollout and onto the recording's start (PushSim reads it in (-pi, pi])
+        L = scene.layout
+        yaw = np.unwrap(L.object_poses(out)[..., 2], axis=0)
+        yaw += np.round((case.recorded_objects[0, :, 2] - yaw[0]) / (2 * np.pi)) * 2 * np.pi
+        L.object_poses(out)[..., 2] = yaw
+        return out
+    finally:
+        sim.close()
+
+
+def residuals(scene: Scene, cases: list, threads: int | None = None) -> np.ndarray:
+    """Position (mm, x and y) and weighted yaw (deg) differences at every control boundary of every case, the
+    physics run continuously (``continuous_rollout``)."""
+    L = scene.layout
+    out = []
+    for c in cases:
+        states = continuous_rollout(scene, c)
+        pred = L.object_poses(states)[1:]
+        rec = c.recorded_objects[1:]
+        out.append(((pred[..., :2] - rec[..., :2]) * 1e3).ravel())
+        d_yaw = (pred[..., 2] - rec[..., 2] + np.pi) % (2 * np.pi) - np.pi
+        out.append(np.degrees(d_yaw).ravel() * YAW_WEIGHT_MM_PER_DEG)
+    return np.concatenate(out)
+
+
+def replay_errors(scene: Scene, cases: list, threads: int | None = None) -> list:
+    """``pose_errors`` of the fine model per case."""
+    fm = FineModel(scene, threads=threads)
+    try:
+        return [pose_errors(scene.layout, c, fm.rollout(c.x0, c.controls, c.dt)) for c in cases]
+    finally:
+        fm.close()
+
+
+@dataclass
+class FitResult:
+    names: list
+    start: np.ndarray
+    values: np.ndarray
+    sigma: np.ndarray  # standard errors (same units as values)
+    rms_start: float  # residual RMS (mm-equivalent) on the training pushes
+    rms: float
+    evaluations: int
+    trace: list = field(default_factory=list)  # (evaluation, rms, values)
+
+
+def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluation=None,
+        threads: int | None = None) -> FitResult:
+    from scipy.optimize import least_squares  # noqa: PLC0415
+    names = check_names(scene, names)
+    start = parameter_values(scene, names)
+    trace = []
+
+    def fun(log_values):
+        values = np.exp(log_values)
+        try:
+            r = residuals(scene_with(scene, names, values), cases, threads)
+        except ValueError:  # e.g. a spread that puts support points outside the footprint: a wall, not a crash
+            r = np.full(len(trace[0][3]) if trace else 1, 1e3)
+        rms = float(np.sqrt(np.mean(r ** 2)))
+        trace.append((len(trace) + 1, rms, values, r))
+        if on_evaluation is not None:
+            on_evaluation(len(trace), rms, dict(zip(names, values)))
+        return r
+
+    r0 = fun(np.log(start))
+    res = least_squares(fun, np.log(start), method="trf", diff_step=0.02, x_scale=1.0,
+                        max_nfev=max_evaluations, xtol=1e-3, ftol=1e-4)
+    values = np.exp(res.x)
+    dof = max(1, res.fun.size - len(names))
+    s2 = float(res.fun @ res.fun) / dof
+    J = res.jac
+    cov_log = s2 * np.linalg.pinv(J.T @ J)
+    sigma = values * np.sqrt(np.clip(np.diag(cov_log), 0.0, None))  # delta method from log space
+    return FitResult(names=names, start=start, values=values, sigma=sigma,
+                     rms_start=float(np.sqrt(np.mean(r0 ** 2))), rms=float(np.sqrt(np.mean(res.fun ** 2))),
+                     evaluations=len(trace), trace=[(e, r, v) for e, r, v, _ in trace])
+
+
+def split(cases: list, holdout: float, seed: int) -> tuple[list, list]:
+    """(training, held-out): a seeded shuffle; at least one of each when holdout > 0."""
+    if not 0.0 <= holdout < 1.0:
+        raise ValueError(f"--holdout: a fraction in [0, 1), got {holdout}")
+    order = np.random.default_rng(seed).permutation(len(cases))
+    k = int(round(holdout * len(cases)))
+    if holdout > 0:
+        k = min(max(k, 1), len(cases) - 1)
+    if len(cases) - k < 1:
+        raise ValueError("need at least one training recording (and one held out when --holdout > 0)")
+    return [cases[i] for i in order[k:]], [cases[i] for i in order[:k]]

@@ -1,0 +1,339 @@
+"""Recorded pushes: the two file formats parapush reads (and writes), as one ``Recording`` type.
+
+CSV, one file per push::
+
+    time,pusher_x,pusher_y,<object>_x,<object>_y,<object>_yaw[,...]
+
+one ``x, y, yaw`` triple per scene object, named and ordered as in the scene; seconds, metres, radians, table frame
+(REP-103, origin at the centre of the table top); rows in strictly increasing time, sampled at 50 Hz or faster.
+Every problem is an error naming the file, the row (1 = the header) and the column.
+
+MCAP (a ROS 2 bag, readable by ``ros2 bag`` and Foxglove): the mocap ``geometry_msgs/PoseStamped`` topics of the
+pusher and the scene objects (natnet_ros2 or vrpn_mocap names, as ``config/mocap_ingest.yaml`` sets them), in the
+mocap frame; ``MocapToTable`` (core/robot/mocap.py, the one place of that transform) maps them to the table. Read
+with ``mcap-ros2-support`` (PyPI, no ROS install needed). ``parapush sim --record FILE`` writes such bags.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..robot.mocap import MocapToTable, parse_body_map, pose_topic, yaw_from_quaternion
+from ..scene.spec import Scene
+
+MIN_RATE_HZ = 50.0  # rows per second at least (mean), and ...
+MAX_GAP_S = 0.1  # ... no gap between two rows longer than this (a tracking dropout, not a push)
+
+
+class RecordingError(ValueError):
+    """A recording is invalid; the message names the file and, for a CSV, the row and column."""
+
+
+@dataclass
+class Recording:
+    """One recorded push in the table frame: ``times`` (T,), ``pusher`` (T, 2), ``objects`` (T, n, 3) with yaw
+    unwrapped along the push (continuous, as the planar state wants it)."""
+
+    name: str
+    times: np.ndarray
+    pusher: np.ndarray
+    objects: np.ndarray
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1] - self.times[0])
+
+    def at(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """(pusher (..., 2), objects (..., n, 3)) linearly interpolated at times ``t`` (s since the first row)."""
+        t = np.asarray(t, dtype=float) + self.times[0]
+        p = np.stack([np.interp(t, self.times, self.pusher[:, k]) for k in range(2)], axis=-1)
+        o = np.stack([np.stack([np.interp(t, self.times, self.objects[:, i, k]) for k in range(3)], axis=-1)
+                      for i in range(self.objects.shape[1])], axis=-2)
+        return p, o
+
+
+def csv_header(scene: Scene) -> list:
+    return ["time", "pusher_x", "pusher_y"] + [f"{o.name}_{k}" for o in scene.objects for k in ("x", "y", "yaw")]
+
+
+def read_csv(path, scene: Scene) -> Recording:
+    """Read and validate one CSV recording for ``scene`` (see the module docstring)."""
+    path = Path(path)
+    name = path.name
+    try:
+        with path.open(newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        raise RecordingError(f"{name}: cannot read: {e.strerror or e}") from None
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise RecordingError(f"{name}: not a CSV file: {e}") from None
+    expected = csv_header(scene)
+    if not rows:
+        raise RecordingError(f"{name}: row 1: empty file (expected the header {','.join(expected)})")
+    header = [h.strip() for h in rows[0]]
+    for col, want in enumerate(expected):
+        got = header[col] if col < len(header) else None
+        if got != want:
+            raise RecordingError(f"{name}: row 1, column {col + 1}: expected {want!r}, got {got!r} (the header "
+                                 f"for scene {scene.name!r} is {','.join(expected)})")
+    if len(header) > len(expected):
+        raise RecordingError(f"{name}: row 1, column {len(expected) + 1}: unexpected column {header[len(expected)]!r}"
+                             f" (scene {scene.name!r} has {len(scene.objects)} object(s))")
+    data = np.empty((len(rows) - 1, len(expected)))
+    for r, row in enumerate(rows[1:], start=2):
+        if len(row) != len(expected):
+            raise RecordingError(f"{name}: row {r}: expected {len(expected)} values, got {len(row)}")
+        for c, cell in enumerate(row):
+            try:
+                v = float(cell)
+            except ValueError:
+                raise RecordingError(f"{name}: row {r}, column {c + 1} ({expected[c]}): not a number: "
+                                     f"{cell!r}") from None
+            if not math.isfinite(v):
+                raise RecordingError(f"{name}: row {r}, column {c + 1} ({expected[c]}): not finite: {cell!r}")
+            data[r - 2, c] = v
+    rec = Recording(name=path.stem, times=data[:, 0], pusher=data[:, 1:3],
+                    objects=data[:, 3:].reshape(len(data), len(scene.objects), 3))
+    _check_samples(rec, name, row_offset=2)
+    rec.objects[..., 2] = np.unwrap(rec.objects[..., 2], axis=0)
+    return rec
+
+
+def write_csv(path, scene: Scene, rec: Recording) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(csv_header(scene))
+        for t, p, o in zip(rec.times, rec.pusher, rec.objects):
+            w.writerow([f"{t:.6f}", f"{p[0]:.6f}", f"{p[1]:.6f}"] + [f"{v:.6f}" for v in o.ravel()])
+
+
+def _check_samples(rec: Recording, name: str, row_offset: int) -> None:
+    """Time order and sampling rate; ``row_offset`` turns a sample index into the file's row number."""
+    t = rec.times
+    if len(t) < 2:
+        raise RecordingError(f"{name}: needs at least 2 samples, got {len(t)}")
+    dt = np.diff(t)
+    bad = np.flatnonzero(dt <= 0.0)
+    if bad.size:
+        i = int(bad[0]) + 1
+        raise RecordingError(f"{name}: row {i + row_offset}, column 1 (time): {t[i]} is not after the previous "
+                             f"row's {t[i - 1]} (rows must be in increasing time)")
+    gap = int(np.argmax(dt))
+    if dt[gap] > MAX_GAP_S:
+        raise RecordingError(f"{name}: row {gap + 1 + row_offset}, column 1 (time): {dt[gap]:.3f} s since the "
+                             f"previous row (at most {MAX_GAP_S} s: a tracking dropout)")
+    rate = (len(t) - 1) / (t[-1] - t[0])
+    if rate < MIN_RATE_HZ:
+        raise RecordingError(f"{name}: column 1 (time): {rate:.1f} rows per second, at least {MIN_RATE_HZ:.0f} "
+                             f"needed")
+
+
+# ------------------------------------------------------------------------------------------------------ MCAP
+POSE_DATATYPE = "geometry_msgs/msg/PoseStamped"
+MOCAP_METADATA = "parapush.mocap_ingest"  # bag metadata: the mocap_ingest parameters it was recorded with (JSON values)
+_MOCAP_KEYS = ("table_origin_in_mocap", "table_rotation_in_mocap", "up_axis", "mocap_driver", "pose_topic_template",
+               "pusher_body", "body_map")
+# the message definition a bag carries for its schema (ROS 2 .msg text, dependencies after '=' lines)
+POSE_MSGDEF = """std_msgs/Header header
+geometry_msgs/Pose pose
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+================================================================================
+MSG: geometry_msgs/Pose
+Point position
+Quaternion orientation
+================================================================================
+MSG: geometry_msgs/Point
+float64 x
+float64 y
+float64 z
+================================================================================
+MSG: geometry_msgs/Quaternion
+float64 x 0
+float64 y 0
+float64 z 0
+float64 w 1
+"""
+
+
+@dataclass(frozen=True)
+class MocapTopics:
+    """Where a bag's poses are and how to bring them to the table: from ``config/mocap_ingest.yaml``."""
+
+    transform: MocapToTable
+    driver: str = "natnet"
+    template: str = ""
+    pusher_body: str = "pusher"
+    body_map: str = ""  # "object=MocapBody, ..." (mocap_ingest's body_map); objects not listed use their own name
+
+    @classmethod
+    def from_values(cls, values: dict) -> "MocapTopics":
+        transform = MocapToTable.from_params(values["table_origin_in_mocap"], values["table_rotation_in_mocap"],
+                                             values["up_axis"])
+        return cls(transform=transform, driver=values["mocap_driver"], template=values["pose_topic_template"],
+                   pusher_body=values["pusher_body"], body_map=values.get("body_map") or "")
+
+    @classmethod
+    def from_bag(cls, path) -> "MocapTopics | None":
+        """The parameters stored in a bag by ``McapPoseWriter`` (``parapush sim --record``), or None."""
+        from mcap.reader import make_reader  # noqa: PLC0415
+        with Path(path).open("rb") as f:
+            for m in make_reader(f).iter_metadata():
+                if m.name == MOCAP_METADATA:
+                    values = {k: json.loads(v) for k, v in m.metadata.items()}
+                    if all(k in values for k in _MOCAP_KEYS):
+                        return cls.from_values(values)
+        return None
+
+    @classmethod
+    def from_config(cls, path=None) -> "MocapTopics":
+        """The mocap_ingest parameters of a YAML file (default: the shipped ``config/mocap_ingest.yaml``)."""
+        from ...ros.params import MOCAP_INGEST  # noqa: PLC0415
+        import yaml  # noqa: PLC0415
+        p = MOCAP_INGEST
+        values = {k: v.default for k, v in p.items()} if isinstance(p, dict) else {}
+        if path is None:
+            from ..scene.spec import scenes_dir  # noqa: PLC0415
+            path = scenes_dir().parent / "mocap_ingest.yaml"
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        values.update((data.get("mocap_ingest") or {}).get("ros__parameters") or {})
+        return cls.from_values(values)
+
+    def topic(self, body: str) -> str:
+        return pose_topic(body, self.driver, self.template)
+
+    def object_topics(self, scene: Scene) -> list:
+        m = parse_body_map(self.body_map, [o.name for o in scene.objects])
+        return [self.topic(m[o.name]) for o in scene.objects]
+
+
+def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
+    """A push from a bag of mocap PoseStamped topics: every body sampled at the pusher's stamps (linear
+    interpolation; yaw unwrapped first), transformed to the table frame. Errors name the file and the topic."""
+    from mcap.reader import make_reader  # noqa: PLC0415
+    from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415
+    path = Path(path)
+    wanted = [topics.topic(topics.pusher_body)] + topics.object_topics(scene)
+    series = {t: [] for t in wanted}
+    try:
+        with path.open("rb") as f:
+            messages = list(make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=wanted))
+        for _schema, channel, _message, msg in messages:
+            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
+            quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
+            p, q = topics.transform.to_table(pos, quat)
+            series[channel.topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
+    except OSError as e:
+        raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
+    except Exception as e:  # the mcap library's own errors: a truncated or foreign file
+        raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+    arrays = {}
+    for t in wanted:
+        if not series[t]:
+            raise RecordingError(f"{path.name}: topic {t}: no PoseStamped messages (topics wanted: "
+                                 f"{', '.join(wanted)})")
+        a = np.array(sorted(series[t]))
+        a = a[np.concatenate([[True], np.diff(a[:, 0]) > 0])]  # one sample per stamp
+        a[:, 3] = np.unwrap(a[:, 3])
+        arrays[t] = a
+    pusher = arrays[wanted[0]]
+    times = pusher[:, 0]
+    for t in wanted[1:]:  # only where every body has been seen
+        times = times[(times >= arrays[t][0, 0]) & (times <= arrays[t][-1, 0])]
+    objects = np.stack([np.stack([np.interp(times, arrays[t][:, 0], arrays[t][:, k]) for k in (1, 2, 3)], -1)
+                        for t in wanted[1:]], axis=1)
+    rec = Recording(name=path.stem, times=times,
+                    pusher=np.stack([np.interp(times, pusher[:, 0], pusher[:, k]) for k in (1, 2)], -1),
+                    objects=objects)
+    try:
+        _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0)
+    except RecordingError as e:
+        raise RecordingError(str(e).replace("row ", "sample ").replace(", column 1 (time)", "")) from None
+    return rec
+
+
+def read_recording(path, scene: Scene, topics: MocapTopics | None = None) -> Recording:
+    """A CSV (``.csv``) or MCAP (``.mcap``) recording."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        return read_csv(path, scene)
+    if path.suffix.lower() == ".mcap":
+        if topics is None:  # what the bag says it was recorded with, else the shipped mocap_ingest configuration
+            try:
+                topics = MocapTopics.from_bag(path)
+            except Exception as e:  # the mcap library's errors: a truncated or foreign file
+                raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+        return read_mcap(path, scene, topics or MocapTopics.from_config())
+    raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")
+
+
+def expand_paths(paths) -> list:
+    """Files and directories (their *.csv and *.mcap, sorted) -> a list of files; a missing path is an error."""
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted([*p.glob("*.csv"), *p.glob("*.mcap")])
+            if not found:
+                raise RecordingError(f"{p}: no .csv or .mcap recordings in this directory")
+            out += found
+        elif p.exists():
+            out.append(p)
+        else:
+            raise RecordingError(f"{p}: no such file or directory")
+    return out
+
+
+class McapPoseWriter:
+    """Writes PoseStamped messages (as dicts or ROS messages) to an MCAP bag ``ros2 bag`` and Foxglove read."""
+
+    def __init__(self, path, mocap: dict | None = None):
+        """``mocap``: the mocap_ingest parameters (transform and topic names) to store in the bag's metadata
+        (``MOCAP_METADATA``), so that reading it later needs no configuration file."""
+        from mcap_ros2.writer import Writer  # noqa: PLC0415
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("wb")
+        self._writer = Writer(self._file)
+        self._schema = self._writer.register_msgdef(POSE_DATATYPE, POSE_MSGDEF)
+        if mocap:
+            self._writer.add_metadata(MOCAP_METADATA, {k: json.dumps(v) for k, v in mocap.items()})
+        self.count = 0
+
+    def write(self, topic: str, stamp: float, frame_id: str, position, quaternion, log_time: float | None = None):
+        """One PoseStamped; ``stamp`` (s) is its header stamp, ``log_time`` (s) when it was received (default:
+        the stamp)."""
+        sec = int(math.floor(stamp))
+        msg = {"header": {"stamp": {"sec": sec, "nanosec": int(round((stamp - sec) * 1e9)) % 1_000_000_000},
+                          "frame_id": frame_id},
+               "pose": {"position": {"x": float(position[0]), "y": float(position[1]), "z": float(position[2])},
+                        "orientation": {"x": float(quaternion[0]), "y": float(quaternion[1]),
+                                        "z": float(quaternion[2]), "w": float(quaternion[3])}}}
+        t_ns = int(round((stamp if log_time is None else log_time) * 1e9))
+        self._writer.write_message(topic, self._schema, msg, log_time=t_ns, publish_time=t_ns)
+        self.count += 1
+
+    def close(self):
+        if self._file is not None:
+            self._writer.finish()
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,99 @@
+"""Recorded pushes (issue 15): the CSV format with its validation, and MCAP bags of mocap PoseStamped topics."""
+import math
+
+import numpy as np
+import pytest
+
+from parapush_ros.core.fidelity.recordings import (McapPoseWriter, MocapTopics, Recording, RecordingError,
+                                                   expand_paths, read_csv, read_mcap, read_recording, write_csv)
+from parapush_ros.core.robot.mocap import MocapToTable, quat_from_yaw
+from parapush_ros.core.scene.spec import load_scene
+
+HEADER = "time,pusher_x,pusher_y,box_x,box_y,box_yaw"
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return load_scene("box_slider")
+
+
+def recording(n=60, rate=100.0):
+    t = np.arange(n) / rate
+    pusher = np.stack([-0.0705 + 0.03 * t, 0.01 * t], -1)
+    # yaw crosses +-pi: the reader unwraps it
+    objects = np.stack([0.03 * t, 0.002 * t, math.pi - 0.02 + 0.1 * t], -1)[:, None, :]
+    objects[:, 0, 2] = (objects[:, 0, 2] + math.pi) % (2 * math.pi) - math.pi
+    return Recording("push", t, pusher, objects)
+
+
+def test_csv_round_trip_and_yaw_unwrapped(tmp_path, scene):
+    rec = recording()
+    write_csv(tmp_path / "push.csv", scene, rec)
+    assert (tmp_path / "push.csv").read_text().splitlines()[0] == HEADER
+    back = read_csv(tmp_path / "push.csv", scene)
+    np.testing.assert_allclose(back.times, rec.times, atol=1e-6)
+    np.testing.assert_allclose(back.pusher, rec.pusher, atol=1e-6)
+    np.testing.assert_allclose(back.objects[:, 0, :2], rec.objects[:, 0, :2], atol=1e-6)
+    assert np.all(np.abs(np.diff(back.objects[:, 0, 2])) < 0.01) and back.objects[-1, 0, 2] > math.pi
+    assert expand_paths([tmp_path]) == [tmp_path / "push.csv"]
+    assert read_recording(tmp_path / "push.csv", scene).name == "push"
+
+
+def write_rows(path, header, rows):
+    path.write_text("\n".join([header] + [",".join(str(v) for v in r) for r in rows]) + "\n")
+    return path
+
+
+def good_rows(n=60):
+    return [[k / 100, -0.07, 0.0, 0.0, 0.0, 0.0] for k in range(n)]
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda h, r: (h.replace("box_yaw", "box_theta"), r), "row 1, column 6: expected 'box_yaw', got 'box_theta'"),
+    (lambda h, r: (h + ",extra", [x + [0] for x in r]), "row 1, column 7: unexpected column 'extra'"),
+    (lambda h, r: (h, r[:4] + [[0.04, -0.07, "abc", 0, 0, 0]] + r[5:]), "row 6, column 3 (pusher_y): not a number"),
+    (lambda h, r: (h, r[:4] + [[0.04, -0.07, 0, "nan", 0, 0]] + r[5:]), "row 6, column 4 (box_x): not finite"),
+    (lambda h, r: (h, r[:4] + [[0.04, 0.0]] + r[5:]), "row 6: expected 6 values, got 2"),
+    (lambda h, r: (h, r[:5] + [[0.03] + r[5][1:]] + r[6:]), "row 7, column 1 (time): 0.03 is not after"),
+    (lambda h, r: (h, r[:10] + [[x[0] + 0.2] + x[1:] for x in r[10:]]), "row 12, column 1 (time): 0.210 s since"),
+    (lambda h, r: (h, [[x[0] * 3] + x[1:] for x in r]), "33.3 rows per second, at least 50 needed"),
+])
+def test_csv_errors_name_file_row_and_column(tmp_path, scene, mutate, words):
+    header, rows = mutate(HEADER, good_rows())
+    with pytest.raises(RecordingError) as e:
+        read_csv(write_rows(tmp_path / "bad.csv", header, rows), scene)
+    assert str(e.value).startswith("bad.csv: ") and words in str(e.value), str(e.value)
+
+
+def test_unknown_format_and_missing_path(tmp_path, scene):
+    with pytest.raises(RecordingError, match=r"push.txt: unknown recording format '.txt'"):
+        read_recording(tmp_path / "push.txt", scene)
+    with pytest.raises(RecordingError, match="no such file or directory"):
+        expand_paths([tmp_path / "missing.csv"])
+
+
+def test_mcap_bag_of_mocap_topics_in_the_mocap_frame(tmp_path, scene):
+    """A bag holds what the mocap driver streams (Y-up here, table rotated and offset); reading it applies the
+    mocap -> table transform of the mocap_ingest configuration."""
+    transform = MocapToTable.from_params([1.0, 0.75, -2.0], [0.3], "y")
+    topics = MocapTopics(transform=transform, driver="natnet", body_map="box=Box7")
+    rec = recording(80, rate=120.0)
+    with McapPoseWriter(tmp_path / "push.mcap") as bag:
+        for k, t in enumerate(rec.times):
+            for topic, (x, y, yaw) in ((topics.topic("pusher"), (*rec.pusher[k], 0.0)),
+                                       ("/Box7/pose", rec.objects[k, 0])):
+                p, q = transform.to_mocap([x, y, 0.005], quat_from_yaw(yaw))
+                bag.write(topic, 100.0 + t, "world", p, q)
+    back = read_mcap(tmp_path / "push.mcap", scene, topics)
+    np.testing.assert_allclose(back.times - back.times[0], rec.times, atol=1e-6)
+    np.testing.assert_allclose(back.pusher, rec.pusher, atol=1e-9)
+    np.testing.assert_allclose(back.objects[:, 0, :2], rec.objects[:, 0, :2], atol=1e-9)
+    np.testing.assert_allclose(np.cos(back.objects[:, 0, 2] - rec.objects[:, 0, 2]), 1.0, atol=1e-9)
+    other = MocapTopics(transform=transform)  # no body map: the box's topic is /box/pose, absent from the bag
+    with pytest.raises(RecordingError, match=r"push.mcap: topic /box/pose: no PoseStamped messages"):
+        read_mcap(tmp_path / "push.mcap", scene, other)
+
+
+def test_mocap_topics_from_the_shipped_config():
+    topics = MocapTopics.from_config()
+    assert topics.topic(topics.pusher_body) == "/pusher/pose" and topics.transform.up_axis == "z"

@@ -203,8 +203,9 @@ def add_parser(sub) -> None:
     p.add_argument("--scene", required=True)
     p.add_argument("--recordings", nargs="+", required=True, help="CSV or MCAP files, or directories of them")
     p.add_argument("--out", required=True, help="the scene file to write (YAML)")
-    p.add_argument("--fit", default="object_table,pusher_object,spread",
-                   help="parameters (default object_table,pusher_object,spread; also: mass)")
+    p.add_argument("--fit", default="pusher_object,spread",
+                   help="parameters (default pusher_object,spread; also object_table and mass, which quasi-static "
+                        "pushes do not constrain: see core/fidelity/calibrate.py)")
     p.add_argument("--holdout", type=float, default=0.3, help="share of recordings held out (default 0.3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
     p.add_argument("--control", type=float, default=0.05,

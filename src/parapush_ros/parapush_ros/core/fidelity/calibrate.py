@@ -1,14 +1,19 @@
 """Calibration of the fine model's physical parameters from recorded pushes.
 
 The fit is nonlinear least squares (``scipy.optimize.least_squares``, trust region, finite-difference Jacobian) of
-the fine model's replay residuals: object position (mm) and yaw (deg) against the record at every slice boundary of
-every training recording, parameters in log space (positive, relative steps). The uncertainty is the Gauss-Newton
-covariance at the optimum, s^2 (J^T J)^-1 with s^2 the residual variance per degree of freedom: a standard error
-that is honest about identifiability (a parameter the pushes do not constrain gets a large one). What the pushes
-constrain: the pusher–object friction and the support spread shape every push; the object–table friction only
-matters where the object moves by itself (a fast stroke and a free slide; in a quasi-static push the motion does
-not depend on it); the mass only together with the table friction (inertia and friction both scale with it), so it
-is fitted only when asked.
+the fine model's residuals on the training recordings: object position (mm) and yaw (deg) against the record at
+every control boundary, the physics run continuously (``continuous_rollout``), parameters in log space. The
+uncertainty is the Gauss-Newton covariance at the optimum, s^2 (J^T J)^-1 with s^2 the residual variance per degree
+of freedom (a standard error; it does not include the model's own bias).
+
+What recorded pushes constrain: the pusher–object friction and the support spread shape every push (sliding at the
+contact, turning); they are the default fit. The object–table friction does not enter a quasi-static push at all
+(the motion is independent of it); only a free slide after a fast stroke reveals it, and that slide depends on the
+stroke's last milliseconds, which a 100 Hz recording does not resolve well enough to replay (measured on sim-made
+pushes from a world with mu = 0.8: the fit returned 0.44, and 1 kHz noise-free recordings did not fix it, because
+the servo setpoint behind an abrupt stop cannot be rebuilt from positions). The mass enters only together with it
+(inertia and friction both scale with it). Both can be fitted (``--fit object_table,mass``); their results
+should be read with that in mind.
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 A replay starts every model from the recording's first row (a measured start: overlaps within the scene's start
 tolerance are projected out, with a warning) and drives the model's pusher along the recorded pusher path: slice n
 commands the displacement of the servo setpoint over that slice divided by the slice duration, the setpoint being
-the recorded path (smoothed over +-20 ms against mocap noise) plus the servo's velocity lead. The fine model's
+the recorded path (smoothed over +-10 ms against mocap noise) plus the servo's lead (its velocity and acceleration
+terms). The fine model's
 pusher is slice-independent (core/models/fine.py), so it passes through the recorded pusher positions at every
 slice boundary, not merely with the push's mean velocity. Object poses are compared with the record at every slice
 boundary (the path error: mean over the boundaries) and at the last one (the final error); for several objects,
@@ -17,13 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.fine import SERVO_LEAD
+from ..models.fine import PUSHER_OMEGA, SERVO_LEAD
 from ..scene.spec import Scene, StartOverlapWarning, scene_from_dict
 from ..scene.state import wrap_angle
 from .recordings import Recording
 
 STATS = ("mean", "median", "max")
-PUSHER_SMOOTHING = 0.02  # s: half window of the moving average over the recorded pusher path
+PUSHER_SMOOTHING = 0.01  # s: half window of the moving average over the recorded pusher path
 
 
 @dataclass
@@ -61,10 +62,10 @@ def prepare(scene: Scene, rec: Recording, dt: float) -> ReplayCase:
     _, objects = rec.at(times)
     started, warning = start_scene(scene, rec)
     L = scene.layout
-    # the servo's setpoint leads the pusher by SERVO_LEAD times its velocity: command the setpoint along the
-    # recorded path plus that lead, so the pusher itself passes through the recorded positions
-    position, velocity = smoothed_pusher(rec, times)
-    controls = np.diff(position + SERVO_LEAD * velocity, axis=0) / dt
+    # command the servo setpoint that moves the pusher along the recorded path (the setpoint leads the pusher by
+    # its velocity and acceleration terms), so the pusher itself passes through the recorded positions
+    position, velocity, acceleration = smoothed_pusher(rec, times)
+    controls = np.diff(servo_setpoint(position, velocity, acceleration), axis=0) / dt
     x0 = started.initial_state()
     L.pusher_vel(x0)[:] = velocity[0]  # objects start at rest
     objects = objects.copy()
@@ -72,17 +73,29 @@ def prepare(scene: Scene, rec: Recording, dt: float) -> ReplayCase:
     return ReplayCase(rec, dt, times, x0, controls, objects, warning)
 
 
-def smoothed_pusher(rec: Recording, t, half_window: float = PUSHER_SMOOTHING) -> tuple[np.ndarray, np.ndarray]:
-    """Recorded pusher (position, velocity) at times ``t``: a moving average over +-``half_window`` (mocap noise
-    of 0.1 mm would otherwise be 10 mm/s of velocity noise at 10 ms control periods) and its central difference."""
+def smoothed_pusher(rec: Recording, t, half_window: float = PUSHER_SMOOTHING):
+    """Recorded pusher (position, velocity, acceleration) at times ``t``: a moving average over +-``half_window``
+    (mocap noise of 0.1 mm would otherwise be 10 mm/s of velocity noise at 10 ms control periods) and its central
+    differences over the same window."""
     t = np.asarray(t, dtype=float)
+    h = half_window
 
     def average(tc):
-        window = np.clip(tc[:, None] + np.linspace(-half_window, half_window, 9), 0.0, rec.duration)
+        window = np.clip(tc[:, None] + np.linspace(-h, h, 9), 0.0, rec.duration)
         return rec.at(window)[0].mean(axis=1)
-    lo, hi = np.clip(t - half_window, 0.0, rec.duration), np.clip(t + half_window, 0.0, rec.duration)
-    velocity = (average(hi) - average(lo)) / np.maximum(hi - lo, 1e-9)[:, None]
-    return average(t), velocity
+    lo, hi = np.clip(t - h, 0.0, rec.duration), np.clip(t + h, 0.0, rec.duration)
+    p_lo, p_mid, p_hi = average(lo), average(t), average(hi)
+    velocity = (p_hi - p_lo) / np.maximum(hi - lo, 1e-9)[:, None]
+    width = ((hi - t) * (t - lo))[:, None]
+    acceleration = np.where(width > 0, 2.0 * ((p_hi - p_mid) * (t - lo)[:, None] - (p_mid - p_lo) *
+                                            (hi - t)[:, None]) / np.maximum(width * (hi - lo)[:, None], 1e-12), 0.0)
+    return p_mid, velocity, acceleration
+
+
+def servo_setpoint(position, velocity, acceleration):
+    """The setpoint that makes the fine model's critically damped servo (``m a + kv v = kp (s - p)`` in free
+    motion) move the pusher along ``position``: ``p + 2 v / omega + a / omega^2``."""
+    return position + SERVO_LEAD * velocity + acceleration / PUSHER_OMEGA ** 2
 
 
 def pose_errors(layout, case: ReplayCase, states: np.ndarray) -> dict:

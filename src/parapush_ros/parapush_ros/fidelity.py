@@ -53,11 +53,11 @@ def run_replay(args) -> dict:
     from .bench.common import output_paths, print_table, pyplot, save_figure, write_json  # noqa: PLC0415
     from .core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
     from .core.fidelity.replay import prepare, replay, summarise  # noqa: PLC0415
-    from .core.models.registry import Predictor, parse_model  # noqa: PLC0415
+    from .core.models.registry import ModelSpec, Predictor  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for m in models:
-        parse_model(m)  # a bad name fails before any work
+        ModelSpec.parse(m)  # a bad name fails before any work
     if not args.slice > 0:
         raise ValueError(f"--slice: must be > 0, got {args.slice}")
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None

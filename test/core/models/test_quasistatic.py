@@ -238,15 +238,20 @@ def test_from_scene_refuses_a_cylinder():
         QuasiStaticPusherSlider.from_scene(load_scene("cylinder_slider"))
 
 
-@pytest.mark.parametrize("name", ["box_slider", "block_003"])
-def test_fine_c_scale_fits_the_scene_fine_model(name):
+@pytest.mark.parametrize("name, support", [("box_slider", "native"), ("box_slider", None), ("block_003", None)])
+def test_fine_c_scale_fits_the_scene_fine_model(name, support):
     """MuJoCo's native box-on-table contacts press harder near the corners than uniform pressure: c scaled by
-    MUJOCO_C_SCALE fits box_slider's pushes better. block_003 rests on a support grid (uniform pressure): the paper's
-    c fits it better. ``fine_c_scale`` picks the one that fits."""
+    MUJOCO_C_SCALE fits box_slider's pushes better there. The default support (issue 15) and block_003 are a grid of
+    support points (uniform pressure): the paper's c fits better. ``fine_c_scale`` picks the one that fits."""
     from parapush_ros.core.models.fine import FineModel
     from parapush_ros.core.models.quasistatic import MUJOCO_C_SCALE, fine_c_scale
     from parapush_ros.core.scene.spec import load_scene
     scene = load_scene(name)
+    if support is not None:
+        from parapush_ros.core.scene.spec import scene_from_dict
+        data = scene.to_dict()
+        data["support"] = {"pattern": support}
+        scene = scene_from_dict(data)
     rng = np.random.default_rng(0)
     n = 6
     x = np.repeat(scene.initial_state()[None], n, 0)
@@ -265,5 +270,5 @@ def test_fine_c_scale_fits_the_scene_fine_model(name):
         errors[scale] = np.abs(final - final_fine).mean(0)
     best = fine_c_scale(scene)
     other = MUJOCO_C_SCALE if best == 1.0 else 1.0
-    assert best == (1.0 if name == "block_003" else MUJOCO_C_SCALE)
+    assert best == (MUJOCO_C_SCALE if support == "native" else 1.0)
     assert errors[best][2] < errors[other][2] and errors[best][:2].sum() < 1.1 * errors[other][:2].sum(), errors

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models.fine import TIMESTEP, FineModel
-from ..sim.world import PushSim
+from ..models.base import rollout
+from ..models.fine import FineModel
+from ..models.mjcf import TIMESTEP
+from ..sim.world import SimWorld
 from ..scene.spec import Scene, scene_from_dict
 from .replay import pose_errors
 
@@ -69,12 +71,12 @@ def check_names(scene: Scene, names) -> list:
 
 
 def continuous_rollout(scene: Scene, case) -> np.ndarray:
-    """The fine model's physics run without slicing (``PushSim``: the MuJoCo state carried across steps), the pusher
+    """The fine model's physics run without slicing (``SimWorld``: the MuJoCo state carried across steps), the pusher
     commanded along the recorded path one control period (``case.dt``) at a time; (N+1, D) states at the case's
     times. Calibration fits physics, so it runs the physics continuously: a sliced rollout restarts the contacts
     at every slice boundary, which moves a pushed box by ~0.3 mm per second of 0.25 s slices and by ~1.5 mm at
     0.01 s slices, enough to drown the free slide that alone reveals the table friction."""
-    sim = PushSim(scene)
+    sim = SimWorld(scene)
     try:
         sim.reset(case.x0)
         nstep = int(round(case.dt / TIMESTEP))
@@ -84,7 +86,7 @@ def continuous_rollout(scene: Scene, case) -> np.ndarray:
             sim.step(nstep)
             states.append(sim.planar_state())
         out = np.stack(states)
-        # unwrap yaw along the rollout and onto the recording's start (PushSim reads it in (-pi, pi])
+        # unwrap yaw along the rollout and onto the recording's start (SimWorld reads it in (-pi, pi])
         L = scene.layout
         yaw = np.unwrap(L.object_poses(out)[..., 2], axis=0)
         yaw += np.round((case.recorded_objects[0, :, 2] - yaw[0]) / (2 * np.pi)) * 2 * np.pi
@@ -113,7 +115,7 @@ def replay_errors(scene: Scene, cases: list, threads: int | None = None) -> list
     """``pose_errors`` of the fine model per case."""
     fm = FineModel(scene, threads=threads)
     try:
-        return [pose_errors(scene.layout, c, fm.rollout(c.x0, c.controls, c.dt)) for c in cases]
+        return [pose_errors(scene.layout, c, rollout(fm, c.x0, c.controls, c.dt)) for c in cases]
     finally:
         fm.close()
 

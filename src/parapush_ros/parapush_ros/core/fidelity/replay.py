@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.fine import PUSHER_OMEGA, SERVO_LEAD
+from ..models.mjcf import PUSHER_OMEGA, SERVO_LEAD
 from ..scene.spec import Scene, StartOverlapWarning, scene_from_dict
 from ..scene.state import wrap_angle
 from .recordings import Recording

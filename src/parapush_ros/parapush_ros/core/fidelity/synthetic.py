@@ -1,6 +1,6 @@
 """Sim-made recordings: random pushes simulated continuously and sampled like a mocap system.
 
-A push is simulated by ``PushSim`` (the fine model's MuJoCo world with the state carried across steps, as the
+A push is simulated by ``SimWorld`` (the fine model's MuJoCo world with the state carried across steps, as the
 ``mujoco_sim`` node runs it; no slicing at all), from a pusher 1 mm behind a random point of a random face of the
 first object, along the face normal turned by up to 20 deg, at a random speed, for a set length; half of the pushes
 end with a short fast stroke (0.25 m/s for 0.1 s) after which the object slides on by itself (the only place the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..scene.spec import Scene
-from ..sim.world import PushSim
+from ..sim.world import SimWorld
 from .recordings import Recording
 
 STROKE_SPEED = 0.25  # m/s: the final fast stroke of a sliding push
@@ -73,7 +73,7 @@ def random_push_plans(scene: Scene, count: int, seed: int = 0, speed=(0.02, 0.07
 def simulate(scene: Scene, plan: PushPlan, name: str, rate: float = 100.0, position_noise: float = 0.0,
              yaw_noise: float = 0.0, seed: int = 0) -> Recording:
     """Run one plan continuously and sample the poses at ``rate`` (Hz) with Gaussian noise (m, rad)."""
-    sim = PushSim(scene)
+    sim = SimWorld(scene)
     try:
         sim.reset(plan.start)
         L = scene.layout

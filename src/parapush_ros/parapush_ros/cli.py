@@ -18,11 +18,12 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_parser(sub)
     from . import fidelity  # noqa: PLC0415
     fidelity.add_parser(sub)
-    from .learning import datagen, train  # noqa: PLC0415 (torch is imported only when `train` runs)
+    from .learning import datagen, train, train_primitive  # noqa: PLC0415 (torch is imported only when they run)
     datagen.add_parser(sub)
     train.add_parser(sub)
     from . import demonstrations_cli  # noqa: PLC0415
     demonstrations_cli.add_parser(sub)
+    train_primitive.add_parser(sub)
 
     models = sub.add_parser("models", help="list the predictive models (core/models/registry.py) and their options")
     models.set_defaults(func=_list_models)
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench_learned.add_parser(bsub, outputs)
     from .bench import dgoc as bench_dgoc  # noqa: PLC0415
     bench_dgoc.add_parser(bsub, outputs)
+    from .bench import uncertainty as bench_uncertainty  # noqa: PLC0415
+    bench_uncertainty.add_parser(bsub, outputs)
     return p
 
 

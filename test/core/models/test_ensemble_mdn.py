@@ -16,7 +16,7 @@ def _data(rng, n, noise=0.1):
 def trained():
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
-    train, val, test = _data(rng, 300), _data(rng, 200), _data(rng, 600)
+    train, val, test = _data(rng, 300), _data(rng, 600), _data(rng, 600)
     model = EnsembleMDN(1, 1, EMDNConfig(members=5, components=2, epochs=60, seed=0))
     report = model.fit(*train)
     return model, report, val, test

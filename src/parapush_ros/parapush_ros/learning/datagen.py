@@ -305,6 +305,11 @@ def _write_meta(path: Path, meta: dict) -> None:
 
 
 def run(args) -> dict:
+    if getattr(args, "primitive", False):  # paper 004's push primitives of one box: another dataset kind
+        from . import datagen_primitive  # noqa: PLC0415
+        return datagen_primitive.run(args)
+    args.samples = DEFAULT_SAMPLES if args.samples is None else args.samples
+    args.chunk_size = CHUNK_SIZE if args.chunk_size is None else args.chunk_size
     objects = parse_objects(args.objects)
     if args.samples < 1:
         raise ValueError(f"--samples must be >= 1, got {args.samples}")
@@ -383,14 +388,19 @@ def add_parser(sub, parent=None):
     p = sub.add_parser("datagen", help="generate (x, u, x_next) training data for the learned coarse model",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--objects", default="1..4", help="object counts, e.g. 1..4 (default) or 1,2")
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
-                   help=f"number of samples (default {DEFAULT_SAMPLES}: about 40 min on 2 busy cores)")
+    p.add_argument("--samples", type=int, default=None,
+                   help=f"number of samples (default {DEFAULT_SAMPLES}: about 40 min on 2 busy cores; with "
+                        f"--primitive 1024 pushes, about 2 min)")
     p.add_argument("--out", required=True, help="dataset directory (created; rerun the same command to resume)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=0, help="fine-model threads; 0 = all cores")
-    p.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help="samples per chunk file")
+    p.add_argument("--chunk-size", type=int, default=None,
+                   help=f"samples per chunk file (default {CHUNK_SIZE}; with --primitive 64)")
     p.add_argument("--into-cluster", type=float, default=INTO_CLUSTER,
                    help=f"share (0..1) of multi-object starts that push the target into the other objects "
                         f"(chain pushes; default {INTO_CLUSTER}; datasets made before this option used 0)")
+    p.add_argument("--primitive", action="store_true",
+                   help="paper 004's push primitives of one box (box_slider scene) instead of the coarse family's "
+                        "rollouts (learning/datagen_primitive.py; --objects and --into-cluster do not apply)")
     p.set_defaults(func=run)
     return p

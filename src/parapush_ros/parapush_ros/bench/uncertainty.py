@@ -1,0 +1,294 @@
+"""``parapush bench uncertainty``: paper 004's experiments on the box push primitive, in MuJoCo.
+
+1. Calibration (Exp. 1): E-MDN, a single MDN (M = 1, no adversarial training) and the GP, trained on the same
+   pushes (the GP on at most ``--gp-max`` of them) and calibrated on a validation split, scored on held-out
+   pushes: ``calibration_1sigma`` / ``calibration_2sigma`` (share of output coordinates within 1 / 2 predicted
+   sigma; 0.683 / 0.954 when calibrated), ``nll`` (nats per push, the three outputs summed) and the position RMSE.
+2. Lesioning (Fig. 4): an E-MDN trained without the pushes that start inside ``--lesion``; the Monte-Carlo
+   uncertainty heat-map (mean over random yaws and pushes per cell) inside vs outside the lesion (goal >= 3x),
+   plotted with the lesion.
+3. Exp. 2: MPPI (Algorithm 1, no uncertainty term) pushes the box from a start to goal poses with the fine model
+   (MuJoCo), the E-MDN and the GP as its forward model; the world is MuJoCo. ``success_rate`` (within
+   ``SUCCESS_POS`` and ``SUCCESS_ROT``), final position / orientation error, initial and final cost (position
+   error + ``w_rot`` x orientation error, as Table I's weighted sum) and pushes.
+4. Exp. 3/4: the lesioned E-MDN, start and goal on either side of the lesion: ``plain`` (MPPI without the
+   uncertainty term), ``ua`` (with eq. 11's term, switched off after ``--ua-pushes`` pushes as in the paper) and
+   ``alg2`` (Algorithm 2's low-uncertainty path tracked by plain MPPI): success and ``path_in_lesion_fraction``
+   (share of the executed box path's length inside the lesion; goal: ua <= 1/3 of plain at >= 90 % success).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import output_paths, print_table, pyplot, save_figure, write_json
+
+SUCCESS_POS = 0.02  # m
+SUCCESS_ROT = np.radians(15.0)
+DEFAULT_LESION = "-0.2,-0.2,0.2,0.2"
+EXP2_START = (-0.1, -0.15, 0.0)
+EXP2_GOALS = ((0.1, 0.12, 0.0), (0.05, 0.15, np.pi / 2), (-0.15, 0.1, -np.pi / 4), (0.15, -0.1, np.pi / 3))
+EXP34_MARGIN = 0.1  # m: Exp. 3/4 start and goal lie this far below and above the lesion, on its centre line
+
+
+def pose_errors(pose, goal) -> tuple[float, float]:
+    from ..core.scene.state import wrap_angle  # noqa: PLC0415
+    return float(np.linalg.norm(pose[:2] - goal[:2])), float(abs(wrap_angle(pose[2] - goal[2])))
+
+
+def reached(pose, goal) -> bool:
+    pos, rot = pose_errors(pose, goal)
+    return pos <= SUCCESS_POS and rot <= SUCCESS_ROT
+
+
+def run_episode(world, mppi, start, goal, max_pushes: int, tracker=None, ua_pushes: int | None = None) -> dict:
+    """Closed loop: plan on the model, execute the first push in MuJoCo (``world``), repeat until the goal is
+    reached or ``max_pushes`` are spent. Returns the executed box poses and the outcome."""
+    pose = np.asarray(start, dtype=float)
+    goal = np.asarray(goal, dtype=float)
+    poses = [pose.copy()]
+    mppi.reset()
+    t0 = time.perf_counter()
+    for k in range(max_pushes):
+        if reached(pose, goal):
+            break
+        target = goal if tracker is None else tracker.target(pose)
+        w_unc = 0.0 if (ua_pushes is not None and k >= ua_pushes) else None
+        plan = mppi.plan(pose, target, w_unc=w_unc)
+        pose = world.push(pose[None], plan.actions[0][None])[0]
+        poses.append(pose.copy())
+        mppi.shift(pose, target)
+    pos, rot = pose_errors(pose, goal)
+    return {"poses": np.array(poses), "success": reached(pose, goal), "pos_err": pos, "rot_err": rot,
+            "pushes": len(poses) - 1, "wall_s": time.perf_counter() - t0}
+
+
+def path_in_region(poses, lesion, step: float = 0.002) -> float:
+    """Share of the length of the polyline through the box positions that lies inside ``lesion``."""
+    p = np.asarray(poses, dtype=float)[:, :2]
+    inside = total = 0.0
+    for a, b in zip(p[:-1], p[1:]):
+        length = float(np.linalg.norm(b - a))
+        if length == 0.0:
+            continue
+        n = max(2, int(np.ceil(length / step)))
+        t = (np.arange(n) + 0.5) / n
+        inside += length * float(lesion.contains(a + (b - a) * t[:, None]).mean())
+        total += length
+    return inside / total if total > 0.0 else 0.0
+
+
+def calibration_scores(model, split, raw: bool = False) -> dict:
+    from ..core.models.ensemble_mdn import coverage, gaussian_nll  # noqa: PLC0415
+    mean, var = model.predict(split.raw if raw else split.x)
+    scale = np.asarray(model.var_scale, dtype=float)
+    return {"calibration_1sigma": coverage(split.y, mean, var), "calibration_2sigma": coverage(split.y, mean, var, 2),
+            "nll": gaussian_nll(split.y, mean, var),
+            "raw_calibration_1sigma": coverage(split.y, mean, var / scale),
+            "pos_rmse_mm": 1000.0 * float(np.sqrt(np.mean(np.sum((split.y[:, :2] - mean[:, :2]) ** 2, -1)))),
+            "var_scale": scale}
+
+
+def run(args):
+    import torch  # noqa: PLC0415
+
+    from ..core.models.ensemble_mdn import EMDNConfig  # noqa: PLC0415
+    from ..core.models.gp import GPRegressor  # noqa: PLC0415
+    from ..core.models.push_primitive import (WORKSPACE, EMDNPrimitive, FinePrimitive, GPPrimitive,  # noqa
+                                              Lesion, uncertainty)
+    from ..core.planning.uncertainty_mppi import (MPPIConfig, PathConfig, PathTracker,  # noqa: PLC0415
+                                                  PrimitiveMPPI, low_uncertainty_path, uncertainty_heat_map)
+    from ..learning.datagen_primitive import generate  # noqa: PLC0415
+    from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    path, out = output_paths(args, "uncertainty")
+    lesion = Lesion.parse(args.lesion)
+    for name in ("samples", "epochs", "members", "gp_max", "goals", "fine_goals", "episodes", "max_pushes",
+                 "fine_samples", "ua_pushes"):
+        least = 0 if name in ("goals", "fine_goals", "episodes", "ua_pushes") else 2 if name == "fine_samples" else 1
+        if getattr(args, name) < least:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
+    if not (np.isfinite(args.w_unc) and args.w_unc >= 0.0):
+        raise ValueError(f"--w-unc must be finite and >= 0, got {args.w_unc}")
+    data = Path(args.data) if args.data else out / "primitive_data"
+    generate(data, args.samples, seed=args.seed, progress=True)
+    t_start = time.perf_counter()
+    result = {"settings": {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals",
+                                                         "fine_goals", "episodes", "max_pushes", "ua_pushes", "w_unc",
+                                                         "seed")},
+              "lesion_region": lesion.as_list(), "success_pos_m": SUCCESS_POS, "success_rot_rad": SUCCESS_ROT}
+
+    # ---- 1. calibration on held-out pushes
+    _, train, val, test = load_split(data, args.samples, seed=args.seed)
+    cfg = EMDNConfig(members=args.members, epochs=args.epochs, seed=args.seed)
+    emdn, _, emdn_ref = fit_emdn(train, val, cfg, progress=True, label="E-MDN")
+    single, _, _ = fit_emdn(train, val, EMDNConfig(members=1, epochs=args.epochs, adversarial=0.0, seed=args.seed),
+                            progress=True, label="single MDN")
+    t0 = time.perf_counter()
+    gp_train = train.take(np.arange(min(len(train), args.gp_max)))
+    gp = GPRegressor(seed=args.seed).fit(gp_train.raw, gp_train.y)
+    gp.calibrate(val.raw, val.y)
+    gp_fit_s = time.perf_counter() - t0
+    calib = {"emdn": calibration_scores(emdn, test), "single": calibration_scores(single, test),
+             "gp": {**calibration_scores(gp, test, raw=True), "train_pushes": len(gp_train), "fit_s": gp_fit_s}}
+    result["calibration"] = {**calib, "train_pushes": len(train), "val_pushes": len(val), "test_pushes": len(test)}
+    print_table(["model", "1-sigma", "2-sigma", "NLL", "pos RMSE mm", "raw 1-sigma"],
+                [[k, v["calibration_1sigma"], v["calibration_2sigma"], v["nll"], v["pos_rmse_mm"],
+                  v["raw_calibration_1sigma"]] for k, v in calib.items()],
+                title=f"calibration on {len(test)} held-out pushes (goal: 1-sigma in 0.6-0.75)")
+
+    # ---- 2. lesioning
+    _, ltrain, lval, _ = load_split(data, args.samples, lesion=lesion, seed=args.seed)
+    lemdn, _, lref = fit_emdn(ltrain, lval, cfg, progress=True, label="lesioned E-MDN")
+    lesioned = EMDNPrimitive(lemdn, lesion, lref)
+    heat = uncertainty_heat_map(lesioned, seed=args.seed)
+    gx, gy = np.meshgrid(heat.xs, heat.ys)
+    in_data = (np.abs(gx) <= WORKSPACE[0] + 1e-9) & (np.abs(gy) <= WORKSPACE[1] + 1e-9)
+    inside = lesion.contains(np.stack([gx, gy], -1)) & in_data
+    v_in, v_out = float(heat.values[inside].mean()), float(heat.values[~inside & in_data].mean())
+    t_in = lesion.contains(test.poses[:, :2])
+    test_unc = uncertainty(lemdn.predict(test.x)[1])
+    result["lesion"] = {"variance_inside": v_in, "variance_outside": v_out, "ratio": v_in / v_out,
+                        "test_variance_inside": float(test_unc[t_in].mean()) if t_in.any() else None,
+                        "test_variance_outside": float(test_unc[~t_in].mean()) if (~t_in).any() else None,
+                        "train_pushes": len(ltrain), "var_ref": lref}
+    print(f"\nlesion: mean predicted position variance inside {v_in:.3e} m^2, outside {v_out:.3e} m^2: "
+          f"ratio {v_in / v_out:.1f} (goal >= 3)")
+
+    # ---- 3. Exp. 2: MPPI with the fine model, the E-MDN and the GP
+    world = FinePrimitive(threads=args.threads or None)
+    models = {"fine": (world, 1.0), "emdn": (EMDNPrimitive(emdn, None, emdn_ref), emdn_ref),
+              "gp": (GPPrimitive(gp), emdn_ref)}
+    exp2 = {}
+    episodes = {}
+    from tqdm import tqdm  # noqa: PLC0415
+    for name, (model, ref) in models.items():
+        n_goals = args.fine_goals if name == "fine" else args.goals
+        mcfg = MPPIConfig(seed=args.seed, samples=args.fine_samples, horizon=3, decay_steps=2) if name == "fine" else \
+            MPPIConfig(seed=args.seed)
+        rows = []
+        for g in tqdm(range(n_goals), desc=f"exp2 {name}", unit="episode"):
+            goal = np.asarray(EXP2_GOALS[g % len(EXP2_GOALS)])
+            mppi = PrimitiveMPPI(model, mcfg, var_ref=ref)
+            ep = run_episode(world, mppi, EXP2_START, goal, args.max_pushes)
+            rows.append(ep)
+            episodes.setdefault(f"exp2_{name}", []).append(ep["poses"])
+        exp2[name] = _summary(rows, EXP2_START, [EXP2_GOALS[g % len(EXP2_GOALS)] for g in range(n_goals)],
+                              mcfg.w_rot)
+    result["exp2"] = exp2
+    print_table(["model", "episodes", "success", "pos err mm", "rot err deg", "final cost", "pushes"],
+                [[k, v["episodes"], v["success_rate"], v["final_pos_err_mm"], v["final_rot_err_deg"],
+                  v["final_cost"], v["pushes"]] for k, v in exp2.items()],
+                title="Exp. 2: MPPI to goal poses (world: MuJoCo)")
+
+    # ---- 4. Exp. 3/4 around the lesion
+    rng = np.random.default_rng([args.seed, 34])
+    centre = 0.5 * (lesion.x0 + lesion.x1)
+    EXP34_START = (centre, lesion.y0 - EXP34_MARGIN, 0.0)  # noqa: N806 (constants of this run)
+    EXP34_GOAL = (centre, lesion.y1 + EXP34_MARGIN, 0.0)  # noqa: N806
+    exp34 = {}
+    for method in ("plain", "ua", "alg2"):
+        rows = []
+        for e in tqdm(range(args.episodes), desc=f"exp3/4 {method}", unit="episode"):
+            start = np.asarray(EXP34_START) + rng.normal(0.0, [0.01, 0.01, 0.1]) * (e > 0)
+            w_unc = args.w_unc if method == "ua" else 0.0
+            mppi = PrimitiveMPPI(lesioned, MPPIConfig(seed=args.seed + e, w_unc=w_unc), var_ref=lref)
+            tracker = None
+            if method == "alg2":
+                if e == 0 or "path" not in exp34.get("_alg2", {}):
+                    p = low_uncertainty_path(EXP34_START[:2], EXP34_GOAL[:2], heat, lref, PathConfig(seed=args.seed))
+                    exp34["_alg2"] = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
+                tracker = PathTracker(mppi, exp34["_alg2"]["path"], EXP34_GOAL)
+            ep = run_episode(world, mppi, start, EXP34_GOAL, args.max_pushes, tracker=tracker,
+                             ua_pushes=args.ua_pushes if method == "ua" else None)
+            ep["in_lesion"] = path_in_region(ep["poses"], lesion)
+            rows.append(ep)
+            episodes.setdefault(f"exp34_{method}", []).append(ep["poses"])
+        exp34[method] = {**_summary(rows, EXP34_START, [EXP34_GOAL] * len(rows), MPPIConfig().w_rot),
+                         "path_in_lesion_fraction": float(np.mean([r["in_lesion"] for r in rows])) if rows else None}
+    alg2 = exp34.pop("_alg2", None)
+    if alg2:
+        exp34["alg2"]["path"] = alg2["path"]
+        exp34["alg2"]["path_in_lesion_fraction_planned"] = path_in_region(alg2["path"], lesion)
+    world.close()
+    result["exp34"] = exp34
+    print_table(["method", "episodes", "success", "path in lesion", "pos err mm", "pushes"],
+                [[k, v["episodes"], v["success_rate"], v["path_in_lesion_fraction"], v["final_pos_err_mm"],
+                  v["pushes"]] for k, v in exp34.items()],
+                title="Exp. 3/4: start and goal on either side of the lesion (lesioned E-MDN)")
+    plain, ua = exp34["plain"], exp34["ua"]
+    result["goals"] = {
+        "lesion_ratio_ge_3": result["lesion"]["ratio"] >= 3.0,
+        "emdn_calibration_1sigma_in_0.6_0.75": 0.6 <= calib["emdn"]["calibration_1sigma"] <= 0.75,
+        "ua_path_in_lesion_le_third_of_plain": (ua["path_in_lesion_fraction"] or 0.0) <=
+        (plain["path_in_lesion_fraction"] or 0.0) / 3.0 if args.episodes else None,
+        "ua_success_ge_0.9": ua["success_rate"] >= 0.9 if args.episodes else None,
+        "emdn_success_ge_fine": exp2["emdn"]["success_rate"] >= exp2["fine"]["success_rate"]
+        if args.goals and args.fine_goals else None}
+    result["wall_s"] = time.perf_counter() - t_start
+    _plot(out, heat, lesion, episodes, exp34)
+    write_json(path, result)
+    return result
+
+
+def _summary(rows, start, goals, w_rot) -> dict:
+    if not rows:
+        return {"episodes": 0, "success_rate": None, "final_pos_err_mm": None, "final_rot_err_deg": None,
+                "initial_cost": None, "final_cost": None, "pushes": None}
+    init = [pose_errors(np.asarray(start), np.asarray(g)) for g in goals]
+    return {"episodes": len(rows), "success_rate": float(np.mean([r["success"] for r in rows])),
+            "final_pos_err_mm": 1000.0 * float(np.mean([r["pos_err"] for r in rows])),
+            "final_rot_err_deg": float(np.degrees(np.mean([r["rot_err"] for r in rows]))),
+            "initial_cost": float(np.mean([p + w_rot * r for p, r in init])),
+            "final_cost": float(np.mean([r["pos_err"] + w_rot * r["rot_err"] for r in rows])),
+            "pushes": float(np.mean([r["pushes"] for r in rows])),
+            "wall_s_per_episode": float(np.mean([r["wall_s"] for r in rows]))}
+
+
+def _plot(out, heat, lesion, episodes, exp34):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 7))
+    im = ax.imshow(heat.values * 1e6, origin="lower", cmap="viridis",
+                   extent=(heat.xs[0], heat.xs[-1], heat.ys[0], heat.ys[-1]))
+    fig.colorbar(im, ax=ax, label="mean predicted position variance (mm^2)")
+    x0, y0, x1, y1 = lesion.as_list()
+    ax.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], "w--", label="lesion")
+    colours = {"plain": "tab:red", "ua": "tab:orange", "alg2": "white"}
+    for method, colour in colours.items():
+        for i, p in enumerate(episodes.get(f"exp34_{method}", [])):
+            ax.plot(p[:, 0], p[:, 1], "-", color=colour, lw=1, label=method if i == 0 else None)
+    if "alg2" in exp34 and "path" in exp34["alg2"]:
+        p = np.asarray(exp34["alg2"]["path"])
+        ax.plot(p[:, 0], p[:, 1], "o", color="white", ms=3, label="Alg. 2 way-points")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.set_title("lesioned E-MDN: uncertainty heat-map and executed paths")
+    ax.legend(loc="lower right", fontsize=7)
+    save_figure(fig, Path(out) / "uncertainty_lesion.png")
+
+
+def add_parser(sub, outputs):
+    p = sub.add_parser("uncertainty", parents=[outputs], help="paper 004: E-MDN / GP calibration, lesioning, "
+                       "uncertainty-averse MPPI and Algorithm 2 on the box push primitive",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default=None, help="primitive dataset directory (default <out>/primitive_data; "
+                   "generated or extended with parapush datagen --primitive's code)")
+    p.add_argument("--samples", type=int, default=1024, help="pushes in the dataset")
+    p.add_argument("--lesion", default=DEFAULT_LESION, help="x0,y0,x1,y1 (m): box positions left out of training")
+    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--members", type=int, default=5)
+    p.add_argument("--gp-max", type=int, default=300, help="GP training pushes at most (exact GP: O(n^3))")
+    p.add_argument("--goals", type=int, default=4, help="Exp. 2 episodes per learned model")
+    p.add_argument("--fine-goals", type=int, default=2, help="Exp. 2 episodes with the fine model (slow: MuJoCo)")
+    p.add_argument("--fine-samples", type=int, default=12,
+                   help="MPPI samples with the fine model (horizon 3, 2 decay steps: 12 -> 75 MuJoCo pushes a plan)")
+    p.add_argument("--episodes", type=int, default=10, help="Exp. 3/4 episodes per method")
+    p.add_argument("--max-pushes", type=int, default=40)
+    p.add_argument("--ua-pushes", type=int, default=25, help="pushes after which the uncertainty term is off")
+    p.add_argument("--w-unc", type=float, default=0.05, help="uncertainty weight of eq. 11 (per var_ref)")
+    p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")
+    p.set_defaults(func=run)
+    return p

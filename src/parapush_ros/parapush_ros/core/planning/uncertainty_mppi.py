@@ -1,0 +1,265 @@
+"""Uncertainty-averse push planning with push primitives (paper 004 Sec. V-B and V-C).
+
+``PrimitiveMPPI`` is Algorithm 1: MPPI over sequences of T push primitives a_t = (phi_t, c_t) (object frame, see
+``core/models/push_primitive.py``), rolled out with a ``PrimitiveModel``'s mean (eq. 5), each step's predicted
+variance (eq. 6) entering the running cost (eq. 11):
+
+    q(s_t, a_t, var_t) = |p_t - g| + w_rot |yaw_t - yaw_g| + w_unc var_t / var_ref   (+ a workspace penalty)
+    phi(s_T) = w_final (|p_T - g| + w_rot |yaw_T - yaw_g|)                               (eq. 12)
+
+where var_t is the position variance of the step (``push_primitive.uncertainty``) and ``var_ref`` the model's
+typical variance on its own training data (so ``w_unc`` is dimensionless: 1 means "one reference variance costs
+as much as a metre of distance"). Samples: N perturbed copies of the current sequence, the perturbation std
+starting at ``std`` and multiplied by ``decay`` after each of the L inner iterations (exploration decay, eq. 10);
+weights exp(-(S - S_min) / lambda) (eq. 8); update = weighted mean of the perturbations (eq. 9). The first action
+is executed, the sequence shifted, the new last action initialised to the straight push at the goal.
+
+``uncertainty_heat_map`` is the Monte-Carlo map of Algorithm 2: the mean predicted variance over random yaws and
+pushes at each cell of a grid of box positions. ``low_uncertainty_path`` is Algorithm 2: a way-point path from
+start to goal (initially the straight line) improved by path-integral updates (STOMP-like: noisy copies of the
+interior way-points, weights exp(-S / lambda), weighted mean) against the heat-map plus a smoothness term, under
+the workspace limits (way-points clipped into them); the ends stay fixed. ``PathTracker`` follows the way-points
+with Algorithm 1 without the uncertainty term, aiming at the first way-point not yet reached.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..models.push_primitive import PrimitiveModel, random_pushes, uncertainty, valid_action
+from ..scene.state import wrap_angle
+
+
+@dataclass
+class MPPIConfig:
+    """Algorithm 1 settings (defaults: tuned on the box_slider pushes of ``parapush bench uncertainty``)."""
+    samples: int = 48  # N
+    horizon: int = 6  # T pushes
+    decay_steps: int = 3  # L inner iterations per executed push
+    decay: float = 0.6  # gamma: exploration std factor per inner iteration
+    std: tuple = (0.7, 0.3)  # initial perturbation std of (phi rad, c)
+    temperature: float = 0.02  # lambda, in cost units (m)
+    w_rot: float = 0.05  # m per rad of yaw error (0.05: 10 deg weigh like 9 mm)
+    w_final: float = 2.0  # terminal cost weight
+    w_unc: float = 0.0  # uncertainty weight of eq. 11 (0: plain MPPI)
+    workspace: tuple = (0.3, 0.42)  # |x|, |y| limits of the box centre (m); outside costs w_out per m
+    w_out: float = 20.0
+    seed: int = 0
+
+    def __post_init__(self):
+        self.std = tuple(float(v) for v in self.std)
+        self.workspace = tuple(float(v) for v in self.workspace)
+        for name, ok in (("samples", self.samples >= 2), ("horizon", self.horizon >= 1),
+                         ("decay_steps", self.decay_steps >= 1), ("decay", 0.0 < self.decay <= 1.0),
+                         ("std", len(self.std) == 2 and min(self.std) >= 0.0),
+                         ("temperature", self.temperature > 0.0), ("w_rot", self.w_rot >= 0.0),
+                         ("w_final", self.w_final >= 0.0), ("w_unc", self.w_unc >= 0.0),
+                         ("workspace", len(self.workspace) == 2 and min(self.workspace) > 0.0)):
+            if not ok:
+                raise ValueError(f"MPPI config {name}: invalid value {getattr(self, name)!r}")
+
+
+def straight_push(pose, goal_xy) -> np.ndarray:
+    """The push (phi, c = 0.5) whose direction points from the box centre at the goal, in the object frame."""
+    d = np.asarray(goal_xy, dtype=float) - np.asarray(pose[:2], dtype=float)
+    phi = np.arctan2(d[1], d[0]) - pose[2]
+    return valid_action(np.array([phi, 0.5]))
+
+
+@dataclass
+class PlanResult:
+    actions: np.ndarray  # (T, 2) the updated mean sequence (its first action is the one to execute)
+    poses: np.ndarray  # (T+1, 3) its predicted poses
+    variance: np.ndarray  # (T,) its predicted step uncertainties (m^2)
+    cost: float
+    samples_evaluated: int = 0
+
+
+class PrimitiveMPPI:
+    """Algorithm 1 on a ``PrimitiveModel``; ``plan(pose, goal)`` -> PlanResult; keeps its sequence between calls
+    (receding horizon) until ``reset``."""
+
+    def __init__(self, model: PrimitiveModel, cfg: MPPIConfig | None = None, var_ref: float = 1.0):
+        if not (np.isfinite(var_ref) and var_ref > 0.0):
+            raise ValueError(f"MPPI var_ref: must be > 0, got {var_ref!r}")
+        self.model = model
+        self.cfg = cfg or MPPIConfig()
+        self.var_ref = float(var_ref)
+        self.rng = np.random.default_rng(self.cfg.seed)
+        self.mean = None
+
+    def reset(self):
+        self.mean = None
+
+    def rollout(self, pose, U):
+        """Poses (K, T+1, 3) and step uncertainties (K, T) of sequences U (K, T, 2) from ``pose``."""
+        K, T = U.shape[:2]
+        poses = np.empty((K, T + 1, 3))
+        poses[:, 0] = pose
+        unc = np.empty((K, T))
+        for t in range(T):
+            poses[:, t + 1], var = self.model.predict(poses[:, t], U[:, t])
+            unc[:, t] = uncertainty(var)
+        return poses, unc
+
+    def costs(self, poses, unc, goal, w_unc=None):
+        """Cost-to-go S (K,) of rolled-out sequences (eqs. 7, 11, 12)."""
+        c = self.cfg
+        w_unc = c.w_unc if w_unc is None else w_unc
+        err = np.linalg.norm(poses[..., :2] - goal[:2], axis=-1) + c.w_rot * np.abs(wrap_angle(poses[..., 2] - goal[2]))
+        out = np.maximum(np.abs(poses[..., :2]) - np.asarray(c.workspace), 0.0).sum(-1)
+        running = err[:, 1:-1].sum(-1) + c.w_out * out[:, 1:].sum(-1) + w_unc * (unc / self.var_ref).sum(-1)
+        return running + c.w_final * err[:, -1]
+
+    def plan(self, pose, goal, w_unc=None) -> PlanResult:
+        c = self.cfg
+        pose = np.asarray(pose, dtype=float)
+        goal = np.asarray(goal, dtype=float)
+        if self.mean is None:
+            self.mean = np.repeat(straight_push(pose, goal[:2])[None], c.horizon, axis=0)
+        std = np.asarray(c.std)
+        evaluated = 0
+        for _ in range(c.decay_steps):
+            eps = self.rng.normal(0.0, 1.0, (c.samples, c.horizon, 2)) * std
+            eps[0] = 0.0  # the current sequence itself
+            U = valid_action(self.mean[None] + eps)
+            U[1] = straight_push(pose, goal[:2])  # the straight push at the goal, held: never lost to noise
+            poses, unc = self.rollout(pose, U)
+            S = self.costs(poses, unc, goal, w_unc)
+            evaluated += len(U)
+            w = np.exp(-(S - S.min()) / c.temperature)
+            w /= w.sum()
+            delta = U - self.mean[None]  # the perturbations as applied (after making the actions valid)
+            delta[..., 0] = wrap_angle(delta[..., 0])
+            self.mean = valid_action(self.mean + np.einsum("k,ktd->td", w, delta))
+            std = std * c.decay
+        poses, unc = self.rollout(pose, self.mean[None])
+        result = PlanResult(self.mean.copy(), poses[0], unc[0], float(self.costs(poses, unc, goal, w_unc)[0]),
+                            evaluated + 1)
+        return result
+
+    def shift(self, pose, goal):
+        """Drop the executed first action; the new last one is the straight push at the goal (from ``pose``)."""
+        if self.mean is not None:
+            self.mean = np.concatenate([self.mean[1:], straight_push(pose, goal[:2])[None]])
+
+
+# ------------------------------------------------------------------------------------------------ Algorithm 2
+@dataclass
+class HeatMap:
+    xs: np.ndarray  # (nx,) cell centres (m)
+    ys: np.ndarray  # (ny,)
+    values: np.ndarray  # (ny, nx) mean predicted uncertainty (m^2)
+
+    def __call__(self, xy) -> np.ndarray:
+        """Bilinear interpolation at positions (..., 2) (clamped at the border)."""
+        xy = np.asarray(xy, dtype=float)
+        fx = np.clip(np.interp(xy[..., 0], self.xs, np.arange(len(self.xs))), 0, len(self.xs) - 1)
+        fy = np.clip(np.interp(xy[..., 1], self.ys, np.arange(len(self.ys))), 0, len(self.ys) - 1)
+        x0 = np.minimum(np.floor(fx).astype(int), len(self.xs) - 2)
+        y0 = np.minimum(np.floor(fy).astype(int), len(self.ys) - 2)
+        tx, ty = fx - x0, fy - y0
+        v = self.values
+        return ((1 - ty) * ((1 - tx) * v[y0, x0] + tx * v[y0, x0 + 1]) +
+                ty * ((1 - tx) * v[y0 + 1, x0] + tx * v[y0 + 1, x0 + 1]))
+
+
+def uncertainty_heat_map(model: PrimitiveModel, extent=(0.3, 0.42), cell: float = 0.03, actions: int = 32,
+                         seed: int = 0) -> HeatMap:
+    """Monte-Carlo mean predicted uncertainty (m^2) over ``actions`` random (yaw, push) pairs per grid cell."""
+    rng = np.random.default_rng(seed)
+    xs = np.arange(-extent[0], extent[0] + 1e-9, cell)
+    ys = np.arange(-extent[1], extent[1] + 1e-9, cell)
+    gx, gy = np.meshgrid(xs, ys)
+    n = gx.size
+    poses, acts = random_pushes(rng, n * actions)
+    poses[:, 0] = np.repeat(gx.ravel(), actions)
+    poses[:, 1] = np.repeat(gy.ravel(), actions)
+    _, var = model.predict(poses, acts)
+    return HeatMap(xs, ys, uncertainty(var).reshape(n, actions).mean(1).reshape(gx.shape))
+
+
+@dataclass
+class PathConfig:
+    """Algorithm 2 settings."""
+    waypoints: int = 12  # way-points of the path, ends included
+    samples: int = 64
+    iterations: int = 200
+    std: float = 0.04  # m, perturbation of interior way-points
+    decay: float = 0.99  # std factor per iteration
+    temperature: float = 0.05  # of the normalised cost
+    w_smooth: float = 30.0  # per m^2 of squared segment lengths (keeps the path short and even)
+    workspace: tuple = (0.28, 0.34)  # |x|, |y| limits of the way-points (m): the box stays on the table
+    tolerance: float = 1e-5  # stop when the cost improves by less than this over 10 iterations
+    seed: int = 0
+
+
+@dataclass
+class PathResult:
+    path: np.ndarray  # (W, 2) way-points, start and goal included
+    cost: float
+    initial_cost: float
+    costs: list = field(default_factory=list)
+
+
+def path_cost(paths, heat: HeatMap, var_ref: float, w_smooth: float, samples_per_segment: int = 5):
+    """Uncertainty along the path (heat-map, per unit length, in units of ``var_ref``) + smoothness (K,)."""
+    a, b = paths[:, :-1], paths[:, 1:]
+    t = np.linspace(0.0, 1.0, samples_per_segment, endpoint=False)
+    pts = a[:, :, None] + (b - a)[:, :, None] * t[None, None, :, None]  # (K, W-1, s, 2)
+    seg = np.linalg.norm(b - a, axis=-1)  # (K, W-1)
+    unc = (heat(pts) / var_ref).mean(-1) * seg
+    return unc.sum(-1) + w_smooth * (seg ** 2).sum(-1)
+
+
+def low_uncertainty_path(start_xy, goal_xy, heat: HeatMap, var_ref: float,
+                         cfg: PathConfig | None = None) -> PathResult:
+    """Algorithm 2: the straight start-goal path improved against ``heat`` by path-integral updates."""
+    cfg = cfg or PathConfig()
+    rng = np.random.default_rng(cfg.seed)
+    lim = np.asarray(cfg.workspace)
+    path = np.linspace(np.asarray(start_xy, float), np.asarray(goal_xy, float), cfg.waypoints)
+    cost = float(path_cost(path[None], heat, var_ref, cfg.w_smooth)[0])
+    result = PathResult(path.copy(), cost, cost)
+    std = cfg.std
+    for it in range(cfg.iterations):
+        eps = rng.normal(0.0, std, (cfg.samples, cfg.waypoints, 2))
+        eps[:, [0, -1]] = 0.0
+        eps[0] = 0.0
+        P = path[None] + eps
+        P[:, 1:-1] = np.clip(P[:, 1:-1], -lim, lim)  # Enforce_state_constraints
+        S = path_cost(P, heat, var_ref, cfg.w_smooth)
+        Sn = (S - S.min()) / max(S.max() - S.min(), 1e-12)
+        w = np.exp(-Sn / cfg.temperature)
+        w /= w.sum()
+        path = path + np.einsum("k,kwd->wd", w, P - path[None])
+        path[1:-1] = np.clip(path[1:-1], -lim, lim)
+        cost = float(path_cost(path[None], heat, var_ref, cfg.w_smooth)[0])
+        result.costs.append(cost)
+        if cost < result.cost:
+            result.cost, result.path = cost, path.copy()
+        std *= cfg.decay
+        if it >= 10 and result.costs[-11] - cost < cfg.tolerance:
+            break
+    return result
+
+
+class PathTracker:
+    """Follows way-points with Algorithm 1 (no uncertainty term): the target is the first way-point farther than
+    ``reach`` from the box, the last one being the goal pose itself."""
+
+    def __init__(self, mppi: PrimitiveMPPI, path: np.ndarray, goal, reach: float = 0.06):
+        self.mppi = mppi
+        self.path = np.asarray(path, dtype=float)
+        self.goal = np.asarray(goal, dtype=float)
+        self.reach = float(reach)
+        self.index = 1
+
+    def target(self, pose) -> np.ndarray:
+        while self.index < len(self.path) - 1 and \
+                np.linalg.norm(self.path[self.index] - pose[:2]) < self.reach:
+            self.index += 1
+        if self.index >= len(self.path) - 1:
+            return self.goal
+        return np.array([*self.path[self.index], self.goal[2]])

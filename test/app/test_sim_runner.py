@@ -8,7 +8,6 @@ from parapush_msgs.action import PushObject  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa: E402
@@ -16,6 +15,7 @@ from parapush_ros import bringup  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
 from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
 from parapush_ros.sim_runner import SimStack  # noqa: E402
+from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -60,9 +60,9 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
             io = ex.add(rclpy.create_node("runner_test_io", context=ros_context))
             states, status = [], []
             io.create_subscription(SceneState, "/scene_state", states.append,
-                                   QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+                                   RELIABLE)
             io.create_subscription(String, "/planner/status", lambda m: status.append(m.data),
-                                   QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+                                   LATCHED)
             wait_for(lambda: states and states[-1].pusher_tracking_valid and states[-1].objects[0].tracking_valid,
                      timeout=15, what="a valid scene_state from the simulated mocap")
             assert states[-1].header.frame_id == "table"

@@ -15,16 +15,15 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from conftest import wait_for  # noqa: E402
 from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
+from parapush_ros.ros.qos import RELIABLE, SENSOR  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 RATE = 50.0  # Hz: the ingest's state rate
 
 
@@ -85,7 +84,7 @@ def ingest(ros_context, ros_executor, request):
     io.create_subscription(DiagnosticArray, "/diagnostics", diags, RELIABLE)
     # natnet_ros2 publishes reliable; vrpn_mocap best effort: the ingest must take both
     pubs = {"pusher": io.create_publisher(PoseStamped, prefix + "/pusher/pose", RELIABLE),
-            "slider": io.create_publisher(PoseStamped, prefix + "/Slider1/pose", qos_profile_sensor_data)}
+            "slider": io.create_publisher(PoseStamped, prefix + "/Slider1/pose", SENSOR)}
     pubs["clock"] = io.create_publisher(Clock, "/clock", RELIABLE)
     pubs["states"] = states
     wait_for(lambda: all(pubs[k].get_subscription_count() >= 1 for k in ("pusher", "slider", "clock")),

@@ -35,7 +35,8 @@ from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E4
 from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
 from parapush_ros.core.sim.world import SimWorld  # noqa: E402
 from parapush_ros.core.scene.spec import load_scene  # noqa: E402
-from parapush_ros.nodes.mpc_planner import LATCHED, RELIABLE, MPCPlannerNode  # noqa: E402
+from parapush_ros.nodes.mpc_planner import MPCPlannerNode  # noqa: E402
+from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 SCENE = "cylinder_slider"

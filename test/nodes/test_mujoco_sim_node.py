@@ -9,7 +9,6 @@ from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
 from parapush_msgs.srv import LoadScene  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
@@ -18,9 +17,9 @@ from parapush_ros.core.robot.mocap import MocapToTable  # noqa: E402
 from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
 from parapush_ros.nodes.mujoco_sim import MujocoSimNode  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
+from parapush_ros.ros.qos import CLOCK, RELIABLE, SENSOR  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 def params(**kw):
@@ -59,9 +58,9 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
     io = ros_executor.add(rclpy.create_node("simtest_io", namespace="/simtest", context=ros_context,
                                             parameter_overrides=[Parameter("use_sim_time", value=True)]))
     clock, slider, pusher = Latest(), Latest(), Latest()
-    io.create_subscription(Clock, "/clock", clock, QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
-    io.create_subscription(PoseStamped, "/simtest/cylinder/pose", slider, qos_profile_sensor_data)
-    io.create_subscription(PoseStamped, "/simtest/pusher/pose", pusher, qos_profile_sensor_data)
+    io.create_subscription(Clock, "/clock", clock, CLOCK)
+    io.create_subscription(PoseStamped, "/simtest/cylinder/pose", slider, SENSOR)
+    io.create_subscription(PoseStamped, "/simtest/pusher/pose", pusher, SENSOR)
     cmd = io.create_publisher(TwistStamped, "/servo_node/delta_twist_cmds", RELIABLE)
     wait_for(lambda: clock.msg is not None and slider.msg is not None and pusher.msg is not None, timeout=10,
              what="clock and poses")
@@ -118,7 +117,7 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
     r = wait_future(load.call_async(LoadScene.Request(scene="no_such_scene")), what="load refusal")
     assert not r.success and "no_such_scene" in r.message and sim.sim.scene.name == "cylinder_slider"
     box = Latest()
-    io.create_subscription(PoseStamped, "/simtest/box/pose", box, qos_profile_sensor_data)
+    io.create_subscription(PoseStamped, "/simtest/box/pose", box, SENSOR)
     r = wait_future(load.call_async(LoadScene.Request(scene="box_slider")), timeout=10, what="load")
     assert r.success and "/simtest/box/pose" in r.message
     wait_for(lambda: box.msg is not None, timeout=10, what="box poses")

@@ -11,7 +11,8 @@ from visualization_msgs.msg import MarkerArray  # noqa: E402
 from conftest import wait_for, wait_future  # noqa: E402
 from parapush_ros.ros.conversions import array_to_scene_state, scene_state_to_array  # noqa: E402
 from parapush_ros.core.scene.spec import load_scene  # noqa: E402
-from parapush_ros.nodes.parareal_predictor import LATCHED, PararealPredictorNode  # noqa: E402
+from parapush_ros.nodes.parareal_predictor import PararealPredictorNode  # noqa: E402
+from parapush_ros.ros.qos import LATCHED  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 SCENE = "cylinder_slider"

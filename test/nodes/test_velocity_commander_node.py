@@ -14,7 +14,6 @@ rclpy = pytest.importorskip("rclpy")
 from geometry_msgs.msg import TwistStamped  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
@@ -22,10 +21,10 @@ from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from conftest import wait_for, wait_future, wait_sim  # noqa: E402
-from parapush_ros.nodes.velocity_commander import LATCHED, VelocityCommanderNode  # noqa: E402
+from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
+from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 RATE = 20.0  # Hz: a period (50 ms) well above scheduling jitter
 TIMEOUT = 0.2
 

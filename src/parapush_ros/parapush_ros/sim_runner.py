@@ -130,24 +130,21 @@ class _Watch:
 
     def __init__(self, node):
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: PLC0415
         from rosgraph_msgs.msg import Clock  # noqa: PLC0415
         from std_msgs.msg import String  # noqa: PLC0415
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+        from .ros import qos  # noqa: PLC0415
         self.state = None
         self.sim_time = 0.0
         self.path = []  # (t, pusher x, y, {object: (x, y, valid)})
         self.planner_status = ""
         self.commander_status = ""
-        node.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, reliable)
-        node.create_subscription(Clock, topics.CLOCK, self._on_clock,
-                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+        node.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
+        node.create_subscription(Clock, topics.CLOCK, self._on_clock, qos.CLOCK)
         node.create_subscription(String, topics.PLANNER_STATUS, lambda m: setattr(self, "planner_status", m.data),
-                                 latched)
+                                 qos.LATCHED)
         node.create_subscription(String, "velocity_commander/status",
-                                 lambda m: setattr(self, "commander_status", m.data), latched)
+                                 lambda m: setattr(self, "commander_status", m.data), qos.LATCHED)
 
     def _on_state(self, msg):
         self.state = msg

@@ -364,10 +364,12 @@ class Monitor:
         from geometry_msgs.msg import TwistStamped  # noqa: PLC0415
         from rcl_interfaces.msg import Log  # noqa: PLC0415
         from rclpy.callback_groups import ReentrantCallbackGroup  # noqa: PLC0415
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: PLC0415
+        from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: PLC0415
         from std_msgs.msg import String  # noqa: PLC0415
 
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
+
+        from .ros import qos  # noqa: PLC0415
 
         self.scene, self.frame_id = scene, frame_id
         self.allowance, self.skew = allowance, skew  # s: {command, output} reaction allowances; delivery skew
@@ -390,17 +392,15 @@ class Monitor:
         self.status_log = []  # (t, node, text) of status changes (not the planner's routine ones)
         self.planner_status = ""
         group = ReentrantCallbackGroup()
-        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)  # deeper: the monitor must see all
         node.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, reliable, callback_group=group)
         node.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command, reliable, callback_group=group)
         node.create_subscription(TwistStamped, topics.SERVO_TWIST, self._on_output, reliable, callback_group=group)
         node.create_subscription(Log, "/rosout", self._on_log, QoSProfile(depth=200,
                                  reliability=ReliabilityPolicy.RELIABLE), callback_group=group)
-        node.create_subscription(String, commander_status_topic, self._on_commander_status, latched,
+        node.create_subscription(String, commander_status_topic, self._on_commander_status, qos.LATCHED,
                                  callback_group=group)
-        node.create_subscription(String, topics.PLANNER_STATUS, self._on_planner_status, latched,
+        node.create_subscription(String, topics.PLANNER_STATUS, self._on_planner_status, qos.LATCHED,
                                  callback_group=group)
         self.clock = node.get_clock()
 
@@ -575,7 +575,6 @@ class Soak:
         from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: PLC0415
         from rcl_interfaces.srv import SetParameters  # noqa: PLC0415
         from rclpy.action import ActionClient  # noqa: PLC0415
-        from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: PLC0415
         from std_srvs.srv import Trigger  # noqa: PLC0415
 
         from parapush_msgs.action import PushObject  # noqa: PLC0415
@@ -583,6 +582,7 @@ class Soak:
         from parapush_msgs.srv import LoadScene, PredictTrajectory  # noqa: PLC0415
 
         from .core.robot.mocap import parse_body_map  # noqa: PLC0415
+        from .ros import qos  # noqa: PLC0415
         from .ros.params import MUJOCO_SIM, PLANNER, VELOCITY_COMMANDER  # noqa: PLC0415
 
         self.stack, self.node, self.scene = stack, node, scene
@@ -611,7 +611,7 @@ class Soak:
                                self.planner_p["frame_id"], stack_nodes,
                                topics.COMMANDER_STATUS.replace("~", fqn("velocity_commander")))
 
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        reliable = qos.RELIABLE
         self.action = ActionClient(node, PushObject, topics.PUSH_ACTION)
         self.clients = {
             "predict": node.create_client(PredictTrajectory, topics.PREDICT_SERVICE),

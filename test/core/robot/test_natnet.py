@@ -270,7 +270,7 @@ def test_bridge_publishes_tracked_bodies_and_survives_garbage(ros_context, ros_e
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from rclpy.parameter import Parameter
-    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+    from parapush_ros.ros.qos import RELIABLE, SENSOR
 
     from parapush_ros.nodes.natnet_bridge import NatNetBridgeNode
 
@@ -284,10 +284,9 @@ def test_bridge_publishes_tracked_bodies_and_survives_garbage(ros_context, ros_e
     io = ros_executor.add(rclpy.create_node("natnet_test_io_a", context=ros_context))
     rec = {name: Recorder() for name in ("pusher", "Slider1", "Hidden", "Far")}
     for name, r in rec.items():  # best effort, as mocap_ingest subscribes
-        io.create_subscription(PoseStamped, f"{prefix}/{name}/pose", r, qos_profile_sensor_data)
+        io.create_subscription(PoseStamped, f"{prefix}/{name}/pose", r, SENSOR)
     diags = Recorder()
-    io.create_subscription(DiagnosticArray, "/diagnostics", diags, QoSProfile(depth=10,
-                                                                              reliability=ReliabilityPolicy.RELIABLE))
+    io.create_subscription(DiagnosticArray, "/diagnostics", diags, RELIABLE)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     frame_number = [0]
 
@@ -332,7 +331,7 @@ def test_bridge_names_bodies_from_requested_model_definitions(ros_context, ros_e
     rclpy = pytest.importorskip("rclpy")
     from geometry_msgs.msg import PoseStamped
     from rclpy.parameter import Parameter
-    from rclpy.qos import qos_profile_sensor_data
+    from parapush_ros.ros.qos import SENSOR
 
     from parapush_ros.nodes.natnet_bridge import NatNetBridgeNode
 
@@ -368,7 +367,7 @@ def test_bridge_names_bodies_from_requested_model_definitions(ros_context, ros_e
         io = ros_executor.add(rclpy.create_node("natnet_test_io_b", context=ros_context))
         rec = {name: Recorder() for name in ("Box_5", "pusher", "body_9")}
         for name, r in rec.items():
-            io.create_subscription(PoseStamped, f"{prefix}/{name}/pose", r, qos_profile_sensor_data)
+            io.create_subscription(PoseStamped, f"{prefix}/{name}/pose", r, SENSOR)
         bodies = (RigidBody(5, (1.0, 0.0, 0.0)), RigidBody(6, (0.0, 1.0, 0.0)), RigidBody(9, (0.0, 0.0, 1.0)))
         wait_for(lambda: tx.sendto(natnet.pack_frame(1, bodies, "3.1"), ("127.0.0.1", port)) and
                  all(r.last() for r in rec.values()), timeout=10.0, interval=0.02, what="poses named by Motive")

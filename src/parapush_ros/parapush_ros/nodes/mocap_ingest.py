@@ -22,12 +22,11 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from parapush_msgs.msg import ObjectState, SceneState
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.time import Time
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ..ros import markers, topics
+from ..ros import markers, qos, topics
 from ..ros.conversions import SHAPES
 from ..core.robot.mocap import (
     INVALID,
@@ -45,9 +44,8 @@ from ..core.robot.mocap import (
 )
 from ..core.scene.spec import load_scene
 from ..ros.params import MOCAP_INGEST, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 PUSHER_KEY = "pusher"  # tracker key of the pusher (objects are keyed by their scene names)
 _LEVELS = {TRACKING: DiagnosticStatus.OK, INVALID: DiagnosticStatus.WARN, LOST: DiagnosticStatus.ERROR,
            NEVER_SEEN: DiagnosticStatus.STALE}
@@ -94,11 +92,11 @@ class MocapIngestNode(Node):
         self._zero_stamps = {k: 0 for k in self.bodies}
         self._rejected_at_report = {k: 0 for k in self.bodies}
 
-        self.state_pub = self.create_publisher(SceneState, topics.SCENE_STATE, RELIABLE)
-        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, RELIABLE)
-        self.marker_pub = self.create_publisher(MarkerArray, topics.MOCAP_MARKERS, RELIABLE)
+        self.state_pub = self.create_publisher(SceneState, topics.SCENE_STATE, qos.RELIABLE)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
+        self.marker_pub = self.create_publisher(MarkerArray, topics.MOCAP_MARKERS, qos.RELIABLE)
         self.subs = [self.create_subscription(PoseStamped, self.topics[k], functools.partial(self._on_pose, k),
-                                              qos_profile_sensor_data) for k in self.bodies]
+                                              qos.SENSOR) for k in self.bodies]
         self.create_timer(1.0 / p["rate"], self._publish_state)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
         if p["markers_period"] > 0.0:
@@ -203,9 +201,4 @@ class MocapIngestNode(Node):
             ms.append(m)
         self.marker_pub.publish(MarkerArray(markers=ms))
 
-def main(args=None):
-    run_node(MocapIngestNode, args)
-
-
-if __name__ == "__main__":
-    main()
+main = node_main(MocapIngestNode)

@@ -38,12 +38,11 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from std_msgs.msg import Header, String
 from visualization_msgs.msg import MarkerArray
 
-from ..ros import markers, topics
+from ..ros import markers, qos, topics
 from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
 from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.planning.optimisers import OPTIMISERS
@@ -55,10 +54,8 @@ from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 
-LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
 WALL_BACKSTOP_FACTOR = 10.0  # a wait bounded on the node clock also ends after this many times as long in wall time
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
@@ -149,13 +146,13 @@ class MPCPlannerNode(Node):
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
 
-        self.cmd_pub = self.create_publisher(TwistStamped, topics.PUSHER_CMD, RELIABLE)
-        self.path_pub = self.create_publisher(Path, topics.PLAN_PATH, LATCHED)
-        self.marker_pub = self.create_publisher(MarkerArray, topics.PLAN_MARKERS, LATCHED)
-        self.plan_pub = self.create_publisher(PushPlan, topics.PLAN, RELIABLE)
-        self.status_pub = self.create_publisher(String, topics.PLANNER_STATUS, LATCHED)
+        self.cmd_pub = self.create_publisher(TwistStamped, topics.PUSHER_CMD, qos.RELIABLE)
+        self.path_pub = self.create_publisher(Path, topics.PLAN_PATH, qos.LATCHED)
+        self.marker_pub = self.create_publisher(MarkerArray, topics.PLAN_MARKERS, qos.LATCHED)
+        self.plan_pub = self.create_publisher(PushPlan, topics.PLAN, qos.RELIABLE)
+        self.status_pub = self.create_publisher(String, topics.PLANNER_STATUS, qos.LATCHED)
         io = ReentrantCallbackGroup()
-        self.state_sub = self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, RELIABLE,
+        self.state_sub = self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE,
                                                   callback_group=io)
         self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose, 10, callback_group=io)
         self.timer = self.create_timer(1.0 / p["control_rate"], self._on_timer,
@@ -408,9 +405,4 @@ class MPCPlannerNode(Node):
         self.status_pub.publish(String(data=text))
 
 
-def main(args=None):
-    run_node(MPCPlannerNode, args, num_threads=4)
-
-
-if __name__ == "__main__":
-    main()
+main = node_main(MPCPlannerNode, num_threads=4)

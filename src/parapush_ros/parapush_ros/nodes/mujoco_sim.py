@@ -37,13 +37,12 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock as ClockMsg
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from ..ros import topics
+from ..ros import qos, topics
 from ..core.robot.command_safety import SafetyConfigError, joint_matrix, rotate_planar
 from ..core.models.mjcf import TIMESTEP
 from ..core.robot.mocap import parse_name_list
@@ -52,10 +51,9 @@ from ..core.models.base import ModelDiverged
 from ..core.sim.mocap_emulator import MocapEmulator
 from ..core.sim.world import SimWorld
 from ..ros.params import MUJOCO_SIM, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 from .mocap_ingest import mocap_setup
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMANDS = {"twist": topics.SERVO_TWIST, "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral
 MAX_TICK_PERIODS = 4.0  # and at most this many nominal ticks (step_period x real_time_factor) in one iteration
@@ -86,9 +84,7 @@ class MujocoSimNode(Node):
             self.joint_matrix = joint_matrix(p["joint_matrix"])
         except SafetyConfigError as e:
             raise ValueError(f"mujoco_sim: invalid parameter {e}") from None
-        self.pose_qos = QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST,
-                                   reliability=ReliabilityPolicy.BEST_EFFORT if p["pose_reliability"] ==
-                                   "best_effort" else ReliabilityPolicy.RELIABLE)
+        self.pose_qos = qos.POSE[p["pose_reliability"]]
         self.sim = None
         self.pose_pubs = {}
         # The loop timer has a callback group of its own so that it cannot starve commands and services under load
@@ -100,14 +96,14 @@ class MujocoSimNode(Node):
         self._load(load_scene(p["scene"]))
         self._cmd = None  # (stamp s, v_table)
         self._cmd_note = "no command yet"
-        self.clock_pub = self.create_publisher(ClockMsg, topics.CLOCK, RELIABLE) if p["publish_clock"] else None
-        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, RELIABLE)
+        self.clock_pub = self.create_publisher(ClockMsg, topics.CLOCK, qos.RELIABLE) if p["publish_clock"] else None
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
         self.command_topic = p["command_topic"] or COMMANDS[p["command_interface"]]
         if p["command_interface"] == "twist":
-            self.create_subscription(TwistStamped, self.command_topic, self._on_twist, RELIABLE,
+            self.create_subscription(TwistStamped, self.command_topic, self._on_twist, qos.RELIABLE,
                                      callback_group=command_group)
         else:
-            self.create_subscription(Float64MultiArray, self.command_topic, self._on_joint_velocity, RELIABLE,
+            self.create_subscription(Float64MultiArray, self.command_topic, self._on_joint_velocity, qos.RELIABLE,
                                      callback_group=command_group)
         self.create_service(Trigger, topics.SIM_RESET_SERVICE, self._on_reset, callback_group=service_group)
         self.create_service(LoadScene, topics.SIM_LOAD_SCENE_SERVICE, self._on_load_scene,
@@ -331,9 +327,4 @@ class MujocoSimNode(Node):
         super().destroy_node()
 
 
-def main(args=None):
-    run_node(MujocoSimNode, args)
-
-
-if __name__ == "__main__":
-    main()
+main = node_main(MujocoSimNode)

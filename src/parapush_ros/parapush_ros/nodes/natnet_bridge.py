@@ -33,9 +33,8 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
-from ..ros import topics
+from ..ros import qos, topics
 from ..core.robot.natnet import (
     Frame,
     ModelDefinitions,
@@ -51,10 +50,8 @@ from ..core.robot.natnet import (
     topic_safe_name,
 )
 from ..ros.params import NATNET_BRIDGE, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-POSE_QOS = {"reliable": RELIABLE, "best_effort": qos_profile_sensor_data}
 POLL_PERIOD = 0.1  # s: the receive thread checks for shutdown (and pending requests) this often
 RECV_BUFFER = 65536  # bytes: larger than any UDP datagram
 SOCKET_RCVBUF = 1 << 20  # bytes of kernel buffer asked for (model definitions can be large)
@@ -96,10 +93,10 @@ class NatNetBridgeNode(Node):
         if "{body}" not in p["topic_template"]:
             raise ValueError(f"natnet_bridge: invalid parameter topic_template: {p['topic_template']!r} does not "
                              f"contain '{{body}}'")
-        if p["qos"] not in POSE_QOS:
+        if p["qos"] not in qos.POSE:
             raise ValueError(f"natnet_bridge: invalid parameter qos: {p['qos']!r} is not one of "
-                             f"{', '.join(POSE_QOS)}")
-        self.pose_qos = POSE_QOS[p["qos"]]
+                             f"{', '.join(qos.POSE)}")
+        self.pose_qos = qos.POSE[p["qos"]]
 
         self._lock = threading.Lock()  # the state below is shared by the receive thread and the diagnostics timer
         self._model_names = {}  # id -> name from the model definitions
@@ -130,7 +127,7 @@ class NatNetBridgeNode(Node):
             raise
         self.data_port = self._data_sock.getsockname()[1]
 
-        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, RELIABLE)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(DIAGNOSTICS_PERIOD, self._publish_diagnostics, clock=steady)
         self._stop = threading.Event()
@@ -400,9 +397,4 @@ class NatNetBridgeNode(Node):
         super().destroy_node()
 
 
-def main(args=None):
-    run_node(NatNetBridgeNode, args)
-
-
-if __name__ == "__main__":
-    main()
+main = node_main(NatNetBridgeNode)

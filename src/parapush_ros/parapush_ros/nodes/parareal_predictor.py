@@ -13,19 +13,17 @@ import numpy as np
 from nav_msgs.msg import Path
 from parapush_msgs.srv import PredictTrajectory
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
-from ..ros import markers
+from ..ros import markers, qos
 from ..ros.conversions import ConversionError, array_to_scene_state, controls_to_arrays, scene_state_to_array
 from ..core.models.base import ModelDiverged
 from ..core.models.registry import PARAREAL, ModelSpec, Predictor
 from ..core.scene.spec import load_scene
 from ..ros.params import PREDICTOR, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 
-LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class PararealPredictorNode(Node):
@@ -38,8 +36,8 @@ class PararealPredictorNode(Node):
                                                        tolerance=self.p["tolerance"])
         except ValueError as e:
             raise ValueError(f"parameter {e}") from None
-        self.marker_pub = self.create_publisher(MarkerArray, "~/prediction_markers", LATCHED)
-        self.path_pub = self.create_publisher(Path, "~/predicted_path", LATCHED)
+        self.marker_pub = self.create_publisher(MarkerArray, "~/prediction_markers", qos.LATCHED)
+        self.path_pub = self.create_publisher(Path, "~/predicted_path", qos.LATCHED)
         self.srv = self.create_service(PredictTrajectory, "predict_trajectory", self._on_predict)
         self.get_logger().info(f"serving predict_trajectory for scene {self.scene.name!r} "
                                f"({len(self.scene.objects)} object(s), default K={self.p['max_iterations']}, "
@@ -104,9 +102,4 @@ class PararealPredictorNode(Node):
         self.path_pub.publish(markers.object_path(self.scene, states, header))
 
 
-def main(args=None):
-    run_node(PararealPredictorNode, args)
-
-
-if __name__ == "__main__":
-    main()
+main = node_main(PararealPredictorNode)

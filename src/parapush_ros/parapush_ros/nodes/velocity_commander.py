@@ -26,11 +26,10 @@ from geometry_msgs.msg import TwistStamped
 from parapush_msgs.msg import SceneState
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from ..ros import topics
+from ..ros import qos, topics
 from ..core.robot.command_safety import (
     CommandSafety,
     SafetyConfig,
@@ -41,10 +40,8 @@ from ..core.robot.command_safety import (
 )
 from ..core.scene.spec import load_scene
 from ..ros.params import VELOCITY_COMMANDER, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
            "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
@@ -75,13 +72,13 @@ class VelocityCommanderNode(Node):
         self.safety = CommandSafety(cfg, Workspace.from_scene(self.scene))
         self.output_topic = p["output_topic"] or OUTPUTS[p["output"]]
         if p["output"] == "joint_velocity":
-            self.out_pub = self.create_publisher(Float64MultiArray, self.output_topic, RELIABLE)
+            self.out_pub = self.create_publisher(Float64MultiArray, self.output_topic, qos.RELIABLE)
         else:
-            self.out_pub = self.create_publisher(TwistStamped, self.output_topic, RELIABLE)
-        self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, LATCHED)
-        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, RELIABLE)
-        self.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command, RELIABLE)
-        self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, RELIABLE)
+            self.out_pub = self.create_publisher(TwistStamped, self.output_topic, qos.RELIABLE)
+        self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, qos.LATCHED)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
+        self.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command, qos.RELIABLE)
+        self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
         self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)
         self.create_service(Trigger, topics.ESTOP_RESET_SERVICE, self._on_reset)
         self.create_timer(1.0 / p["rate"], self._tick)
@@ -282,9 +279,4 @@ class VelocityCommanderNode(Node):
             self.get_logger().error("gripper close ended without a grasp")
 
 
-def main(args=None):
-    run_node(VelocityCommanderNode, args)
-
-
-if __name__ == "__main__":
-    main()
+main = node_main(VelocityCommanderNode)

@@ -188,28 +188,3 @@ class SpinningNodes:
         self.shutdown()
         return False
 
-
-def run_node(node_class, args=None, num_threads: int = 1):
-    """The whole ``main()`` of a node executable: init, spin until Ctrl-C or shutdown (on ``num_threads`` threads
-    where the node runs callbacks concurrently), then the teardown of the module docstring."""
-    import rclpy  # noqa: PLC0415
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor  # noqa: PLC0415
-
-    rclpy.init(args=args)
-    try:
-        node = node_class()
-        executor = SingleThreadedExecutor() if num_threads == 1 else parallel_executor(num_threads)
-        executor.add_node(node)
-        try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            stop_activity = getattr(node, "stop_activity", None)
-            if stop_activity is not None:
-                stop_activity(5.0)
-            executor.shutdown(timeout_sec=5.0)
-            node.destroy_node()
-    finally:
-        if rclpy.ok():
-            rclpy.shutdown()

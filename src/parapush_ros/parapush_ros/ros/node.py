@@ -1,0 +1,107 @@
+"""Node scaffolding: the one ``main()`` of every node executable, parameters declared from the config dataclasses,
+and the lifecycle (managed node) helpers.
+
+Lifecycle: a node whose output moves the robot (``velocity_commander``, ``mpc_planner``) is an
+``rclpy.lifecycle`` node. It starts *unconfigured* and sends nothing; ``configure`` builds what it needs,
+``activate`` enables its output, ``deactivate`` stops the robot and disables it. The launch files
+(``bringup.launch_description``) and ``parapush sim`` (``bring_up`` here) configure and activate it explicitly;
+``ros2 lifecycle set /<node> activate`` does it by hand. rclpy swallows an exception raised in a transition
+callback (the transition just fails); ``transition`` below logs it first, so a bad parameter is said in the log.
+"""
+from __future__ import annotations
+
+import functools
+
+from ..core.config import ConfigError, knobs
+
+
+def run_node(node_class, args=None, num_threads: int = 1):
+    """The whole ``main()`` of a node executable: init, spin until Ctrl-C or shutdown (on ``num_threads`` threads
+    where the node runs callbacks concurrently), then the teardown of ``ros/spinning.py``'s docstring."""
+    import rclpy  # noqa: PLC0415
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor  # noqa: PLC0415
+
+    from .spinning import parallel_executor  # noqa: PLC0415
+
+    rclpy.init(args=args)
+    try:
+        node = node_class()
+        executor = SingleThreadedExecutor() if num_threads == 1 else parallel_executor(num_threads)
+        executor.add_node(node)
+        try:
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            stop_activity = getattr(node, "stop_activity", None)
+            if stop_activity is not None:
+                stop_activity(5.0)
+            executor.shutdown(timeout_sec=5.0)
+            node.destroy_node()
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+def node_main(node_class, num_threads: int = 1):
+    """The ``main(args=None)`` of a node executable (``setup.py``'s entry points): ``main = node_main(MyNode)``."""
+    def main(args=None):
+        run_node(node_class, args, num_threads)
+    main.__doc__ = f"Run {node_class.__name__} until Ctrl-C or shutdown."
+    return main
+
+
+def declare_config(node, config_class, ns: str = "", **given):
+    """Declare the settings of ``config_class`` (its ``core.config.knob`` fields) on ``node`` as parameters
+    ``<ns><name>`` with their defaults and descriptions, and return the typed config built from their values
+    (``given`` fills the fields that are not settings). An invalid value raises ``ValueError`` in the one format
+    "parameter <ns><name>: must be ..., got ..."."""
+    from rcl_interfaces.msg import ParameterDescriptor  # noqa: PLC0415
+
+    values = {}
+    for name, (default, description) in knobs(config_class).items():
+        node.declare_parameter(ns + name, default, ParameterDescriptor(description=description))
+        values[name] = node.get_parameter(ns + name).value
+    try:
+        return config_class(**values, **given)
+    except ConfigError as e:
+        raise ValueError(f"parameter {ns}{e}") from None
+
+
+def transition(method):
+    """Decorate a lifecycle transition callback (``on_configure(self, state)`` ...): returning None means
+    SUCCESS; an exception is logged with the node's logger and the transition FAILS (the node stays where it was),
+    instead of rclpy's silent ERROR."""
+    from rclpy.lifecycle import TransitionCallbackReturn  # noqa: PLC0415
+
+    @functools.wraps(method)
+    def wrapper(self, state):
+        try:
+            ret = method(self, state)
+        except Exception as e:  # noqa: BLE001 - a failed transition is reported, never raised into rclpy
+            self.get_logger().error(f"{method.__name__[3:]} failed: {e}")
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS if ret is None else ret
+    return wrapper
+
+
+def lifecycle_state(node) -> str:
+    """The label of a lifecycle node's current state: unconfigured, inactive, active or finalized."""
+    return node._state_machine.current_state[1]
+
+
+def bring_up(node):
+    """Configure, then activate a lifecycle node (what the launch files do with events), in the caller's thread;
+    ``RuntimeError`` naming the node and the transition that failed (its log says why)."""
+    from rclpy.lifecycle import TransitionCallbackReturn  # noqa: PLC0415
+
+    for name, trigger in (("configure", node.trigger_configure), ("activate", node.trigger_activate)):
+        ret = trigger()
+        if ret != TransitionCallbackReturn.SUCCESS:
+            raise RuntimeError(f"{node.get_name()}: {name} failed ({ret.to_label()}); see its log")
+
+
+def is_lifecycle(node_or_class) -> bool:
+    from rclpy.lifecycle import LifecycleNode  # noqa: PLC0415
+    cls = node_or_class if isinstance(node_or_class, type) else type(node_or_class)
+    return issubclass(cls, LifecycleNode)

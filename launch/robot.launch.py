@@ -10,39 +10,11 @@ or a ros2_control forward velocity controller, plus the gripper controller) firs
 (the mocap -> table transform lives in config/mocap_ingest.yaml), then config/robot.yaml if present, then the
 launch arguments, as listed by parapush_ros.bringup. The static transform (tf2_ros static_transform_publisher)
 is computed from the same mocap_ingest parameters, so TF agrees with the scene state; all parapush markers are in
-the table frame, which is RViz's fixed frame.
+the table frame, which is RViz's fixed frame. velocity_commander is a lifecycle node: the launch configures it,
+then activates it; `ros2 lifecycle set /velocity_commander deactivate` silences the arm (after one zero).
 """
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
 from parapush_ros import bringup
-
-MODE = "robot"
-
-
-def _launch_nodes(context, *args, **kwargs):
-    share = get_package_share_directory(bringup.PACKAGE)
-    arguments = {name: LaunchConfiguration(name).perform(context) for name in bringup.LAUNCH_ARGUMENTS}
-    use_sim_time = bringup.coerce(arguments["use_sim_time"], False, "use_sim_time")
-    actions = [
-        Node(package=bringup.PACKAGE, executable=spec.executable, name=spec.name, output="screen",
-             parameters=bringup.launch_parameters(spec, MODE, arguments, share))
-        for spec in bringup.nodes(MODE, arguments)
-    ]
-    actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name="mocap_to_table_tf",
-                        output="screen", arguments=bringup.mocap_static_transform_arguments(MODE, arguments, share),
-                        parameters=[{"use_sim_time": use_sim_time}]))
-    if bringup.coerce(arguments["rviz"], False, "rviz"):
-        actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-                            arguments=["-d", bringup.rviz_config(share)],
-                            parameters=[{"use_sim_time": use_sim_time}]))
-    return actions
 
 
 def generate_launch_description():
-    declared = [DeclareLaunchArgument(name, default_value=default, description=description)
-                for name, (default, description) in bringup.launch_argument_defaults(MODE).items()]
-    return LaunchDescription(declared + [OpaqueFunction(function=_launch_nodes)])
+    return bringup.launch_description("robot")

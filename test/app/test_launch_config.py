@@ -119,20 +119,14 @@ def test_static_transform_matches_the_ingest_transform():
 
 # ------------------------------------------------------------------------------------------------ launch files
 @pytest.mark.parametrize("mode", bringup.MODES)
-def test_launch_file_parses_and_uses_the_shared_node_set(mode):
+def test_launch_file_is_the_shared_launch_description(mode):
     path = LAUNCH_FILES[mode]
     tree = ast.parse(path.read_text(), filename=str(path))
-    funcs = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert "generate_launch_description" in funcs
-    consts = {n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)}
-    assert mode in consts, f"{path.name} does not select mode {mode!r}"
-    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    assert {"bringup.nodes", "bringup.launch_parameters", "bringup.launch_argument_defaults"} <= calls
-    # external executables named literally
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Node"):
-        kw = {k.arg: k.value for k in call.keywords}
-        if isinstance(kw.get("executable"), ast.Constant):
-            assert (kw["package"].value, kw["executable"].value) in EXTERNAL_EXECUTABLES
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert set(funcs) == {"generate_launch_description"}
+    calls = [n for n in ast.walk(funcs["generate_launch_description"]) if isinstance(n, ast.Call)]
+    assert [(ast.unparse(c.func), [a.value for a in c.args]) for c in calls] == [("bringup.launch_description",
+                                                                                  [mode])]
     assert REQUIRED_ARGUMENTS <= set(bringup.LAUNCH_ARGUMENTS)
 
 
@@ -143,13 +137,12 @@ class _Recorder:
         self.args, self.kwargs = args, kwargs
 
 
-def _fake_launch_modules(monkeypatch, values: dict):
-    launch = types.ModuleType("launch")
-    launch.LaunchDescription = _Recorder
-    actions = types.ModuleType("launch.actions")
-    actions.DeclareLaunchArgument = _Recorder
-    actions.OpaqueFunction = _Recorder
-    subs = types.ModuleType("launch.substitutions")
+def _fake_launch_modules(monkeypatch):
+    def module(name, **attrs):
+        mod = types.ModuleType(name)
+        for k, v in attrs.items():
+            setattr(mod, k, v)
+        monkeypatch.setitem(sys.modules, name, mod)
 
     class LaunchConfiguration:
         def __init__(self, name):
@@ -157,25 +150,34 @@ def _fake_launch_modules(monkeypatch, values: dict):
 
         def perform(self, context):
             return context[self.name]
-    subs.LaunchConfiguration = LaunchConfiguration
-    launch_ros = types.ModuleType("launch_ros")
-    ros_actions = types.ModuleType("launch_ros.actions")
-    ros_actions.Node = _Recorder
-    ament = types.ModuleType("ament_index_python")
-    packages = types.ModuleType("ament_index_python.packages")
-    packages.get_package_share_directory = lambda pkg: str(ROOT) if pkg == "parapush_ros" else "/nonexistent"
-    for name, mod in {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
-                      "launch_ros": launch_ros, "launch_ros.actions": ros_actions, "ament_index_python": ament,
-                      "ament_index_python.packages": packages}.items():
-        monkeypatch.setitem(sys.modules, name, mod)
+
+    class LifecycleNode(_Recorder):
+        lifecycle = True
+
+    module("launch", LaunchDescription=_Recorder)
+    module("launch.actions", DeclareLaunchArgument=_Recorder, OpaqueFunction=_Recorder, EmitEvent=_Recorder,
+           RegisterEventHandler=_Recorder)
+    module("launch.events", matches_action=lambda action: ("matches", action))
+    module("launch.substitutions", LaunchConfiguration=LaunchConfiguration)
+    module("launch_ros")
+    module("launch_ros.actions", Node=_Recorder, LifecycleNode=LifecycleNode)
+    module("launch_ros.event_handlers", OnStateTransition=_Recorder)
+    module("launch_ros.events")
+    module("launch_ros.events.lifecycle", ChangeState=_Recorder)
+    module("ament_index_python")
+    module("ament_index_python.packages",
+           get_package_share_directory=lambda pkg: str(ROOT) if pkg == "parapush_ros" else "/nonexistent")
 
 
 @pytest.mark.parametrize("mode", bringup.MODES)
 def test_launch_file_runs_against_stand_in_launch_modules(monkeypatch, mode):
     """Execute generate_launch_description and the node-creating function with recording stand-ins for launch,
     launch_ros and ament_index_python: every Node it creates must be one of ours (entry point, config files that
-    exist) or a known external executable, with the RViz file that exists."""
-    _fake_launch_modules(monkeypatch, {})
+    exist) or a known external executable, with the RViz file that exists; lifecycle nodes are configured at start
+    and activated once inactive."""
+    from lifecycle_msgs.msg import Transition
+
+    _fake_launch_modules(monkeypatch)
     ns = {"__name__": f"launch_{mode}", "__file__": str(LAUNCH_FILES[mode])}
     exec(compile(LAUNCH_FILES[mode].read_text(), str(LAUNCH_FILES[mode]), "exec"), ns)
     ld = ns["generate_launch_description"]()
@@ -183,27 +185,50 @@ def test_launch_file_runs_against_stand_in_launch_modules(monkeypatch, mode):
     assert REQUIRED_ARGUMENTS <= set(declared)
     opaque = [a for a in ld.args[0] if "function" in a.kwargs]
     assert len(opaque) == 1
+
+    def run(context):
+        return opaque[0].kwargs["function"](context, *opaque[0].kwargs["args"])
     context = {name: kw["default_value"] for name, kw in declared.items()}
     context.update(scene="box_slider", rviz="true")
-    created = opaque[0].kwargs["function"](context)
+    created = run(context)
+    launched = [a for a in created if "package" in a.kwargs]
     eps = entry_points()
-    ours = [n.kwargs for n in created if n.kwargs["package"] == "parapush_ros"]
-    assert [n["executable"] for n in ours] == [s.executable for s in bringup.nodes(mode)]
-    for n in ours:
-        assert n["executable"] in eps and n["name"] == bringup.spec(n["name"]).name
+    ours = [n for n in launched if n.kwargs["package"] == "parapush_ros"]
+    assert [n.kwargs["executable"] for n in ours] == [s.executable for s in bringup.nodes(mode)]
+    for node in ours:
+        n = node.kwargs
+        spec = bringup.spec(n["name"])
+        assert n["executable"] in eps
         files = [p for p in n["parameters"] if isinstance(p, str)]
         assert files and all(Path(p).is_file() for p in files)
         assert Path(files[0]).name == f"{n['name']}.yaml"
         overrides = n["parameters"][-1]
         assert overrides["use_sim_time"] is (mode == "sim")
-        if "scene" in bringup.spec(n["name"]).param_spec():
+        if "scene" in spec.param_spec():
             assert overrides["scene"] == "box_slider"
-    others = [(n.kwargs["package"], n.kwargs["executable"]) for n in created if n.kwargs["package"] != "parapush_ros"]
+        assert getattr(node, "lifecycle", False) is spec.lifecycle
+        if spec.lifecycle:  # configure emitted for it; activate registered on its transition to inactive
+            events = [a.kwargs["event"] for a in created if "event" in a.kwargs]
+            configure = [e for e in events if e.kwargs["lifecycle_node_matcher"] == ("matches", node)]
+            assert [e.kwargs["transition_id"] for e in configure] == [Transition.TRANSITION_CONFIGURE]
+            handlers = [a.args[0] for a in created if a.args and a.args[0].kwargs.get("target_lifecycle_node")
+                        is node]
+            assert len(handlers) == 1 and handlers[0].kwargs["goal_state"] == "inactive"
+            activate = handlers[0].kwargs["entities"][0].kwargs["event"]
+            assert activate.kwargs["transition_id"] == Transition.TRANSITION_ACTIVATE
+    others = [(n.kwargs["package"], n.kwargs["executable"]) for n in launched if n.kwargs["package"] != "parapush_ros"]
     assert set(others) == EXTERNAL_EXECUTABLES
-    rviz = next(n.kwargs for n in created if n.kwargs["executable"] == "rviz2")
+    rviz = next(n.kwargs for n in launched if n.kwargs["executable"] == "rviz2")
     assert Path(rviz["arguments"][1]).is_file() and Path(rviz["arguments"][1]).name == bringup.RVIZ_CONFIG
     context["rviz"] = "false"
-    assert not any(n.kwargs["executable"] == "rviz2" for n in opaque[0].kwargs["function"](context))
+    assert not any(n.kwargs.get("executable") == "rviz2" for n in run(context))
+
+
+def test_lifecycle_flag_matches_the_node_classes():
+    from parapush_ros.ros.node import is_lifecycle
+
+    for spec in bringup.NODES:
+        assert spec.lifecycle == is_lifecycle(spec.node_class()), spec.name
 
 
 def test_installed_share_holds_launch_config_and_rviz():

@@ -15,6 +15,7 @@ from parapush_ros import bringup  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
 from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
 from parapush_ros.sim_runner import SimStack  # noqa: E402
+from parapush_ros.ros.node import lifecycle_state  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
@@ -47,7 +48,8 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
         # the same merged parameters the launch file gives ROS: YAML, sim overlay, launch arguments
         com = stack.nodes["velocity_commander"]
         assert com.p["rate"] == 50.0 and com.p["gripper_enabled"] is False  # config/sim.yaml
-        assert com.p["max_speed"] == 0.1  # config/velocity_commander.yaml
+        assert com.limits.max_speed == 0.1  # config/velocity_commander.yaml
+        assert lifecycle_state(com) == "active"  # configured and activated, as the launch files do
         planner = stack.nodes["mpc_planner"]
         assert planner.p["model"] == "coarse" and planner.p["tracking_loss_timeout"] == 3.0
         assert all(n.get_parameter("use_sim_time").value for k, n in stack.nodes.items() if k != "mujoco_sim")

@@ -17,6 +17,7 @@ from parapush_ros.core.robot.mocap import MocapToTable  # noqa: E402
 from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
 from parapush_ros.nodes.mujoco_sim import MujocoSimNode  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
+from parapush_ros.ros.node import bring_up  # noqa: E402
 from parapush_ros.ros.qos import CLOCK, RELIABLE, SENSOR  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
@@ -164,9 +165,9 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
         **mocap, real_time_factor=1.0, command_topic=ns + "/servo_twist", position_noise=0.0003, latency=0.005)))
     ros_executor.add(MocapIngestNode(namespace=ns, parameter_overrides=params(**mocap, timeout=0.2,
                                                                                        rate=50.0)))
-    commander = ros_executor.add(VelocityCommanderNode(namespace=ns, parameter_overrides=params(
+    commander = ros_executor.add(bring_up(VelocityCommanderNode(namespace=ns, parameter_overrides=params(
         scene="obstacle_push", output_topic=ns + "/servo_twist", gripper_enabled=False, use_sim_time=True,
-        rate=50.0)))
+        rate=50.0))))
     io = ros_executor.add(rclpy.create_node("loop_io", namespace=ns, context=ros_context,
                                             parameter_overrides=[Parameter("use_sim_time", value=True)]))
     state = Latest()

@@ -15,6 +15,8 @@ from geometry_msgs.msg import TwistStamped  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
+from lifecycle_msgs.msg import Transition  # noqa: E402
+from lifecycle_msgs.srv import ChangeState  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from rclpy.time import Time  # noqa: E402
@@ -22,6 +24,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from conftest import wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
+from parapush_ros.ros.node import bring_up, lifecycle_state  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,12 +35,16 @@ TIMEOUT = 0.2
 class Harness:
     """The commander in its own namespace, a fake planner (pusher_cmd) and fake mocap_ingest (scene_state)."""
 
-    def __init__(self, ctx, ex, ns, **params):
+    def __init__(self, ctx, ex, ns, activate=True, **params):
         self.ns = ns
         overrides = {"scene": "obstacle_push", "rate": RATE, "command_timeout": TIMEOUT, "gripper_enabled": False,
                      "max_acceleration": 100.0, "use_sim_time": True, **params}
-        self.node = ex.add(VelocityCommanderNode(namespace=ns, parameter_overrides=[
-            Parameter(k, value=v) for k, v in overrides.items()]))
+        node = VelocityCommanderNode(namespace=ns, parameter_overrides=[
+            Parameter(k, value=v) for k, v in overrides.items()])
+        self.node = ex.add(bring_up(node) if activate else node)
+        self.expect_output = activate  # lock-step on the commander's output (else the feed paces itself)
+        self.feeding = threading.Event()
+        self.feeding.set()
         self.io = ex.add(rclpy.create_node("commander_io", namespace=ns, context=ctx))
         self.out = []
         self.out_times = []
@@ -49,6 +56,7 @@ class Harness:
         self.io.create_subscription(String, "velocity_commander/status", self.status.append, LATCHED)
         self.estop = self.io.create_client(Trigger, "velocity_commander/estop")
         self.reset = self.io.create_client(Trigger, "velocity_commander/reset")
+        self.change_state = self.io.create_client(ChangeState, "velocity_commander/change_state")
         self.pusher = (-0.2, 0.0)
         self.valid = True
         self.t = 0.0  # the simulated clock (s)
@@ -59,11 +67,25 @@ class Harness:
 
     def subscribe(self, msg_type, topic):
         self.io.create_subscription(msg_type, topic, self._on_out, RELIABLE)
+        if not self.expect_output:  # an unconfigured commander has no subscriptions yet
+            self._thread.start()
+            return self
         wait_for(lambda: self.cmd_pub.get_subscription_count() >= 1 and self.state_pub.get_subscription_count() >= 1,
                  what="commander subscriptions")
         self._thread.start()
         wait_for(lambda: self.out, timeout=30.0, what=f"output on {topic}")
         return self
+
+    def transition(self, label) -> float:
+        """Ask for a lifecycle transition through the node's ``change_state`` service (as ``ros2 lifecycle set``
+        and the launch files do), with the simulated clock held still; returns the sim time it happened at."""
+        self.feeding.clear()
+        with self.lock:
+            t = self.t
+        req = ChangeState.Request(transition=Transition(label=label))
+        assert wait_future(self.change_state.call_async(req), timeout=10.0, what=label).success, label
+        self.feeding.set()
+        return t
 
     def _on_out(self, msg):
         with self.lock:
@@ -74,6 +96,7 @@ class Harness:
         """One commander period per tick: state and command (like mocap_ingest and the planner), then the clock;
         then wait for the commander's output of that period (generous wall bound: a hung node)."""
         while not self._stop.is_set():
+            self.feeding.wait()
             stamp = Time(nanoseconds=int(round(self.t * 1e9))).to_msg()
             s = SceneState()
             s.header.frame_id, s.header.stamp = "table", stamp
@@ -86,7 +109,7 @@ class Harness:
                 n = len(self.out)
                 self.t = round(self.t + 1.0 / RATE, 9)
             self.clock_pub.publish(Clock(clock=Time(nanoseconds=int(round(self.t * 1e9))).to_msg()))
-            if self.out or self.t > 1.0:  # once outputs flow (the subscription is matched): lock-step on them
+            if self.expect_output and (self.out or self.t > 1.0):  # once outputs flow: lock-step on them
                 wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,
                          what="the commander's output for the period")
             else:
@@ -108,8 +131,8 @@ class Harness:
         with self.lock:
             return [m for m, tm in zip(self.out, self.out_times) if tm >= t]
 
-    def wait_output(self, pred, what, timeout=30.0):
-        t = self.t
+    def wait_output(self, pred, what, timeout=30.0, since=None):
+        t = self.t if since is None else since
         return wait_for(lambda: next((m for m in self.outputs_since(t) if pred(m)), None), timeout=timeout, what=what)
 
     def received_at(self, msg) -> float:
@@ -140,6 +163,47 @@ def harness(ros_context, ros_executor, request):
 
 def vel(m):
     return (m.twist.linear.x, m.twist.linear.y)
+
+
+def stamp(m) -> float:
+    return m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+
+
+def test_the_arm_moves_only_after_an_explicit_activate(harness):
+    """Unconfigured, then configured but inactive, the commander sends nothing although commands keep coming;
+    activate lets them through; deactivate sends one zero and silences it again. The proof is order, not time: the
+    output is reliable and in order, so a message sent while silent would arrive before the first one sent after
+    the activation, stamped before it (the sim clock is held still during each transition)."""
+    h = harness(output="servo", output_topic="servo_twist", activate=False)
+    assert lifecycle_state(h.node) == "unconfigured"
+    h.command((0.03, 0.0))
+    h.subscribe(TwistStamped, "servo_twist")
+    h.wait_sim(0.3)
+    h.transition("configure")
+    assert lifecycle_state(h.node) == "inactive"
+    wait_for(lambda: h.cmd_pub.get_subscription_count() >= 1, what="commander subscriptions")
+    wait_for(lambda: any(m.data.startswith("inactive") for m in h.status), what="status 'inactive'")
+    h.wait_sim(0.5)  # commands and ticks while inactive
+    t_active = h.transition("activate")
+    h.expect_output = True
+    h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.0)), "the command passed through once active")
+    with h.lock:
+        first = h.out[0]
+    assert stamp(first) >= t_active  # nothing sent before the activation (one tick may land at its instant)
+
+    t_off = h.transition("deactivate")
+    h.expect_output = False
+    zero = h.wait_output(lambda m: vel(m) == (0.0, 0.0) and stamp(m) == pytest.approx(t_off), "the zero at deactivate",
+                         since=t_off)
+    assert lifecycle_state(h.node) == "inactive"
+    h.wait_sim(0.5)  # commands and ticks while inactive again
+    t_on = h.transition("activate")
+    h.expect_output = True
+    h.command((0.0, 0.02))  # the command held before deactivate was dropped: motion needs a new one
+    h.wait_output(lambda m: vel(m) == pytest.approx((0.0, 0.02)), "motion after re-activation")
+    with h.lock:
+        after = h.out[h.out.index(zero) + 1:]
+    assert after and stamp(after[0]) >= t_on  # silent between deactivate and activate
 
 
 def test_servo_output_watchdog_estop_and_reset(harness):

@@ -39,6 +39,7 @@ class NodeSpec:
     modes: tuple = MODES  # launch files / runners that start it
     inherit: tuple = ()  # nodes whose parameters this node takes too where it declares the same name
     when: str = ""  # a launch argument that starts this node when it is set (OPTIONAL_NODES)
+    lifecycle: bool = False  # an rclpy.lifecycle node: started unconfigured, then configured and activated
 
     @property
     def config(self) -> str:
@@ -72,7 +73,7 @@ NODES = (
     NodeSpec("parareal_predictor", "parareal_predictor", "parapush_ros.nodes.parareal_predictor", "PREDICTOR"),
     NodeSpec("mpc_planner", "mpc_planner", "parapush_ros.nodes.mpc_planner", "PLANNER"),
     NodeSpec("velocity_commander", "velocity_commander", "parapush_ros.nodes.velocity_commander",
-             "VELOCITY_COMMANDER"),
+             "VELOCITY_COMMANDER", lifecycle=True),
 )
 
 # Nodes started only when their launch argument is set: the recorder of the mocap pose topics (record:=FILE,
@@ -239,3 +240,63 @@ def mocap_static_transform_arguments(mode: str, arguments: dict, share=None) -> 
 def rviz_config(share=None) -> str:
     share = Path(share) if share is not None else share_dir()
     return os.fspath(share / "rviz" / RVIZ_CONFIG)
+
+
+# ------------------------------------------------------------------------------------------------ launch
+def launch_description(mode: str):
+    """The ``LaunchDescription`` of ``launch/<mode>.launch.py`` (a real ROS 2 install: ``launch``, ``launch_ros``).
+
+    Every node of the mode with its parameters, the static transform mocap frame -> table (from mocap_ingest's
+    parameters, so TF agrees with the scene state and the table frame exists in TF for RViz), optionally RViz.
+    Lifecycle nodes (``NodeSpec.lifecycle``) are configured as soon as they start and activated once inactive,
+    so the arm moves only after that explicit activate."""
+    from launch import LaunchDescription  # noqa: PLC0415
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction  # noqa: PLC0415
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+    declared = [DeclareLaunchArgument(name, default_value=default, description=description)
+                for name, (default, description) in launch_argument_defaults(mode).items()]
+    return LaunchDescription(declared + [OpaqueFunction(function=_launch_actions, args=[mode])])
+
+
+def _launch_actions(context, mode: str) -> list:
+    from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
+    from launch.substitutions import LaunchConfiguration  # noqa: PLC0415
+    from launch_ros.actions import Node  # noqa: PLC0415
+
+    share = get_package_share_directory(PACKAGE)
+    arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
+    use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
+    actions = []
+    for s in nodes(mode, arguments):
+        kwargs = dict(package=PACKAGE, executable=s.executable, name=s.name, output="screen",
+                      parameters=launch_parameters(s, mode, arguments, share))
+        actions += _lifecycle_actions(kwargs) if s.lifecycle else [Node(**kwargs)]
+    actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name="mocap_to_table_tf",
+                        output="screen", arguments=mocap_static_transform_arguments(mode, arguments, share),
+                        parameters=[{"use_sim_time": use_sim_time}]))
+    if coerce(arguments["rviz"], False, "rviz"):
+        actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
+                            arguments=["-d", rviz_config(share)], parameters=[{"use_sim_time": use_sim_time}]))
+    return actions
+
+
+def _lifecycle_actions(node_kwargs: dict) -> list:
+    """A lifecycle node, the event that configures it at start, and the handler that activates it once it is
+    inactive (launch_ros' lifecycle events)."""
+    from launch.actions import EmitEvent, RegisterEventHandler  # noqa: PLC0415
+    from launch.events import matches_action  # noqa: PLC0415
+    from launch_ros.actions import LifecycleNode  # noqa: PLC0415
+    from launch_ros.event_handlers import OnStateTransition  # noqa: PLC0415
+    from launch_ros.events.lifecycle import ChangeState  # noqa: PLC0415
+    from lifecycle_msgs.msg import Transition  # noqa: PLC0415
+
+    node = LifecycleNode(namespace="", **node_kwargs)
+
+    def change(transition_id):
+        return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id))
+
+    activate = RegisterEventHandler(OnStateTransition(target_lifecycle_node=node, goal_state="inactive",
+                                                      entities=[change(Transition.TRANSITION_ACTIVATE)]))
+    return [activate, node, change(Transition.TRANSITION_CONFIGURE)]

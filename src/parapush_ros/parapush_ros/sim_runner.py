@@ -32,6 +32,8 @@ class SimStack:
         import rclpy  # noqa: PLC0415
         from rclpy.parameter import Parameter  # noqa: PLC0415
 
+        from .ros.node import bring_up  # noqa: PLC0415
+
         args = {name: d for name, (d, _) in bringup.launch_argument_defaults("sim").items()}
         args.update({k: v for k, v in (arguments or {}).items() if v is not None})
         overrides = overrides or {}
@@ -61,8 +63,10 @@ class SimStack:
                 params = bringup.node_parameters(spec, "sim", args, share)
                 params.update(overrides.get(spec.name, {}))
                 self.parameters[spec.name] = params
-                self.add_node(spec.name, cls(context=context, parameter_overrides=[
-                    Parameter(k, value=v) for k, v in params.items()]))
+                node = cls(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+                self.add_node(spec.name, node)
+                if spec.lifecycle:  # configure and activate, as the launch files do
+                    bring_up(node)
         except BaseException:
             self.shutdown()
             raise

@@ -14,22 +14,30 @@ Services: ``~/estop`` (``std_srvs/Trigger``) latches zero output until ``~/reset
 Gripper: at start the gripper closes on the pusher through ``control_msgs/action/GripperCommand`` when
 control_msgs is installed (``stalled`` = good grasp); otherwise the log says clearly that it was skipped.
 
-Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS).
+Lifecycle (``rclpy.lifecycle``): the node starts *unconfigured* and sends nothing. ``configure`` loads the scene
+and creates its topics, services and timers (the output stays silent: ``~/status`` says ``inactive``);
+``activate`` enables the output (and closes the gripper, the first time); ``deactivate`` sends zero at once and
+silences the output again; ``cleanup`` takes it all down. The launch files and ``parapush sim`` configure and
+activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
+
+Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS); the limits are
+``SafetyConfig``'s settings, declared as parameters of the same names.
 """
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import asdict
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from parapush_msgs.msg import SceneState
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from ..ros import qos, topics
 from ..core.robot.command_safety import (
     CommandSafety,
     SafetyConfig,
@@ -39,63 +47,115 @@ from ..core.robot.command_safety import (
     rotate_planar,
 )
 from ..core.scene.spec import load_scene
-from ..ros.params import VELOCITY_COMMANDER, declare_all
-from ..ros.node import node_main
+from ..ros import qos, topics
+from ..ros.node import declare_config, node_main, transition
+from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
            "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
-          "idle": DiagnosticStatus.OK,
+          "idle": DiagnosticStatus.OK, "inactive": DiagnosticStatus.OK,
           "watchdog": DiagnosticStatus.WARN, "no pusher state": DiagnosticStatus.WARN,
           "waiting for grasp": DiagnosticStatus.WARN, "estop": DiagnosticStatus.ERROR}
 
 
-class VelocityCommanderNode(Node):
+class VelocityCommanderNode(LifecycleNode):
     def __init__(self, **kwargs):
+        """Declares and checks the parameters (a bad one fails here, naming it); nothing is created or sent
+        before ``configure``."""
         super().__init__("velocity_commander", **kwargs)
-        p = self.p = declare_all(self, VELOCITY_COMMANDER)
-        log = self.get_logger()
+        self.limits = declare_config(self, SafetyConfig)
+        p = self.p = {**declare_all(self, COMMANDER_IO), **asdict(self.limits)}  # every parameter's value by name
         if p["output"] not in OUTPUTS:
             raise ValueError(f"velocity_commander: invalid parameter output: {p['output']!r} is not one of "
                              f"{', '.join(OUTPUTS)}")
         if not p["rate"] > 0.0:
             raise ValueError(f"velocity_commander: invalid parameter rate: must be > 0, got {p['rate']}")
-        self.scene = load_scene(p["scene"])
         try:
-            cfg = SafetyConfig(max_speed=p["max_speed"], max_acceleration=p["max_acceleration"],
-                               command_timeout=p["command_timeout"], state_timeout=p["state_timeout"],
-                               workspace_margin=p["workspace_margin"], braking_horizon=p["braking_horizon"],
-                               enforce_workspace=p["enforce_workspace"])
             self.joint_matrix = joint_matrix(p["joint_matrix"])
         except SafetyConfigError as e:
             raise ValueError(f"velocity_commander: invalid parameter {e}") from None
-        self.safety = CommandSafety(cfg, Workspace.from_scene(self.scene))
         self.output_topic = p["output_topic"] or OUTPUTS[p["output"]]
-        if p["output"] == "joint_velocity":
-            self.out_pub = self.create_publisher(Float64MultiArray, self.output_topic, qos.RELIABLE)
-        else:
-            self.out_pub = self.create_publisher(TwistStamped, self.output_topic, qos.RELIABLE)
-        self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, qos.LATCHED)
-        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
-        self.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command, qos.RELIABLE)
-        self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
-        self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)
-        self.create_service(Trigger, topics.ESTOP_RESET_SERVICE, self._on_reset)
-        self.create_timer(1.0 / p["rate"], self._tick)
-        self.create_timer(1.0, self._publish_diagnostics)
+        self.safety = None  # CommandSafety, from configure on
+        self.out_pub = None
+        self._active = False
+        self._output_lock = threading.Lock()  # a tick and a transition never interleave their output
+        self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
         self._status = None
         self._last_out = (0.0, 0.0)
         self.grasp = "not requested" if not p["gripper_enabled"] else "pending"
+        self._gripper_started = False
         # housekeeping (service / action discovery) runs on wall time: it must not wait for a sim clock
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._t_start = time.monotonic()
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    @transition
+    def on_configure(self, state):
+        p, lim = self.p, self.limits
+        self.scene = load_scene(p["scene"])
+        self.safety = CommandSafety(lim, Workspace.from_scene(self.scene))
+        msg_type = Float64MultiArray if p["output"] == "joint_velocity" else TwistStamped
+        self.out_pub = self.create_lifecycle_publisher(msg_type, self.output_topic, qos.RELIABLE)
+        self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, qos.LATCHED)
+        self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
+        self._entities = [
+            (self.destroy_lifecycle_publisher, self.out_pub), (self.destroy_publisher, self.status_pub),
+            (self.destroy_publisher, self.diag_pub),
+            (self.destroy_subscription, self.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command,
+                                                                 qos.RELIABLE)),
+            (self.destroy_subscription, self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state,
+                                                                 qos.RELIABLE)),
+            (self.destroy_service, self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)),
+            (self.destroy_service, self.create_service(Trigger, topics.ESTOP_RESET_SERVICE, self._on_reset)),
+            (self.destroy_timer, self.create_timer(1.0 / p["rate"], self._tick)),
+            (self.destroy_timer, self.create_timer(1.0, self._publish_diagnostics)),
+        ]
         if p["output"] == "servo" and p["switch_command_type"]:
             self._setup_servo_switch()
-        if p["gripper_enabled"]:
+        self.get_logger().info(
+            f"configured: output {p['output']} -> {self.output_topic} at {p['rate']:g} Hz; limits "
+            f"{lim.max_speed:g} m/s, {lim.max_acceleration:g} m/s^2; watchdog {lim.command_timeout:g} s; workspace "
+            f"{'enforced' if lim.enforce_workspace else 'NOT enforced'} for scene {self.scene.name!r}; the output "
+            f"stays silent until activate")
+
+    @transition
+    def on_activate(self, state):
+        with self._output_lock:
+            ret = super().on_activate(state)  # enables the output publisher
+            self._active = True
+        if self.p["gripper_enabled"] and not self._gripper_started:
+            self._gripper_started = True
             self._setup_gripper()
-        log.info(f"output {p['output']} -> {self.output_topic} at {p['rate']:g} Hz; limits {p['max_speed']:g} m/s, "
-                 f"{p['max_acceleration']:g} m/s^2; watchdog {p['command_timeout']:g} s; workspace "
-                 f"{'enforced' if p['enforce_workspace'] else 'NOT enforced'} for scene {self.scene.name!r}")
+        self.get_logger().info("active: sending to the robot")
+        return ret
+
+    @transition
+    def on_deactivate(self, state):
+        with self._output_lock:
+            self._send(np.zeros(2))  # the robot is left still, then the output goes silent
+            self.safety.output_stopped()
+            self._active = False
+            ret = super().on_deactivate(state)
+        self.get_logger().info("inactive: zero sent, output silent")
+        return ret
+
+    @transition
+    def on_cleanup(self, state):
+        self._take_down()
+
+    @transition
+    def on_shutdown(self, state):
+        if self._active:
+            self.on_deactivate(state)
+        self._take_down()
+
+    def _take_down(self):
+        for destroy, entity in reversed(self._entities):
+            destroy(entity)
+        self._entities = []
+        self.safety = self.out_pub = None
+        self._status = None
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -120,9 +180,11 @@ class VelocityCommanderNode(Node):
 
     def stop_activity(self, timeout: float = 5.0) -> bool:
         """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
-        controller would hold the last command forever)."""
-        self.safety.estop("shutdown")
-        self._send(np.zeros(2))
+        controller would hold the last command forever); an inactive commander sends nothing."""
+        with self._output_lock:
+            if self.safety is not None:
+                self.safety.estop("shutdown")
+                self._send(np.zeros(2))
         return True
 
     def _on_estop(self, req, res):
@@ -142,13 +204,18 @@ class VelocityCommanderNode(Node):
 
     # ------------------------------------------------------------------------------------------ output
     def _tick(self):
-        now = self._now()
-        out = self.safety.step(now)
-        status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
-        if self.p["require_grasp"] and self.grasp != "grasped" and status not in ("estop",):
-            status, detail, v = "waiting for grasp", f"gripper: {self.grasp}", np.zeros(2)
-        self._send(v)
-        self._last_out = (float(v[0]), float(v[1]))
+        with self._output_lock:
+            if self.safety is None:  # cleaned up while this tick waited
+                return
+            if self._active:
+                out = self.safety.step(self._now())
+                status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
+                if self.p["require_grasp"] and self.grasp != "grasped" and status not in ("estop",):
+                    status, detail, v = "waiting for grasp", f"gripper: {self.grasp}", np.zeros(2)
+                self._send(v)
+            else:
+                status, detail, v = "inactive", "output silent until activate", np.zeros(2)
+            self._last_out = (float(v[0]), float(v[1]))
         if status != self._status:
             self._status = status
             text = f"{status}: {detail}" if detail else status
@@ -161,6 +228,7 @@ class VelocityCommanderNode(Node):
                 self.get_logger().info(f"state -> {text}")
 
     def _send(self, v_table):
+        """Publish on the output (a lifecycle publisher: silent unless active)."""
         if self.p["output"] == "joint_velocity":
             q = self.joint_matrix @ v_table
             self.out_pub.publish(Float64MultiArray(data=[float(q[0]), float(q[1])]))
@@ -198,6 +266,7 @@ class VelocityCommanderNode(Node):
         self._servo_type = ServoCommandType
         self._servo_client = self.create_client(ServoCommandType, name)
         self._servo_timer = self.create_timer(0.5, self._try_servo_switch, clock=self._steady)
+        self._entities += [(self.destroy_client, self._servo_client), (self.destroy_timer, self._servo_timer)]
 
     def _try_servo_switch(self):
         name = self.p["servo_switch_service"]

@@ -92,13 +92,14 @@ def lifecycle_state(node) -> str:
 
 def bring_up(node):
     """Configure, then activate a lifecycle node (what the launch files do with events), in the caller's thread;
-    ``RuntimeError`` naming the node and the transition that failed (its log says why)."""
+    returns the node. ``RuntimeError`` names the node and the transition that failed (its log says why)."""
     from rclpy.lifecycle import TransitionCallbackReturn  # noqa: PLC0415
 
     for name, trigger in (("configure", node.trigger_configure), ("activate", node.trigger_activate)):
         ret = trigger()
         if ret != TransitionCallbackReturn.SUCCESS:
             raise RuntimeError(f"{node.get_name()}: {name} failed ({ret.to_label()}); see its log")
+    return node
 
 
 def is_lifecycle(node_or_class) -> bool:

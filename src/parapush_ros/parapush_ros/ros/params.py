@@ -1,17 +1,28 @@
 """Node parameters: the single source of their names, defaults and meanings.
 
-Nodes declare exactly these (``declare_all``); the YAML files in ``config/`` set a subset of them and a test
-checks that every key there is declared here with a matching type.
+Nodes declare exactly these (``declare_all``, or ``ros.node.declare_config`` for the parts that are a core config
+dataclass); the YAML files in ``config/`` set a subset of them and a test checks that every key there is declared
+here with a matching type. Settings of a core config dataclass (``core.config.knob`` fields: the commander's
+``SafetyConfig``, the planner's ``PlannerConfig`` and its optimisers' configs) are not written here but generated
+from the dataclass (``config_params``), so their defaults and descriptions live in core once.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..core.config import knobs
+from ..core.robot.command_safety import SafetyConfig
 
 
 @dataclass(frozen=True)
 class Param:
     default: object
     description: str
+
+
+def config_params(config_class, ns: str = "") -> dict:
+    """The settings of a core config dataclass as parameters ``<ns><name>``."""
+    return {ns + name: Param(default, description) for name, (default, description) in knobs(config_class).items()}
 
 
 def _model_params() -> dict:
@@ -79,7 +90,7 @@ POSE_RECORDER = {
                         "FILE` sets it)"),
 }
 
-VELOCITY_COMMANDER = {
+COMMANDER_IO = {  # the commander's interfaces; its limits are SafetyConfig's settings
     "scene": Param("obstacle_push", "scene name or path: the table and obstacles the pusher must stay clear of"),
     "output": Param("servo", "output interface: servo (MoveIt Servo TwistStamped) | ur_twist (UR twist "
                              "controller) | joint_velocity (Float64MultiArray for a 2-axis stage)"),
@@ -92,13 +103,6 @@ VELOCITY_COMMANDER = {
                                                 "(vx, vy) to the two joint velocities"),
     "input_frame_id": Param("table", "required frame_id of incoming pusher_cmd twists; empty = accept any"),
     "rate": Param(100.0, "output rate (Hz): the command (or zeros) is sent every period"),
-    "command_timeout": Param(0.2, "watchdog: no pusher_cmd for this long -> zero velocity (s)"),
-    "state_timeout": Param(0.2, "no valid pusher position for this long -> zero velocity (s)"),
-    "max_speed": Param(0.1, "pusher speed limit (m/s)"),
-    "max_acceleration": Param(0.5, "pusher acceleration limit (m/s^2)"),
-    "enforce_workspace": Param(True, "keep the pusher on the table and clear of obstacles (needs scene_state)"),
-    "workspace_margin": Param(0.01, "clearance kept between the pusher and table edges / obstacles (m)"),
-    "braking_horizon": Param(0.2, "speed toward a boundary is limited to (clearance - margin) / this (s)"),
     "switch_command_type": Param(True, "servo output: call the Servo switch_command_type service (TWIST) at "
                                        "start"),
     "servo_switch_service": Param("/servo_node/switch_command_type", "MoveIt Servo's ServoCommandType service"),
@@ -111,6 +115,7 @@ VELOCITY_COMMANDER = {
                                    "(s)"),
     "require_grasp": Param(False, "send zeros until the gripper reports a good grasp"),
 }
+VELOCITY_COMMANDER = {**COMMANDER_IO, **config_params(SafetyConfig)}
 
 MUJOCO_SIM = {
     **_MOCAP_COMMON,

@@ -22,28 +22,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import ConfigError, finite, knob
 
-class SafetyConfigError(ValueError):
+
+class SafetyConfigError(ConfigError):
     """A safety parameter is invalid; the message names it."""
 
 
 @dataclass(frozen=True)
 class SafetyConfig:
-    max_speed: float = 0.1  # m/s
-    max_acceleration: float = 1.0  # m/s^2
-    command_timeout: float = 0.2  # s
-    state_timeout: float = 0.2  # s
-    workspace_margin: float = 0.01  # m of clearance kept between the pusher disc and table edges / obstacles
-    braking_horizon: float = 0.2  # s
-    enforce_workspace: bool = True
+    """The commander's limits (``velocity_commander`` declares these as its parameters of the same names)."""
+
+    max_speed: float = knob(0.1, "pusher speed limit (m/s)")
+    max_acceleration: float = knob(0.5, "pusher acceleration limit (m/s^2)")
+    command_timeout: float = knob(0.2, "watchdog: no pusher_cmd for this long -> zero velocity (s)")
+    state_timeout: float = knob(0.2, "no valid pusher position for this long -> zero velocity (s)")
+    workspace_margin: float = knob(0.01, "clearance kept between the pusher and table edges / obstacles (m)")
+    braking_horizon: float = knob(0.2, "speed toward a boundary is limited to (clearance - margin) / this (s)")
+    enforce_workspace: bool = knob(True, "keep the pusher on the table and clear of obstacles (needs scene_state)")
 
     def __post_init__(self):
         for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0.0):
-                raise SafetyConfigError(f"{name}: must be > 0, got {v!r}")
-        if not (math.isfinite(self.workspace_margin) and self.workspace_margin >= 0.0):
-            raise SafetyConfigError(f"workspace_margin: must be >= 0, got {self.workspace_margin!r}")
+            if not (finite(v) and v > 0.0):
+                raise SafetyConfigError(name, f"must be > 0, got {v!r}")
+        if not (finite(self.workspace_margin) and self.workspace_margin >= 0.0):
+            raise SafetyConfigError("workspace_margin", f"must be >= 0, got {self.workspace_margin!r}")
 
 
 class Workspace:
@@ -111,7 +115,7 @@ class SafetyOutput:
 class CommandSafety:
     def __init__(self, config: SafetyConfig, workspace: Workspace | None = None):
         if config.enforce_workspace and workspace is None:
-            raise SafetyConfigError("enforce_workspace is true but no workspace was given")
+            raise SafetyConfigError("enforce_workspace", "is true but no workspace was given")
         self.cfg = config
         self.workspace = workspace
         self._cmd = None  # (t, v)
@@ -145,6 +149,13 @@ class CommandSafety:
         self.estopped = False
         self.estop_reason = ""
         self._cmd = None
+        self._stop()
+
+    def output_stopped(self):
+        """The output was stopped from outside (the commander deactivated): the command held is discarded and the
+        next one ramps up from rest, as after ``reset`` (an e-stop stays latched)."""
+        self._cmd = None
+        self._prev_t = None
         self._stop()
 
     def _stop(self):
@@ -233,9 +244,9 @@ def joint_matrix(values) -> np.ndarray:
     list of 4 numbers; it must be invertible (each joint moves the pusher in its own direction)."""
     m = np.asarray(list(values), dtype=float)
     if m.shape != (4,) or not np.all(np.isfinite(m)):
-        raise SafetyConfigError(f"joint_matrix: expected 4 finite numbers (row-major 2x2), got {list(values)}")
+        raise SafetyConfigError("joint_matrix", f"expected 4 finite numbers (row-major 2x2), got {list(values)}")
     m = m.reshape(2, 2)
     if abs(np.linalg.det(m)) < 1e-9:
-        raise SafetyConfigError(f"joint_matrix: {m.tolist()} is singular")
+        raise SafetyConfigError("joint_matrix", f"{m.tolist()} is singular")
     return m
 

@@ -350,7 +350,9 @@ def test_goal_pose_starts_a_push(harness):
 @pytest.mark.parametrize("name, value, words", [
     ("optimiser", "adam", "parameter optimiser: 'adam'"),
     ("model", "oracle", "parameter model: unknown model 'oracle'"),
-    ("nominal_speed", 0.5, "optimiser parameter nominal_speed"),
+    ("nominal_speed", 0.5, r"parameter nominal_speed: must be in \(0, max_speed=0.1\]"),
+    ("mppi.decay", 1.5, r"parameter mppi.decay: must be in \(0, 1\], got 1.5"),
+    ("samples", 1, "parameter samples: must be >= 2"),
     ("control_duration", 0.0005, "parameter control_duration"),
     ("weights.collision", -1.0, "collision: must be finite and >= 0"),
     ("target_object", "teapot", "no object named 'teapot'"),

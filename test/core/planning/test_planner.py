@@ -1,4 +1,5 @@
-"""Planner core: cost terms on hand-made states, the outcome monitor, and both optimisers on a fixed problem.
+"""Planner core: cost terms on hand-made states, the outcome monitor, and the planner's warm start (the optimisers:
+``test_optimisers.py``).
 
 Real models only (the analytical coarse model keeps this file fast); the predictor spy below subclasses the real
 ``Predictor`` to count and inspect its calls, it does not replace any of its work.
@@ -7,9 +8,8 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
-from parapush_ros.core.planning.optimisers import MPPI, StochasticOptimiser, make_optimiser
 from parapush_ros.core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor
-from parapush_ros.core.models.registry import Predictor
+from test_optimisers import SpyPredictor, side_problem  # noqa: F401 (a fixture)
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.planning.tasks import CostWeights, Goal, PushTask, goal_for, load_cost_weights
 from parapush_ros.core.scene.queries import path_to_goal
@@ -219,97 +219,11 @@ def test_outcome_monitor(obstacle_scene):
             OutcomeMonitor(s, goal, max_actions=absurd)
 
 
-# ------------------------------------------------------------------------------------------------ optimisers
-class SpyPredictor(Predictor):
-    """The real predictor, recording the shape of every batch it is asked for (and optionally a variance)."""
-
-    def __init__(self, scene, variance=None, **kw):
-        super().__init__(scene, **kw)
-        self.calls = []
-        self.variance = variance
-
-    def predict(self, x0, controls, dt, model="parareal", **kw):
-        self.calls.append(np.array(controls))
-        pred = super().predict(x0, controls, dt, model=model, **kw)
-        if self.variance is not None:
-            pred.variance = self.variance(pred.states)
-        return pred
-
-
-@pytest.fixture(scope="module")
-def side_problem():
-    """Cylinder slider, pusher behind it, goal 20 cm ahead and 10 cm to the left."""
-    scene = load_scene("cylinder_slider")
-    goal = goal_for(scene, "cylinder", (0.2, 0.1), 0.02)
-    return scene, PushTask(scene, goal=goal), scene.initial_state()
-
-
-@pytest.mark.parametrize("cls, extra", [(StochasticOptimiser, {}), (MPPI, {"temperature": 0.5})])
-def test_each_optimiser_lowers_the_cost_with_one_batched_prediction_per_iteration(side_problem, cls, extra):
+def test_planner_warm_starts_from_the_shifted_solution(side_problem):  # noqa: F811 (the imported fixture)
     scene, task, x0 = side_problem
     spy = SpyPredictor(scene)
-    opt = cls(spy, task, model="coarse", samples=16, iterations=6, seed=3, **extra)
-    bad_start = np.tile([0.05, -0.03], (4, 1))  # pushes away from the goal's side
-    r = opt.optimise(x0, initial=bad_start)
-    assert r.cost < 0.8 * r.initial_cost
-    assert r.costs == sorted(r.costs, reverse=True) and r.costs[-1] == r.cost
-    assert len(spy.calls) == r.predict_calls == 6 and r.samples_evaluated == 6 * 16
-    assert all(c.shape == (16, 4, 2) for c in spy.calls)
-    speeds = np.linalg.norm(np.concatenate(spy.calls), axis=-1)
-    assert speeds.max() <= opt.max_speed + 1e-12
-    np.testing.assert_allclose(spy.calls[0][0], bad_start)  # the warm start itself is sample 0
-    straight = task.straight_push(x0, opt.nominal_speed, 4)
-    assert np.allclose(spy.calls[0][1], straight)  # the straight push at the goal is a candidate
-    primitive = task.approach_and_push(x0, opt.nominal_speed, opt.approach_speed, 4, 1.0)
-    assert np.allclose(spy.calls[0][2], primitive)  # and so is the push primitive
-    assert np.allclose(spy.calls[0][3], 0.0)  # and holding still
-    assert r.states.shape == (5, scene.layout.dim) and np.all(np.isfinite(r.controls))
-    again = cls(SpyPredictor(scene), task, model="coarse", samples=16, iterations=6, seed=3, **extra)
-    np.testing.assert_array_equal(again.optimise(x0, initial=bad_start).controls, r.controls)  # seeded
-
-
-def test_without_warm_start_the_straight_push_comes_first(side_problem):
-    scene, task, x0 = side_problem
-    spy = SpyPredictor(scene)
-    make_optimiser("stochastic", spy, task, model="coarse", samples=4, iterations=1).optimise(x0)
-    np.testing.assert_allclose(spy.calls[0][0], task.straight_push(x0, 0.05, 4))
-
-
-def test_mppi_exploration_decays_and_parameters_are_checked(side_problem):
-    scene, task, _ = side_problem
-    opt = MPPI(Predictor(scene), task, variance=1e-4, decay=0.5)
-    assert opt.exploration_std(0) == pytest.approx(0.01) and opt.exploration_std(2) == pytest.approx(0.005)
-    with pytest.raises(ValueError, match="optimiser parameter decay"):
-        MPPI(Predictor(scene), task, decay=1.5)
-    with pytest.raises(ValueError, match="optimiser parameter samples"):
-        StochasticOptimiser(Predictor(scene), task, samples=1)
-    with pytest.raises(ValueError, match="unknown optimiser 'adam'"):
-        make_optimiser("adam", Predictor(scene), task)
-
-
-def test_uncertainty_averse_cost_steers_away_from_uncertain_states(side_problem):
-    """A model that is unsure wherever the slider goes left of y = 0.02 makes the plan keep it right of that,
-    although the goal lies further left; without the variance the plan goes straight for the goal."""
-    scene, task, x0 = side_problem
-    L = scene.layout
-    averse_task = task.with_weights(task.weights.with_overrides({"variance": 100.0}))
-
-    def var(states):
-        return np.where(L.object_poses(states)[..., 0, 1] > 0.02, 1.0, 0.0)
-
-    kw = dict(model="coarse", samples=16, iterations=5, variance=1e-3, seed=1)
-    plain = make_optimiser("stochastic", Predictor(scene), averse_task, **kw).optimise(x0)
-    averse = make_optimiser("stochastic", SpyPredictor(scene, variance=var), averse_task, **kw).optimise(x0)
-    assert "variance" in averse.terms and "variance" not in plain.terms
-    assert L.object_poses(plain.states)[-1, 0, 1] > 0.03
-    assert averse.terms["variance"] == 0.0
-    assert np.all(L.object_poses(averse.states)[:, 0, 1] <= 0.02)
-
-
-def test_planner_warm_starts_from_the_shifted_solution(side_problem):
-    scene, task, x0 = side_problem
-    spy = SpyPredictor(scene)
-    planner = MPCPlanner(scene, PlannerConfig(model="coarse", samples=6, iterations=1), task=task, predictor=spy)
+    config = PlannerConfig.from_values(dict(model="coarse", samples=6, iterations=1))
+    planner = MPCPlanner(scene, config, task=task, predictor=spy)
     p1 = planner.plan(x0)
     planner.commit()
     planner.plan(x0)

@@ -16,7 +16,7 @@ from parapush_ros.core.sim.world import SimWorld
 
 pytestmark = pytest.mark.timeout(120)
 DT = 0.5
-CONFIG = PlannerConfig(model="coarse", samples=8, iterations=2, dt=DT)
+CONFIG = PlannerConfig.from_values(dict(model="coarse", samples=8, iterations=2, control_duration=DT))
 
 
 def frozen_clock():
@@ -56,7 +56,7 @@ def test_control_schedule_switch_takeover_and_warm_start():
 
 def test_the_anytime_optimiser_stops_before_its_deadline():
     scene = load_scene("cylinder_slider")
-    planner = MPCPlanner(scene, PlannerConfig(model="coarse", samples=6, iterations=50))
+    planner = MPCPlanner(scene, PlannerConfig.from_values(dict(model="coarse", samples=6, iterations=50)))
     ticks = iter(np.arange(0.0, 1000.0, 1.0))  # every reading of the clock is one second later
 
     plan = planner.plan(scene.initial_state(), deadline=10.0, clock=lambda: next(ticks))

@@ -20,7 +20,7 @@ SMALL = dict(model="fine", samples=6, iterations=1)
 
 def closed_loop(scene_name, **config):
     scene = load_scene(scene_name)
-    planner = MPCPlanner(scene, PlannerConfig(**config))
+    planner = MPCPlanner(scene, PlannerConfig.from_values(config))
     try:
         return scene, run_closed_loop(planner, SimWorld(scene), keep_plans=True)
     finally:

@@ -36,6 +36,8 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from ..core.models.fine import default_threads
+from ..core.config import ConfigError
+from ..core.planning.optimisers import OPTIMISERS, SamplingConfig
 from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.sim.closed_loop import WorldIO, run_closed_loop
 from ..core.sim.world import SimWorld, WorldConfig
@@ -43,7 +45,7 @@ from ..core.planning.outcome import Outcome
 from ..core.models.registry import ModelSpec, Predictor, spec_names
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
-from ..core.planning.tasks import PushTask, load_cost_weights
+from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
 from .common import Progress, median_time, output_paths, print_table, pyplot, save_figure, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
@@ -63,7 +65,7 @@ TASK_TIME_LIMIT = 20.0  # s of pushing before a timeout (paper 000: 20 actions o
 # how planning time is measured: wall time, or this process's CPU time spread over the cores (what the plans would
 # take on an otherwise idle machine: on a shared one, wall time also counts everyone else's jobs)
 PLAN_CLOCKS = {"wall": time.perf_counter, "cpu": lambda: time.process_time() / default_threads()}
-REALTIME_SETTINGS = dict(samples=12, iterations=4, horizon=4, dt=1.0)
+REALTIME_SETTINGS = dict(samples=12, iterations=4, horizon=4, control_duration=1.0)
 
 
 def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
@@ -187,10 +189,11 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, co
     task = PushTask(scene, weights)
     rng = np.random.default_rng(0)
     x0 = scene.initial_state()
-    base = task.straight_push(x0, config.nominal_speed, config.horizon)
-    U = base[None] + rng.normal(0.0, np.sqrt(config.variance), (config.samples, config.horizon, 2))
-    X0 = np.repeat(x0[None], config.samples, 0)
-    out = {"cores": P, "samples": config.samples, "horizon": config.horizon, "repeats": repeats, "models": {}}
+    s = config.sampling
+    base = task.straight_push(x0, config.proposals.nominal_speed, s.horizon)
+    U = base[None] + rng.normal(0.0, np.sqrt(s.exploration_variance), (s.samples, s.horizon, 2))
+    X0 = np.repeat(x0[None], s.samples, 0)
+    out = {"cores": P, "samples": s.samples, "horizon": s.horizon, "repeats": repeats, "models": {}}
     predictors = {1: Predictor(scene, coarse=coarse, threads=1), P: Predictor(scene, coarse=coarse, threads=P)}
     modes = [("one after another, 1 thread", 1, False), (f"one after another, {P} threads", P, False),
              ("batched, 1 thread", 1, True), (f"batched, {P} threads", P, True)]
@@ -200,11 +203,11 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, co
             pr = predictors[threads]
             if batched:
                 def job():
-                    pr.predict(X0, U, config.dt, model=model)
+                    pr.predict(X0, U, s.control_duration, model=model)
             else:
                 def job():
-                    for m in range(config.samples):
-                        pr.predict(x0, U[m], config.dt, model=model)
+                    for m in range(s.samples):
+                        pr.predict(x0, U[m], s.control_duration, model=model)
             job()  # warm-up (models built on first use)
             times = []
             for _ in range(repeats):
@@ -228,7 +231,7 @@ def speedup_model(pr: Predictor, X0, U, config: PlannerConfig, repeats: int, mea
     (1+K) coarse sweeps and K fine sweeps of all unconverged slices (``batched_parareal_time``). c_f = this
     iteration's own fine slice cost (its samples one after another on 1 thread / (M N)), c_c = one batched call
     of the coarse model on the M samples."""
-    M, N, dt = U.shape[0], U.shape[1], config.dt
+    M, N, dt = U.shape[0], U.shape[1], config.sampling.control_duration
     if "fine" in measured["models"]:
         serial_fine = measured["models"]["fine"]["seconds"]["one after another, 1 thread"]
     else:
@@ -246,6 +249,18 @@ def speedup_model(pr: Predictor, X0, U, config: PlannerConfig, repeats: int, mea
     return out
 
 
+def planner_config(args) -> PlannerConfig:
+    """The planner's settings from the command line; a bad one is named as its option."""
+    try:
+        sampling = SamplingConfig(horizon=args.horizon, control_duration=args.control_duration,
+                                  samples=args.samples, iterations=args.iterations, seed=args.seed)
+        proposals = ProposalConfig(nominal_speed=args.nominal_speed, approach_speed=args.approach_speed,
+                                   primitive=args.primitive)
+        return PlannerConfig(optimiser=args.optimiser, sampling=sampling, proposals=proposals)
+    except ConfigError as e:
+        raise ValueError(f"--{e.name.replace('_', '-')}: {str(e)[len(e.name) + 2:]}") from None
+
+
 def run(args) -> dict:
     if args.task not in TASKS:
         raise ValueError(f"--task: unknown task {args.task!r} (expected one of {', '.join(TASKS)})")
@@ -260,15 +275,13 @@ def run(args) -> dict:
     for w in worlds:
         if w not in ("nominal", "mismatch"):
             raise ValueError(f"--worlds: unknown world {w!r} (expected nominal and/or mismatch)")
-    defaults = REALTIME_SETTINGS if args.realtime else {k: getattr(PlannerConfig, k) for k in REALTIME_SETTINGS}
+    defaults = REALTIME_SETTINGS if args.realtime else {k: getattr(SamplingConfig, k) for k in REALTIME_SETTINGS}
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
     if args.max_actions is None:
-        args.max_actions = max(1, int(round(TASK_TIME_LIMIT / args.dt)))
-    config = PlannerConfig(optimiser=args.optimiser, samples=args.samples, iterations=args.iterations,
-                           horizon=args.horizon, dt=args.dt, nominal_speed=args.nominal_speed,
-                           approach_speed=args.approach_speed, primitive=args.primitive, seed=args.seed)
+        args.max_actions = max(1, int(round(TASK_TIME_LIMIT / args.control_duration)))
+    config = planner_config(args)
     weights = load_cost_weights(args.costs)
     if args.scenes < 0:
         raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
@@ -285,9 +298,10 @@ def run(args) -> dict:
         timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
     kind = "clutter" if args.task == "multi_object" else "obstacle"
     print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
-          f"{config.optimiser} optimiser, {config.samples} samples x {config.iterations} iterations, "
-          f"N = {config.horizon} x {config.dt:g} s, max {args.max_actions} actions"
-          + (f"; real time: planning while pushing, up to {config.iterations} iterations until the switch "
+          f"{config.optimiser} optimiser, {config.sampling.samples} samples x {config.sampling.iterations} "
+          f"iterations, N = {config.sampling.horizon} x {config.sampling.control_duration:g} s, max "
+          f"{args.max_actions} actions"
+          + (f"; real time: planning while pushing, up to {config.sampling.iterations} iterations until the switch "
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
     res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene,
            "models": models, "coarse": args.coarse, "worlds": worlds, "realtime": args.realtime,
@@ -410,7 +424,8 @@ def add_parser(sub, parent):
     p.add_argument("--spread", type=float, default=0.25, help="mismatch: friction and masses x U(1-s, 1+s)")
     p.add_argument("--obs-noise", type=float, default=0.001, help="mismatch: observed position noise std (m)")
     p.add_argument("--obs-noise-yaw-deg", type=float, default=1.0, help="mismatch: observed yaw noise std (deg)")
-    p.add_argument("--optimiser", default="stochastic", choices=["stochastic", "mppi"])
+    p.add_argument("--optimiser", default=PlannerConfig.optimiser, choices=list(OPTIMISERS),
+                   help="sampling optimiser (the registry core/planning/optimisers)")
     p.add_argument("--realtime", action="store_true",
                    help="plan while the pusher moves (issue 16), planning time charged in simulated time as measured")
     p.add_argument("--plan-clock", choices=sorted(PLAN_CLOCKS), default="wall",
@@ -419,18 +434,19 @@ def add_parser(sub, parent):
     p.add_argument("--plan-margin", type=float, default=0.0,
                    help="--realtime: seconds before the switch by which a plan is due")
     p.add_argument("--samples", type=int, default=None,
-                   help=f"default {PlannerConfig.samples}; --realtime: {REALTIME_SETTINGS['samples']}")
+                   help=f"default {SamplingConfig.samples}; --realtime: {REALTIME_SETTINGS['samples']}")
     p.add_argument("--iterations", type=int, default=None,
-                   help=f"default {PlannerConfig.iterations}; --realtime: at most {REALTIME_SETTINGS['iterations']}, "
+                   help=f"default {SamplingConfig.iterations}; --realtime: at most {REALTIME_SETTINGS['iterations']}, "
                         f"as many as fit before the switch")
     p.add_argument("--horizon", type=int, default=None,
-                   help=f"default {PlannerConfig.horizon}; --realtime: {REALTIME_SETTINGS['horizon']}")
-    p.add_argument("--dt", type=float, default=None, help=f"control period (s), default {PlannerConfig.dt}; "
-                                                          f"--realtime: {REALTIME_SETTINGS['dt']}")
-    p.add_argument("--nominal-speed", type=float, default=PlannerConfig.nominal_speed)
-    p.add_argument("--approach-speed", type=float, default=PlannerConfig.approach_speed)
-    p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=PlannerConfig.primitive,
-                   help="try the push primitive as a candidate every plan")
+                   help=f"default {SamplingConfig.horizon}; --realtime: {REALTIME_SETTINGS['horizon']}")
+    p.add_argument("--control-duration", "--dt", type=float, default=None,
+                   help=f"seconds each planned control is held, default {SamplingConfig.control_duration}; "
+                        f"--realtime: {REALTIME_SETTINGS['control_duration']}")
+    p.add_argument("--nominal-speed", type=float, default=ProposalConfig.nominal_speed)
+    p.add_argument("--approach-speed", type=float, default=ProposalConfig.approach_speed)
+    p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=ProposalConfig.primitive,
+                   help="propose the push primitive every plan")
     p.add_argument("--max-actions", type=int, default=None,
                    help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s)")
     p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")

@@ -45,7 +45,7 @@ from visualization_msgs.msg import MarkerArray
 from ..ros import markers, qos, topics
 from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
 from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.planning.optimisers import OPTIMISERS
+from ..core.config import ConfigError
 from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
 from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
                                      SessionConfig, SessionResult)
@@ -121,6 +121,8 @@ class MPCPlannerNode(Node):
         self.config = self._planner_config()
         weights = CostWeights.from_mapping({k[len("weights."):]: v for k, v in p.items() if k.startswith("weights.")},
                                            source="parameters weights.*")
+        if p["max_actions"] < 1:
+            raise ValueError(f"parameter max_actions: must be >= 1, got {p['max_actions']}")
         for name in ("control_rate", "state_timeout"):
             if not p[name] > 0.0:
                 raise ValueError(f"parameter {name}: must be > 0, got {p[name]}")
@@ -132,11 +134,8 @@ class MPCPlannerNode(Node):
         self.scene.object_index(self.target_name)  # raises naming the scene's objects
         self.predictor = Predictor.from_parameters(self.scene, p)
         goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
-        try:
-            self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
-                                      predictor=self.predictor)
-        except ValueError as e:  # e.g. "optimiser parameter nominal_speed: must be in (0, max_speed=0.1]"
-            raise ValueError(f"planner parameters: {e}") from None
+        self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
+                                  predictor=self.predictor)
 
         self._lock = threading.Lock()
         self._state = None  # (x or None, error message or "", receive time (rclpy Time), stamp (rclpy Time))
@@ -165,27 +164,18 @@ class MPCPlannerNode(Node):
         self.get_logger().info(self._status)
 
     def _planner_config(self) -> PlannerConfig:
+        """The planner's settings, checked by ``PlannerConfig`` itself (errors name the parameter); the model is
+        parsed once, with the coarse and fine models it uses, and travels as a ``ModelSpec``."""
         p = self.p
-        try:  # parsed once: the spec travels as an object to the optimiser, the predictor and the plan messages
+        try:
             model = ModelSpec.parse(p["model"], coarse=p["coarse_model"], fine=p["fine_model"])
         except ValueError as e:
             raise ValueError(f"parameter {e}" if str(e).startswith(("coarse_model", "fine_model"))
                              else f"parameter model: {e}") from None
-        if p["optimiser"] not in OPTIMISERS:
-            raise ValueError(f"parameter optimiser: {p['optimiser']!r} is not one of {OPTIMISERS}")
-        for name in ("horizon", "samples", "iterations", "max_actions"):
-            if p[name] < 1:
-                raise ValueError(f"parameter {name}: must be >= 1, got {p[name]}")
-        steps = p["control_duration"] / 0.001
-        if not (p["control_duration"] > 0.0 and abs(steps - round(steps)) < 1e-6):
-            raise ValueError(f"parameter control_duration: {p['control_duration']} s must be a positive multiple "
-                             f"of the 0.001 s physics step")
-        return PlannerConfig(model=model, optimiser=p["optimiser"], horizon=p["horizon"],
-                             dt=p["control_duration"], samples=p["samples"], iterations=p["iterations"],
-                             variance=p["exploration_variance"], max_speed=p["max_speed"],
-                             nominal_speed=p["nominal_speed"], approach_speed=p["approach_speed"],
-                             primitive=p["primitive"], sensitivity=p["sensitivity"], temperature=p["temperature"],
-                             decay=p["decay"], seed=p["seed"])
+        try:
+            return PlannerConfig.from_values({**p, "model": model})
+        except ConfigError as e:
+            raise ValueError(f"parameter {e}") from None
 
     def _default_goal_xy(self):
         g = self.scene.goal
@@ -376,7 +366,8 @@ class MPCPlannerNode(Node):
         plan, goal = report.plan, report.goal
         header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
         spec = plan.spec  # the model that made this plan, resolved
-        msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, self.config.dt),
+        dt = self.config.sampling.control_duration
+        msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, dt),
                        predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
                        cost=float(plan.cost), model=spec.message_name,
                        parareal_iterations=int(spec.iterations or 0), solve_time=float(plan.plan_time))

@@ -172,37 +172,19 @@ NATNET_BRIDGE = {
 
 
 def _planner_params() -> dict:
-    """mpc_planner parameters. Planner defaults come from ``core.planning.planner.PlannerConfig`` and cost weights from
-    ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
-    from ..core.planning.planner import (PlannerConfig)  # noqa: PLC0415 (core imports MuJoCo; only the planner pays for it here)
-    from ..core.models.registry import model_description  # noqa: PLC0415
+    """mpc_planner parameters. The planner's settings are generated from ``core.planning.planner.PlannerConfig``
+    (its sampling and proposal settings by their own names, each registered optimiser's as ``<optimiser>.<name>``)
+    and cost weights from ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
+    # deferred: core.planning imports MuJoCo, and only the planner's users pay for it
     from ..core.planning.outcome import DEFAULT_MAX_ACTIONS  # noqa: PLC0415
+    from ..core.planning.planner import PlannerConfig  # noqa: PLC0415
     from ..core.planning.tasks import load_cost_weights  # noqa: PLC0415
-    c = PlannerConfig()
     spec = {
         "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
                                         "objects, obstacles and the default goal"),
         "target_object": Param("", "object that /goal_pose goals move; empty = the scene goal's object"),
-        "model": Param(c.model.name, model_description()),
+        **{name: Param(default, description) for name, (default, description) in PlannerConfig.settings().items()},
         **_model_params(),
-        "optimiser": Param(c.optimiser, "stochastic (paper 000) | mppi (paper 004, with exploration decay)"),
-        "horizon": Param(c.horizon, "controls per plan, N"),
-        "control_duration": Param(c.dt, "seconds each planned control is held (a multiple of 1 ms)"),
-        "samples": Param(c.samples, "control sequences per optimiser iteration (one batched prediction)"),
-        "iterations": Param(c.iterations, "optimiser iterations per plan (MPPI: exploration decay steps)"),
-        "exploration_variance": Param(c.variance, "variance of the sampling noise per velocity component "
-                                                  "((m/s)^2)"),
-        "max_speed": Param(c.max_speed, "pusher speed limit of planned controls (m/s)"),
-        "nominal_speed": Param(c.nominal_speed, "pushing speed of the straight push toward the goal (the first "
-                                                "candidate) and of the push primitive (m/s)"),
-        "approach_speed": Param(c.approach_speed, "speed at which the push primitive walks the pusher round the "
-                                                  "object to its push point (m/s)"),
-        "primitive": Param(c.primitive, "also try the push primitive (walk round, then push along the path) as "
-                                        "a candidate every plan"),
-        "sensitivity": Param(c.sensitivity, "stochastic optimiser: h in the weights exp(-h * normalised cost)"),
-        "temperature": Param(c.temperature, "MPPI temperature lambda (cost units)"),
-        "decay": Param(c.decay, "MPPI exploration variance factor per iteration, in (0, 1]"),
-        "seed": Param(c.seed, "seed of the optimiser's sampling noise"),
         "max_actions": Param(DEFAULT_MAX_ACTIONS, "default limit of executed actions per push (goals may set "
                                                   "their own)"),
         "position_tolerance": Param(0.0, "default success radius around the goal (m); 0 = the scene goal's "

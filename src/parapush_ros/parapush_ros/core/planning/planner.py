@@ -1,6 +1,7 @@
 """The re-planning MPC planner (paper 000 Sec. 3).
 
-``MPCPlanner`` owns a predictor, a task and an optimiser. Each ``plan(x)`` optimises from the observed state,
+``MPCPlanner`` owns a predictor, a task and an optimiser (any of ``optimisers.OPTIMISERS``, with the task's
+proposals set from the config). Each ``plan(x)`` optimises from the observed state,
 warm-started from the previous solution shifted by one control (the last control repeated); the very first plan
 starts from the straight push at the goal. ``commit()`` records that the first control was executed. A plan may be
 given a deadline (anytime: optimiser iterations until then, the best so far kept), and ``roll_forward`` predicts
@@ -13,43 +14,65 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import ConfigError, from_values, knob, knobs, require
 from ..models.mjcf import TIMESTEP
-from ..models.registry import ModelSpec, Predictor
-from .optimisers import OptimiserResult, make_optimiser
+from ..models.registry import ModelSpec, Predictor, model_description
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
-from .tasks import CostWeights, Goal, PushTask
+from .optimisers import OPTIMISERS, OptimiserResult, SamplingConfig, make_optimiser, optimiser
+from .tasks import CostWeights, Goal, ProposalConfig, PushTask
 
 
 @dataclass(frozen=True)
 class PlannerConfig:
-    """Planner settings; defaults follow paper 000 Sec. 4.3 (N = 4 controls of 1 s, 20 samples, variance 1e-4)."""
+    """Planner settings: the model, the optimiser and its own settings, the sampling settings every optimiser shares
+    and the task's proposals. Defaults follow paper 000 Sec. 4.3 (N = 4 controls of 1 s, 20 samples, variance 1e-4).
 
-    model: ModelSpec = ModelSpec("parareal", 1)  # predictive model (text such as "parareal1" is parsed)
-    optimiser: str = "stochastic"  # stochastic (paper 000) | mppi (paper 004)
-    horizon: int = 4  # controls per plan, N
-    dt: float = 1.0  # s each control is held
-    samples: int = 20  # sequences per optimiser iteration (current + noisy copies)
-    iterations: int = 2  # optimiser iterations per plan (MPPI: decay steps); each is one batched prediction
-    variance: float = 1e-4  # exploration variance per velocity component ((m/s)^2)
-    max_speed: float = 0.1  # m/s, pusher speed limit
-    nominal_speed: float = 0.05  # m/s, pushing speed of the straight-push and push-primitive candidates
-    approach_speed: float = 0.08  # m/s, speed at which the push primitive walks the pusher round the target
-    primitive: bool = True  # try the push primitive (tasks.PushTask.approach_and_push) as a candidate
-    sensitivity: float = 10.0  # stochastic optimiser: h in exp(-h * normalised cost)
-    temperature: float = 1.0  # MPPI lambda (cost units)
-    decay: float = 0.7  # MPPI exploration variance factor per iteration
-    seed: int = 0
+    As parameters (``settings()``, ``from_values``): ``model``, ``optimiser``, the ``SamplingConfig`` and
+    ``ProposalConfig`` settings by their own names, and every registered optimiser's settings as
+    ``<optimiser>.<name>`` (e.g. ``mppi.temperature``); the one of the chosen optimiser is used."""
+
+    model: ModelSpec = knob("parareal1", model_description())  # text is parsed into a ModelSpec
+    optimiser: str = knob("stochastic", "sampling optimiser (core/planning/optimisers): "
+                                        + " | ".join(OPTIMISERS))
+    sampling: SamplingConfig = SamplingConfig()
+    proposals: ProposalConfig = ProposalConfig()
+    optimiser_config: object = None  # the chosen optimiser's Config; None = its defaults
 
     def __post_init__(self):
-        object.__setattr__(self, "model", ModelSpec.parse(self.model))
+        try:
+            object.__setattr__(self, "model", ModelSpec.parse(self.model))
+        except ValueError as e:
+            raise ConfigError("model", str(e)) from None
+        config_class = optimiser(self.optimiser).config
+        if self.optimiser_config is None:
+            object.__setattr__(self, "optimiser_config", config_class())
+        elif not isinstance(self.optimiser_config, config_class):
+            raise ConfigError("optimiser_config", f"must be a {config_class.__name__} for optimiser "
+                                                  f"{self.optimiser!r}, got {type(self.optimiser_config).__name__}")
+        for name in ("nominal_speed", "approach_speed"):
+            v = getattr(self.proposals, name)
+            require(v <= self.sampling.max_speed, name, v, f"in (0, max_speed={self.sampling.max_speed}]")
 
-    def optimiser_kwargs(self) -> dict:
-        return dict(model=self.model, dt=self.dt, horizon=self.horizon, samples=self.samples,
-                    iterations=self.iterations, variance=self.variance, max_speed=self.max_speed,
-                    nominal_speed=self.nominal_speed, approach_speed=self.approach_speed,
-                    primitive=self.primitive, sensitivity=self.sensitivity, temperature=self.temperature,
-                    decay=self.decay, seed=self.seed)
+    @classmethod
+    def settings(cls) -> dict:
+        """Every setting by its parameter name: {name: (default, description)}."""
+        out = {**knobs(cls), **knobs(SamplingConfig), **knobs(ProposalConfig)}
+        for name, registered in OPTIMISERS.items():
+            out.update({f"{name}.{k}": v for k, v in knobs(registered.config).items()})
+        return out
+
+    @classmethod
+    def from_values(cls, values) -> "PlannerConfig":
+        """From a mapping of setting names as ``settings()`` spells them (ROS parameters); missing ones keep their
+        defaults. Every optimiser's settings are checked, the chosen one's used. ``ConfigError`` names the
+        setting."""
+        name = values.get("optimiser", cls.optimiser)
+        configs = {other: from_values(registered.config, values, prefix=f"{other}.")  # all checked, one used
+                   for other, registered in OPTIMISERS.items()}
+        return cls(model=values.get("model", cls.model), optimiser=name,
+                   sampling=from_values(SamplingConfig, values), proposals=from_values(ProposalConfig, values),
+                   optimiser_config=configs.get(name))
 
 
 @dataclass
@@ -75,10 +98,11 @@ class MPCPlanner:
                  predictor: Predictor | None = None, weights: CostWeights | None = None):
         self.scene = scene
         self.config = config
-        self.task = task if task is not None else PushTask(scene, weights)
+        self.task = (task if task is not None else PushTask(scene, weights)).with_proposal(config.proposals)
         self._own_predictor = predictor is None
         self.predictor = predictor if predictor is not None else Predictor(scene)
-        self.optimiser = make_optimiser(config.optimiser, self.predictor, self.task, **config.optimiser_kwargs())
+        self.optimiser = make_optimiser(config.optimiser, self.predictor, self.task, config.sampling,
+                                        config.optimiser_config, model=config.model)
         self._warm = None
         self._u_prev = None
         self.last_plan: Plan | None = None
@@ -102,7 +126,7 @@ class MPCPlanner:
     def plan(self, x, deadline: float | None = None, clock=time.perf_counter) -> Plan:
         """Optimise from the observed state ``x``; penetration from measurement noise is projected away first
         (the fine model would otherwise start with a violent separation). With a ``deadline`` (on ``clock``, s)
-        the optimiser runs up to ``config.iterations`` iterations but starts none that would end after it."""
+        the optimiser runs up to ``config.sampling.iterations`` iterations but starts none that would end after it."""
         t0 = time.perf_counter()
         x = self.scene.layout.check(x, "observed state")
         x, _ = project_feasible(self.scene, x)
@@ -121,8 +145,8 @@ class MPCPlanner:
     def warm_start(self, controls, u_prev):
         """Start the next plan from ``controls`` (N, 2), with ``u_prev`` the control running before it."""
         controls = np.array(controls, dtype=float)
-        if controls.shape != (self.config.horizon, 2):
-            raise ValueError(f"warm start must have shape ({self.config.horizon}, 2), got {controls.shape}")
+        if controls.shape != (self.config.sampling.horizon, 2):
+            raise ValueError(f"warm start must have shape ({self.config.sampling.horizon}, 2), got {controls.shape}")
         self._warm, self._u_prev = controls, np.array(u_prev, dtype=float)
 
     def roll_forward(self, x, segments) -> np.ndarray:

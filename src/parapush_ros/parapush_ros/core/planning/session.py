@@ -218,7 +218,7 @@ class PushSession:
         self.planner, self.io, self.config = planner, io, config
         self.goal = goal
         self.monitor = monitor or OutcomeMonitor(planner.scene, goal, config.max_actions)
-        self.dt = planner.config.dt
+        self.dt = planner.config.sampling.control_duration
         self._stop_event = threading.Event()
         self._stop: tuple | None = None
         self._new_goal: Goal | None = None
@@ -308,7 +308,7 @@ class PushSession:
                 c0 = io.plan_clock()
                 x_start = self._roll_forward(obs, active, switch)
                 io.report_computing(switch, x_start)
-                warm, u_prev = active.controls_from(switch, self.planner.config.horizon)
+                warm, u_prev = active.controls_from(switch, self.planner.config.sampling.horizon)
                 self.planner.warm_start(warm, u_prev)
                 # the budget is one control whatever the lead: the optimiser fills what it is given
                 due = min(switch, cycle + dt) - self.config.plan_margin
@@ -316,7 +316,7 @@ class PushSession:
                 latency = io.planned(io.plan_clock() - c0)
                 # a planner slower than one control plans further ahead, so that its plans arrive in time (the
                 # executing plan covers horizon - 1 controls past this one)
-                lead = min(max(1, math.ceil(latency / dt - EPS)), max(1, self.planner.config.horizon - 1))
+                lead = min(max(1, math.ceil(latency / dt - EPS)), max(1, self.planner.config.sampling.horizon - 1))
                 arrival = io.now()
                 late = max(0.0, arrival - switch)
                 previous = active.settled() if arrival >= active.takeover - EPS else active

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..config import finite, knob, require
 from ..scene.assets import shipped
 from ..scene.queries import TOUCH_DISTANCE, obstacle_clearance, off_table, path_to_goal
 from ..scene.spec import Scene
@@ -157,11 +158,32 @@ def _segment_point_distance(a, b, c) -> float:
 
 
 # ------------------------------------------------------------------------------------------------- the task
-class PushTask:
-    """Cost of pushing ``goal.object_index`` into the goal region in ``scene`` (see the module docstring)."""
+@dataclass(frozen=True)
+class ProposalConfig:
+    """How a push task proposes control sequences to the optimiser (``PushTask.proposals``); the planner's
+    ``PlannerConfig`` carries it, and ``mpc_planner`` declares these settings under their own names."""
 
-    def __init__(self, scene: Scene, weights: CostWeights | None = None, goal: Goal | None = None):
+    nominal_speed: float = knob(0.05, "pushing speed of the straight push toward the goal (the first proposal) and "
+                                      "of the push primitive (m/s)")
+    approach_speed: float = knob(0.08, "speed at which the push primitive walks the pusher round the object to its "
+                                       "push point (m/s)")
+    primitive: bool = knob(True, "also propose the push primitive (walk round, then push along the path) every "
+                                 "plan")
+
+    def __post_init__(self):
+        for name in ("nominal_speed", "approach_speed"):
+            v = getattr(self, name)
+            require(finite(v) and v > 0.0, name, v, "> 0")
+
+
+class PushTask:
+    """Cost of pushing ``goal.object_index`` into the goal region in ``scene`` (see the module docstring), and the
+    control sequences worth trying first (``proposals``)."""
+
+    def __init__(self, scene: Scene, weights: CostWeights | None = None, goal: Goal | None = None,
+                 proposal: ProposalConfig = ProposalConfig()):
         self.scene = scene
+        self.proposal = proposal
         self.layout = scene.layout
         self.weights = weights if weights is not None else load_cost_weights()
         self.goal = goal if goal is not None else goal_for(scene)
@@ -182,10 +204,25 @@ class PushTask:
         return self.goal.object_index
 
     def with_goal(self, goal: Goal) -> "PushTask":
-        return PushTask(self.scene, self.weights, goal)
+        return PushTask(self.scene, self.weights, goal, self.proposal)
 
     def with_weights(self, weights: CostWeights) -> "PushTask":
-        return PushTask(self.scene, weights, self.goal)
+        return PushTask(self.scene, weights, self.goal, self.proposal)
+
+    def with_proposal(self, proposal: ProposalConfig) -> "PushTask":
+        return PushTask(self.scene, self.weights, self.goal, proposal)
+
+    def proposals(self, x, horizon: int, dt: float) -> list:
+        """Sequences (each (horizon, 2)) the optimiser tries in its first iteration before any noise, the task's
+        knowledge of pushing (judo's ``optimizer_warm_start``): the straight push at the goal (also the start when
+        there is no warm start), the push primitive (``approach_and_push``) and holding still (the safe choice
+        when every push is predicted to hit something)."""
+        p = self.proposal
+        out = [self.straight_push(x, p.nominal_speed, horizon)]
+        if p.primitive:
+            out.append(self.approach_and_push(x, p.nominal_speed, p.approach_speed, horizon, dt))
+        out.append(np.zeros((horizon, 2)))
+        return out
 
     # --- pieces shared with the outcome monitor and the optimisers
     def target_xy(self, states) -> np.ndarray:

@@ -182,13 +182,14 @@ def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEF
     res = PushSession(planner, io, monitor.goal, config, monitor).run()
     io.observe()  # the observation after the last action, as the robot would see it
     first = (res.first_plan_done if res.first_plan_done is not None else res.ended) - res.started
+    dt = planner.config.sampling.control_duration
     moving, still = io.motion_time(since=res.started + first)
     return ClosedLoopRecord(
         outcome=res.outcome, reason=res.reason, actions=res.actions, final_distance=monitor.distance(world.x),
         states=np.array(io.states), observed=np.array(io.observed), path=np.array(io.path),
         controls=np.array(res.controls).reshape(-1, 2), plan_times=res.plan_latencies,
         plan_costs=[r.plan.cost for r in res.plans], predicted=[r.plan.states for r in res.plans] if keep_plans else [],
-        execution_time=res.actions * planner.config.dt if not realtime else res.ended - res.started - first,
+        execution_time=res.actions * dt if not realtime else res.ended - res.started - first,
         realtime=realtime, late_plans=res.late_plans, lateness=[r.late for r in res.plans if r.late > 0.0],
         simulated_time=res.ended - res.started, motion_time=io.motion_time(since=res.started)[0],
         first_plan_time=first, idle_after_first_plan=still)

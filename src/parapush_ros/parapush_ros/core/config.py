@@ -16,7 +16,11 @@ from dataclasses import field
 class ConfigError(ValueError):
     """An invalid setting; the message starts with the field's name (``"decay: must be in (0, 1], got 1.5"``)."""
 
-    def __init__(self, name: str, message: str):
+    def __init__(self, name: str, message: str | None = None):
+        """``ConfigError("decay", "must be ...")``, or one text that starts with the name: ``ConfigError("decay:
+        must be ...")``."""
+        if message is None:
+            name, _, message = name.partition(": ")
         super().__init__(f"{name}: {message}")
         self.name = name
 

@@ -42,9 +42,10 @@ from ..core.robot.mocap import (
     parse_body_map,
     pose_topic,
 )
+from ..core.config import knobs
 from ..core.scene.spec import load_scene
-from ..ros.params import MOCAP_INGEST, declare_all
-from ..ros.node import node_main
+from ..ros.params import MOCAP_INGEST_IO, declare_all
+from ..ros.node import declare_config, node_main
 
 PUSHER_KEY = "pusher"  # tracker key of the pusher (objects are keyed by their scene names)
 _LEVELS = {TRACKING: DiagnosticStatus.OK, INVALID: DiagnosticStatus.WARN, LOST: DiagnosticStatus.ERROR,
@@ -74,20 +75,14 @@ def mocap_setup(node, p: dict, scene):
 class MocapIngestNode(Node):
     def __init__(self, **kwargs):
         super().__init__("mocap_ingest", **kwargs)
-        p = self.p = declare_all(self, MOCAP_INGEST)
+        p = self.p = declare_all(self, MOCAP_INGEST_IO)
         self.scene = load_scene(p["scene"])
+        cfg = declare_config(self, TrackingConfig, table_half=tuple(float(h) for h in self.scene.table.half))
+        p.update({k: getattr(cfg, k) for k in knobs(TrackingConfig)})  # every parameter's value by name
         self.transform, self.bodies, self.topics = mocap_setup(self, p, self.scene)
         for name in ("rate", "diagnostics_period", "quaternion_tolerance"):
             if not p[name] > 0.0:
                 raise ValueError(f"mocap_ingest: invalid parameter {name}: must be > 0, got {p[name]}")
-        try:
-            cfg = TrackingConfig(table_half=tuple(float(h) for h in self.scene.table.half), timeout=p["timeout"],
-                                 table_margin=p["table_margin"], min_height=p["min_height"],
-                                 max_speed=p["max_speed"], jump_tolerance=p["jump_tolerance"],
-                                 jump_confirm_samples=p["jump_confirm_samples"], max_tilt=p["max_tilt"],
-                                 velocity_time_constant=p["velocity_time_constant"])
-        except MocapConfigError as e:
-            raise ValueError(f"mocap_ingest: invalid parameter {e}") from None
         self.trackers = {k: BodyTracker(k, cfg) for k in self.bodies}
         self._zero_stamps = {k: 0 for k in self.bodies}
         self._rejected_at_report = {k: 0 for k in self.bodies}

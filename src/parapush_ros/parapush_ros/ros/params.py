@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..core.config import knobs
 from ..core.robot.command_safety import SafetyConfig
+from ..core.robot.mocap import TrackingConfig
 
 
 @dataclass(frozen=True)
@@ -64,24 +65,15 @@ _MOCAP_COMMON = {
                                             "up, counter-clockwise) or a quaternion [qx, qy, qz, qw]"),
 }
 
-MOCAP_INGEST = {
+MOCAP_INGEST_IO = {  # mocap_ingest's interfaces; how it tracks bodies is TrackingConfig's settings
     **_MOCAP_COMMON,
     "frame_id": Param("table", "frame_id of the published scene state (the table frame)"),
     "rate": Param(100.0, "scene_state publish rate (Hz)"),
-    "timeout": Param(0.1, "a body without an accepted sample for this long is lost: tracking_valid = false (s)"),
-    "table_margin": Param(0.0, "a body origin may lie this far beyond the table edge before it is off the table "
-                               "(m)"),
-    "min_height": Param(-0.05, "a body origin lower than this in the table frame has fallen off the table (m)"),
-    "max_speed": Param(3.0, "a displacement between samples faster than this is a jump (m/s)"),
-    "jump_tolerance": Param(0.01, "displacements below max_speed * dt + this are never jumps (m)"),
-    "jump_confirm_samples": Param(5, "consecutive consistent samples that confirm a jumped-to position"),
-    "max_tilt": Param(0.5, "a body tilted further than this from upright is invalid (rad)"),
-    "velocity_time_constant": Param(0.05, "time constant of the low-pass on finite-difference velocities (s); "
-                                          "0 = raw differences"),
     "quaternion_tolerance": Param(0.01, "reject orientations whose quaternion norm differs from 1 by more"),
     "diagnostics_period": Param(1.0, "period of the /diagnostics report (s)"),
     "markers_period": Param(0.1, "period of the tracked-body markers (s); 0 = off"),
 }
+MOCAP_INGEST = {**MOCAP_INGEST_IO, **config_params(TrackingConfig)}
 
 POSE_RECORDER = {
     **_MOCAP_COMMON,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import ConfigError, knob
 from ..scene.state import wrap_angle, yaw_from_quaternion
 
 UP_AXES = ("z", "y")
@@ -34,7 +35,7 @@ _S45 = math.sqrt(0.5)
 _UP_CONVERSION = {"z": np.array([0.0, 0.0, 0.0, 1.0]), "y": np.array([_S45, 0.0, 0.0, _S45])}
 
 
-class MocapConfigError(ValueError):
+class MocapConfigError(ConfigError):
     """A mocap parameter is invalid; the message names it."""
 
 
@@ -255,15 +256,19 @@ NEVER_SEEN, TRACKING, INVALID, LOST = "never_seen", "tracking", "invalid", "lost
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    table_half: tuple = (0.4, 0.5)  # half extents of the table top (m)
-    timeout: float = 0.1  # s without an accepted sample -> lost
-    table_margin: float = 0.0  # a body's origin may lie this far beyond the table edge (m)
-    min_height: float = -0.05  # a body origin lower than this (table frame z, m) has fallen off the table
-    max_speed: float = 3.0  # m/s: a displacement faster than this between samples is a jump
-    jump_tolerance: float = 0.01  # m: displacements below max_speed * dt + this are never jumps
-    jump_confirm_samples: int = 5  # consecutive consistent samples that confirm a jumped-to position
-    max_tilt: float = 0.5  # rad: a body tilted further is invalid (tipped over or a bad body definition)
-    velocity_time_constant: float = 0.05  # s
+    """How bodies are tracked (``mocap_ingest`` declares the settings as its parameters of the same names)."""
+
+    table_half: tuple = (0.4, 0.5)  # half extents of the table top (m): from the scene, not a setting
+    timeout: float = knob(0.1, "a body without an accepted sample for this long is lost: tracking_valid = false (s)")
+    table_margin: float = knob(0.0, "a body origin may lie this far beyond the table edge before it is off the table "
+                                    "(m)")
+    min_height: float = knob(-0.05, "a body origin lower than this in the table frame has fallen off the table (m)")
+    max_speed: float = knob(3.0, "a displacement between samples faster than this is a jump (m/s)")
+    jump_tolerance: float = knob(0.01, "displacements below max_speed * dt + this are never jumps (m)")
+    jump_confirm_samples: int = knob(5, "consecutive consistent samples that confirm a jumped-to position")
+    max_tilt: float = knob(0.5, "a body tilted further than this from upright is invalid (rad)")
+    velocity_time_constant: float = knob(0.05, "time constant of the low-pass on finite-difference velocities (s); "
+                                               "0 = raw differences")
     rate_window: float = 1.0  # s: window of the rate estimate
 
     def __post_init__(self):

@@ -121,7 +121,8 @@ def test_bench_mpc_realtime_small(tmp_path):
     assert main(["bench", "mpc", "--realtime", "--scenes", "2", "--models", "coarse", "--max-actions", "3",
                  "--samples", "4", "--iterations", "2", "--dt", "0.5", "--no-timing", "--out", str(out)]) == 0
     res = json.loads((out / "bench_mpc.json").read_text())
-    assert res["realtime"] and res["planner"]["dt"] == 0.5 and res["planner"]["samples"] == 4
+    sampling = res["planner"]["sampling"]
+    assert res["realtime"] and sampling["control_duration"] == 0.5 and sampling["samples"] == 4
     s = res["summary"]["nominal/coarse"]
     for key in ("success_rate", "failures", "actions", "task_time_s", "motion_time_s", "idle_fraction",
                 "plan_latency_p95_s", "plan_latency_max_s", "late_plans", "first_plan_s"):

@@ -136,7 +136,7 @@ def test_stack_tracks_every_object_of_a_clutter_scene(ros_context):
         with BackgroundExecutor(ros_context) as ex:
             io = ex.add(rclpy.create_node("clutter_test_io", context=ros_context))
             states, marks = [], []
-            reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+            reliable = RELIABLE
             io.create_subscription(SceneState, "/scene_state", states.append, reliable)
             io.create_subscription(MarkerArray, "/mocap_ingest/markers", marks.append, reliable)
             wait_for(lambda: states and states[-1].pusher_tracking_valid

@@ -26,7 +26,8 @@ def easy_clutter_scene():
 def test_parareal1_with_the_learned_coarse_model_pushes_the_target_into_the_goal_through_clutter():
     scene = easy_clutter_scene()
     predictor = Predictor(scene, coarse="learned")
-    planner = MPCPlanner(scene, PlannerConfig.from_values(dict(model="parareal1", samples=6, iterations=1)), predictor=predictor)
+    config = PlannerConfig.from_values(dict(model="parareal1", samples=6, iterations=1))
+    planner = MPCPlanner(scene, config, predictor=predictor)
     try:
         assert planner.task.kind == "multi_object"
         rec = run_closed_loop(planner, SimWorld(scene), max_actions=6, keep_plans=True)

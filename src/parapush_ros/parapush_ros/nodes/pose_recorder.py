@@ -19,7 +19,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from ..core.fidelity.recordings import McapPoseWriter
 from ..core.scene.spec import load_scene
 from ..ros.params import POSE_RECORDER, declare_all
-from ..ros.spinning import run_node
+from ..ros.node import node_main
 from .mocap_ingest import mocap_setup, stamp_seconds
 
 # best effort connects to reliable and best-effort drivers alike (as mocap_ingest); a deep queue keeps a busy
@@ -67,5 +67,4 @@ class PoseRecorderNode(Node):
         super().destroy_node()
 
 
-def main(args=None):
-    run_node(PoseRecorderNode, args)
+main = node_main(PoseRecorderNode)

@@ -23,6 +23,7 @@ from parapush_msgs.action import PushObject  # noqa: E402
 from parapush_msgs.msg import PushPlan, SceneState  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
@@ -37,6 +38,8 @@ from parapush_ros.core.sim.world import SimWorld  # noqa: E402
 from parapush_ros.core.scene.spec import load_scene  # noqa: E402
 from parapush_ros.nodes.mpc_planner import MPCPlannerNode  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
+
+STATUS_LOG = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 pytestmark = pytest.mark.timeout(120)
 SCENE = "cylinder_slider"
@@ -66,7 +69,8 @@ class Harness:
         node.create_subscription(PushPlan, topics.PLAN, self.plans.append, RELIABLE)
         node.create_subscription(Path, topics.PLAN_PATH, self.paths.append, LATCHED)
         node.create_subscription(MarkerArray, topics.PLAN_MARKERS, self.markers.append, LATCHED)
-        node.create_subscription(String, topics.PLANNER_STATUS, lambda m: self.status.append(m.data), LATCHED)
+        # every status line, not only the newest: a depth-1 reader drops a line that the next one follows closely
+        node.create_subscription(String, topics.PLANNER_STATUS, lambda m: self.status.append(m.data), STATUS_LOG)
         self.client = ActionClient(node, PushObject, topics.PUSH_ACTION)
         self.world = None
         self.static, self.valid, self.source = None, True, "none"

@@ -19,6 +19,7 @@ of a training set, so the models' variance there can be compared with elsewhere.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,13 +179,14 @@ def uncertainty(variance, yaw_scale: float = 0.0) -> np.ndarray:
     return v[..., 0] + v[..., 1] + yaw_scale * v[..., 2]
 
 
-class PrimitiveModel:
+class PrimitiveModel(ABC):
     """Base: subclasses implement ``predict_change(poses, actions) -> (mean change, variance)`` (object frame)."""
 
     name = "base"
 
+    @abstractmethod
     def predict_change(self, poses, actions):
-        raise NotImplementedError
+        """(mean change (B, 3), variance (B, 3)) of the pose in the object frame."""
 
     def predict(self, poses, actions):
         """Next poses (B, 3) in the table frame and the variance (B, 3) of the object-frame change."""

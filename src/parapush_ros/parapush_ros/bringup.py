@@ -71,7 +71,7 @@ NODES = (
              inherit=("mocap_ingest",)),
     NodeSpec("mocap_ingest", "mocap_ingest", "parapush_ros.nodes.mocap_ingest", "MOCAP_INGEST"),
     NodeSpec("parareal_predictor", "parareal_predictor", "parapush_ros.nodes.parareal_predictor", "PREDICTOR"),
-    NodeSpec("mpc_planner", "mpc_planner", "parapush_ros.nodes.mpc_planner", "PLANNER"),
+    NodeSpec("mpc_planner", "mpc_planner", "parapush_ros.nodes.mpc_planner", "PLANNER", lifecycle=True),
     NodeSpec("velocity_commander", "velocity_commander", "parapush_ros.nodes.velocity_commander",
              "VELOCITY_COMMANDER", lifecycle=True),
 )

@@ -16,6 +16,11 @@ is published as a ``PushPlan`` stamped with the time its first control starts, a
 and a ``MarkerArray`` (with ``realtime`` also the predicted start of the plan being computed, ns ``computing``);
 feedback carries it with its latency and the late plans so far; ``planner/status`` says what it is doing.
 
+Lifecycle (``rclpy.lifecycle``): constructed, it only checks its parameters; ``configure`` creates its topics,
+timer and action server, ``activate`` lets it publish and accept goals (the launch files and ``parapush sim`` do
+both); unconfigured or inactive it publishes nothing and refuses goals; ``deactivate`` ends a running push (zero
+sent) first.
+
 Safety: a stale (older than ``state_timeout`` since reception) or invalid (tracking lost, NaN, unknown objects)
 scene state makes it publish a zero twist at once and pause: the push resumes, re-planned from the fresh state,
 when a valid state comes back within ``tracking_loss_timeout`` (a mocap dropout), and fails otherwise. A planning
@@ -37,7 +42,7 @@ from parapush_msgs.msg import PushPlan, SceneState
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.duration import Duration
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode
 from rclpy.time import Time
 from std_msgs.msg import Header, String
 from visualization_msgs.msg import MarkerArray
@@ -54,7 +59,7 @@ from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
-from ..ros.node import node_main
+from ..ros.node import node_main, transition
 
 SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
 WALL_BACKSTOP_FACTOR = 10.0  # a wait bounded on the node clock also ends after this many times as long in wall time
@@ -112,7 +117,7 @@ class NodeIO:
             self.node.get_logger().warning(text, throttle_duration_sec=1.0)
 
 
-class MPCPlannerNode(Node):
+class MPCPlannerNode(LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("mpc_planner", **kwargs)
         self.p = declare_all(self, PLANNER)
@@ -145,23 +150,76 @@ class MPCPlannerNode(Node):
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
 
-        self.cmd_pub = self.create_publisher(TwistStamped, topics.PUSHER_CMD, qos.RELIABLE)
-        self.path_pub = self.create_publisher(Path, topics.PLAN_PATH, qos.LATCHED)
-        self.marker_pub = self.create_publisher(MarkerArray, topics.PLAN_MARKERS, qos.LATCHED)
-        self.plan_pub = self.create_publisher(PushPlan, topics.PLAN, qos.RELIABLE)
-        self.status_pub = self.create_publisher(String, topics.PLANNER_STATUS, qos.LATCHED)
+        self._active = False
+        self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
+        self.cmd_pub = self.path_pub = self.marker_pub = self.plan_pub = self.status_pub = None
+        self._status = ""
+
+    # ----------------------------------------------------------------------------------------------- lifecycle
+    @transition
+    def on_configure(self, state):
+        """Topics, timer and action server; every publisher is a lifecycle one, silent until activate."""
+        pubs = [(TwistStamped, topics.PUSHER_CMD, qos.RELIABLE), (Path, topics.PLAN_PATH, qos.LATCHED),
+                (MarkerArray, topics.PLAN_MARKERS, qos.LATCHED), (PushPlan, topics.PLAN, qos.RELIABLE),
+                (String, topics.PLANNER_STATUS, qos.LATCHED)]
+        self.cmd_pub, self.path_pub, self.marker_pub, self.plan_pub, self.status_pub = [
+            self.create_lifecycle_publisher(*args) for args in pubs]
         io = ReentrantCallbackGroup()
         self.state_sub = self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE,
                                                   callback_group=io)
-        self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose, 10, callback_group=io)
-        self.timer = self.create_timer(1.0 / p["control_rate"], self._on_timer,
-                                       callback_group=MutuallyExclusiveCallbackGroup())
         self.action = ActionServer(self, PushObject, topics.PUSH_ACTION, execute_callback=self._execute,
-                                   goal_callback=lambda goal: GoalResponse.ACCEPT,
-                                   cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+                                   goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+                                   callback_group=ReentrantCallbackGroup())
+        self._entities = [(self.destroy_lifecycle_publisher, pub) for pub in (
+            self.cmd_pub, self.path_pub, self.marker_pub, self.plan_pub, self.status_pub)] + [
+            (self.destroy_subscription, self.state_sub),
+            (self.destroy_subscription, self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose,
+                                                                 10, callback_group=io)),
+            (self.destroy_timer, self.create_timer(1.0 / self.p["control_rate"], self._on_timer,
+                                                   callback_group=MutuallyExclusiveCallbackGroup())),
+            (lambda action: action.destroy(), self.action)]
+        self.get_logger().info("configured: silent until activate")
+
+    @transition
+    def on_activate(self, state):
+        ret = super().on_activate(state)  # enables the publishers
+        self._active = True
         self._set_status(f"idle: scene {self.scene.name!r}, model {self.config.model}, {self.config.optimiser} "
                          f"optimiser, target {self.target_name!r}")
-        self.get_logger().info(self._status)
+        self.get_logger().info(f"active: {self._status}")
+        return ret
+
+    @transition
+    def on_deactivate(self, state):
+        """End a running push (the pusher stopped, zero sent), then go silent; goals are refused until activate."""
+        self._active = False
+        if not self.stop_activity(5.0, "planner deactivated"):
+            self.get_logger().error("deactivate: the running push did not end within 5 s")
+        ret = super().on_deactivate(state)
+        self.get_logger().info("inactive: zero sent, silent")
+        return ret
+
+    @transition
+    def on_cleanup(self, state):
+        self._take_down()
+
+    @transition
+    def on_shutdown(self, state):
+        if self._active:
+            self.on_deactivate(state)
+        self._take_down()
+
+    def _take_down(self):
+        for destroy, entity in reversed(self._entities):
+            destroy(entity)
+        self._entities = []
+        self.cmd_pub = self.path_pub = self.marker_pub = self.plan_pub = self.status_pub = None
+
+    def _on_goal(self, goal):
+        if not self._active:
+            self.get_logger().warning("push_object goal refused: the planner is not active")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
 
     def _planner_config(self) -> PlannerConfig:
         """The planner's settings, checked by ``PlannerConfig`` itself (errors name the parameter); the model is
@@ -181,10 +239,10 @@ class MPCPlannerNode(Node):
         g = self.scene.goal
         return g.position if g is not None else self.scene.objects[self.scene.object_index(self.target_name)].pose[:2]
 
-    def stop_activity(self, timeout: float = 5.0) -> bool:
+    def stop_activity(self, timeout: float = 5.0, reason: str = "planner shutting down") -> bool:
         """Abort a running push, send zero, and wait (bounded, wall time) until its loop has reported and left:
         nothing of this node runs after it. False if the loop is still running at ``timeout``."""
-        self.arbiter.stop_all(Outcome.ABORTED, "planner shutting down")
+        self.arbiter.stop_all(Outcome.ABORTED, reason)
         self._send_zero()
         return self.arbiter.wait_idle(timeout)
 
@@ -235,6 +293,8 @@ class MPCPlannerNode(Node):
         return np.array(seen).reshape(-1, self.scene.layout.dim)
 
     def _on_goal_pose(self, msg: PoseStamped):
+        if not self._active:
+            return
         frame = msg.header.frame_id
         if frame not in ("", self.p["frame_id"]):
             self.get_logger().warning(f"/goal_pose in frame {frame!r} ignored: expected {self.p['frame_id']!r}")
@@ -284,7 +344,13 @@ class MPCPlannerNode(Node):
         msg = TwistStamped()
         msg.header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
         msg.twist.linear.x, msg.twist.linear.y = float(u[0]), float(u[1])
-        self.cmd_pub.publish(msg)
+        self._publish(self.cmd_pub, msg)
+
+    @staticmethod
+    def _publish(pub, msg):
+        """Publish on a lifecycle publisher: silent unless configured and active."""
+        if pub is not None:
+            pub.publish(msg)
 
     def _send_zero(self):
         """Zero velocity at once, and from the timer for ``stop_hold`` seconds."""
@@ -371,11 +437,11 @@ class MPCPlannerNode(Node):
                        predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
                        cost=float(plan.cost), model=spec.message_name,
                        parareal_iterations=int(spec.iterations or 0), solve_time=float(plan.plan_time))
-        self.plan_pub.publish(msg)
+        self._publish(self.plan_pub, msg)
         ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
         ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")
-        self.marker_pub.publish(markers.marker_array(ms))
-        self.path_pub.publish(markers.object_path(self.scene, plan.states, header, goal.object_index))
+        self._publish(self.marker_pub, markers.marker_array(ms))
+        self._publish(self.path_pub, markers.object_path(self.scene, plan.states, header, goal.object_index))
         session = self.arbiter.current
         handle = None if session is None else session.tag
         if handle is not None:
@@ -389,11 +455,11 @@ class MPCPlannerNode(Node):
         the plan being executed."""
         header = Header(stamp=Time(nanoseconds=int(round(start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
         ms = markers.trajectory_markers(self.scene, np.stack([x_start, x_start]), header, "computing", alpha=0.35)
-        self.marker_pub.publish(markers.marker_array(ms))
+        self._publish(self.marker_pub, markers.marker_array(ms))
 
     def _set_status(self, text: str):
         self._status = text
-        self.status_pub.publish(String(data=text))
+        self._publish(self.status_pub, String(data=text))
 
 
 main = node_main(MPCPlannerNode, num_threads=4)

@@ -52,6 +52,7 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
         assert lifecycle_state(com) == "active"  # configured and activated, as the launch files do
         planner = stack.nodes["mpc_planner"]
         assert planner.p["model"] == "coarse" and planner.p["tracking_loss_timeout"] == 3.0
+        assert lifecycle_state(planner) == "active"
         assert all(n.get_parameter("use_sim_time").value for k, n in stack.nodes.items() if k != "mujoco_sim")
         assert {n.scene.name for k, n in stack.nodes.items() if hasattr(n, "scene")} == {"cylinder_slider"}
         sim_node = stack.nodes["mujoco_sim"]

@@ -411,17 +411,21 @@ def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context):
 
 
 def test_an_unconfigured_or_inactive_planner_publishes_nothing_and_refuses_goals(ros_context):
+    """In a namespace of its own (relative topic and action names), so that no other planner of this module that
+    DDS may still know of is the one seen or served."""
     scene = load_scene(SCENE)
+    ns = "lifecycle_test"
     with BackgroundExecutor(ros_context) as ex:
-        planner = ex.add(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v)
-                                                             for k, v in PLANNER_PARAMETERS.items()]))
-        h = Harness(ex.add(rclpy.create_node("mpc_planner_lifecycle_test")), scene)
+        planner = ex.add(MPCPlannerNode(namespace=ns, parameter_overrides=[Parameter(k, value=v)
+                                                                           for k, v in PLANNER_PARAMETERS.items()]))
+        h = Harness(ex.add(rclpy.create_node("mpc_planner_lifecycle_test", namespace=ns)), scene)
         try:
             h.publish_static(scene.initial_state())
             assert lifecycle_state(planner) == "unconfigured"
             h.wait_sim(0.5)
             assert not h.cmds and not h.status and not h.client.server_is_ready()
-            assert planner.trigger_configure().to_label() == "transition_success" and lifecycle_state(planner) == "inactive"
+            assert planner.trigger_configure().to_label() == "transition_success"
+            assert lifecycle_state(planner) == "inactive"
             assert h.client.wait_for_server(timeout_sec=30.0)
             goal = PushObject.Goal(target_object="cylinder", goal_x=0.3, goal_y=0.2, yaw_tolerance=-1.0)
             handle = wait_future(h.client.send_goal_async(goal), timeout=30.0, what="goal response")

@@ -46,7 +46,8 @@ def test_bench_mpc_multi_object_command_small(tmp_path):
     out = tmp_path / "out"
     assert main(["bench", "mpc", "--task", "multi_object", "--scenes", "2", "--first-scene", "1", "--models",
                  "learned", "--mismatch", "--max-actions", "2", "--samples", "4", "--iterations", "1",
-                 "--timing-repeats", "1", "--out", str(out), "--json", str(out / "mpc.json")]) == 0
+                 "--timing-repeats", "1", "--plan-clock", "cpu", "--out", str(out),
+                 "--json", str(out / "mpc.json")]) == 0
     res = json.loads((out / "mpc.json").read_text())
     assert res["task"] == "multi_object" and res["coarse"] == "learned"
     assert [s["name"] for s in res["scene_defs"]] == ["clutter_0_1", "clutter_0_2"]
@@ -59,8 +60,12 @@ def test_bench_mpc_multi_object_command_small(tmp_path):
     for r in res["runs"]:
         assert r["actions"] <= 2 and len(r["others_displacement_m"]) == 3
         assert np.asarray(r["path"]).shape[1] == 2 + 3 * 4  # pusher and every object, for the plots
-    t = res["timing"]["models"]["learned"]["seconds"]
+    timing = res["timing"]["models"]["learned"]
+    t = timing["seconds"]
     assert len(t) == 4 and all(v > 0.0 for v in t.values())
+    # --plan-clock cpu: the study is timed in CPU time per thread (a shared machine's wall time counts other jobs)
+    assert res["timing"]["clock"] == "cpu" and t == timing["cpu_seconds_per_thread"]
+    assert set(timing["wall_seconds"]) == set(t)
     for world in ("nominal", "mismatch"):
         assert (out / f"mpc_{world}_learned.png").stat().st_size > 1000
     with pytest.raises(SystemExit):

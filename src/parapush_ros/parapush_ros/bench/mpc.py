@@ -46,7 +46,7 @@ from ..core.models.registry import ModelSpec, Predictor, spec_names
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
 from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
-from .common import Progress, median_time, output_paths, print_table, pyplot, save_figure, write_json
+from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
@@ -183,8 +183,24 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
     return records
 
 
-def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, coarse: str = "analytical") -> dict:
-    """Wall time of one optimiser iteration's rollouts (samples x N slices) per model and execution mode."""
+def _time_job(job, threads: int, repeats: int) -> tuple[float, float]:
+    """Median wall time and median CPU time / ``threads`` of ``job`` (after one warm-up call). On a machine shared
+    with other jobs the wall time also counts their share of the cores; CPU time / threads is what the job takes
+    on an idle machine when its threads scale perfectly (a lower bound for several threads)."""
+    job()  # warm-up (models built on first use)
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        job()
+        wall.append(time.perf_counter() - t)
+        cpu.append((time.process_time() - c) / threads)
+    return float(np.median(wall)), float(np.median(cpu))
+
+
+def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, coarse: str = "analytical",
+                 clock: str = "wall") -> dict:
+    """Time of one optimiser iteration's rollouts (samples x N slices) per model and execution mode, on ``clock``
+    (``wall``, or ``cpu``: CPU time / threads, see ``_time_job``); both are kept in the result."""
     P = default_threads()
     task = PushTask(scene, weights)
     rng = np.random.default_rng(0)
@@ -193,12 +209,12 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, co
     base = task.straight_push(x0, config.proposals.nominal_speed, s.horizon)
     U = base[None] + rng.normal(0.0, np.sqrt(s.exploration_variance), (s.samples, s.horizon, 2))
     X0 = np.repeat(x0[None], s.samples, 0)
-    out = {"cores": P, "samples": s.samples, "horizon": s.horizon, "repeats": repeats, "models": {}}
+    out = {"cores": P, "samples": s.samples, "horizon": s.horizon, "repeats": repeats, "clock": clock, "models": {}}
     predictors = {1: Predictor(scene, coarse=coarse, threads=1), P: Predictor(scene, coarse=coarse, threads=P)}
     modes = [("one after another, 1 thread", 1, False), (f"one after another, {P} threads", P, False),
              ("batched, 1 thread", 1, True), (f"batched, {P} threads", P, True)]
     for model in models:
-        entry = {}
+        wall, cpu = {}, {}
         for label, threads, batched in modes:
             pr = predictors[threads]
             if batched:
@@ -208,15 +224,12 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, co
                 def job():
                     for m in range(s.samples):
                         pr.predict(x0, U[m], s.control_duration, model=model)
-            job()  # warm-up (models built on first use)
-            times = []
-            for _ in range(repeats):
-                t = time.perf_counter()
-                job()
-                times.append(time.perf_counter() - t)
-            entry[label] = float(np.median(times))
+            wall[label], cpu[label] = _time_job(job, threads, repeats)
+        entry = cpu if clock == "cpu" else wall
         serial = entry["one after another, 1 thread"]
-        out["models"][model] = {"seconds": entry, "speedup_vs_serial": {k: serial / v for k, v in entry.items()}}
+        out["models"][model] = {"seconds": entry,
+                                "speedup_vs_serial": {k: serial / max(v, 1e-9) for k, v in entry.items()},
+                                "wall_seconds": wall, "cpu_seconds_per_thread": cpu}
     out["modes"] = [m[0] for m in modes]
     out["speedup_model"] = speedup_model(predictors[1], X0, U, config, repeats, out)
     for pr in predictors.values():
@@ -230,15 +243,17 @@ def speedup_model(pr: Predictor, X0, U, config: PlannerConfig, repeats: int, mea
     cores than this machine has: the fine model's N chained sweeps of M parallel samples against Parareal-K's
     (1+K) coarse sweeps and K fine sweeps of all unconverged slices (``batched_parareal_time``). c_f = this
     iteration's own fine slice cost (its samples one after another on 1 thread / (M N)), c_c = one batched call
-    of the coarse model on the M samples."""
+    of the coarse model on the M samples; both on the study's clock."""
     M, N, dt = U.shape[0], U.shape[1], config.sampling.control_duration
+    cpu = measured.get("clock") == "cpu"
     if "fine" in measured["models"]:
         serial_fine = measured["models"]["fine"]["seconds"]["one after another, 1 thread"]
     else:
-        serial_fine = median_time(lambda: [pr.predict(X0[m], U[m], dt, model="fine") for m in range(M)], repeats)
+        serial_fine = _time_job(lambda: [pr.predict(X0[m], U[m], dt, model="fine") for m in range(M)], 1,
+                                repeats)[int(cpu)]
     c_f = serial_fine / (M * N)
     coarse = pr.coarse_model()
-    c_c = median_time(lambda: coarse.propagate(X0, U[:, 0], dt), max(3, repeats))
+    c_c = _time_job(lambda: coarse.propagate(X0, U[:, 0], dt), 1, max(3, repeats))[int(cpu)]
     out = {"c_f_s": c_f, "c_c_batch_s": c_c, "coarse": coarse.name, "predicted_s": {}}
     for P in cores:
         row = {"fine": batched_fine_time(M, N, P, c_f)}
@@ -345,13 +360,14 @@ def run(args) -> dict:
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
-                         config, weights, args.timing_repeats, args.coarse)
+                         config, weights, args.timing_repeats, args.coarse, args.plan_clock)
         res["timing"] = t
         trows = [(m, *[v["seconds"][k] * 1e3 for k in t["modes"]], v["speedup_vs_serial"][t["modes"][-1]])
                  for m, v in t["models"].items()]
         print_table(["model"] + [f"{k} (ms)" for k in t["modes"]] + ["batched speedup"], trows,
                     title=f"bench mpc: one optimiser iteration = {t['samples']} samples x {t['horizon']} slices "
-                          f"(median of {t['repeats']}, {t['cores']} cores)")
+                          f"(median of {t['repeats']}, {t['cores']} cores, {t['clock']} clock"
+                          + (": CPU time / threads" if t["clock"] == "cpu" else "") + ")")
         sm = t["speedup_model"]
         print_table(["cores", "fine (ms)", "parareal1 (ms)", "parareal2 (ms)", "parareal1 speedup over fine"],
                     [(k[1:], v["fine"] * 1e3, v["parareal1"] * 1e3, v["parareal2"] * 1e3,
@@ -429,8 +445,9 @@ def add_parser(sub, parent):
     p.add_argument("--realtime", action="store_true",
                    help="plan while the pusher moves (issue 16), planning time charged in simulated time as measured")
     p.add_argument("--plan-clock", choices=sorted(PLAN_CLOCKS), default="wall",
-                   help="--realtime: charge planning as wall time, or as this process's CPU time / cores (an idle "
-                        "machine's wall time, for a machine shared with other jobs)")
+                   help="how planning (and the timing study) is timed: wall time, or this process's CPU time / "
+                        "threads (an idle machine's wall time, for a machine shared with other jobs); --realtime "
+                        "charges it to the world")
     p.add_argument("--plan-margin", type=float, default=0.0,
                    help="--realtime: seconds before the switch by which a plan is due")
     p.add_argument("--samples", type=int, default=None,

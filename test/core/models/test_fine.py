@@ -141,7 +141,8 @@ def test_objects_can_fall_off_the_table():
 
 def test_two_ms_steps_stay_on_the_one_ms_reference(box):
     """Issue 16: the fine model steps 2 ms with the CG solver; a contact-rich side push (box turning) ends within
-    0.2 mm / 0.1 deg of the 1 ms reference physics, and a slice that is not a whole number of 2 ms steps runs at the reference step."""
+    0.2 mm / 0.1 deg of the 1 ms reference physics, and a slice that is not a whole number of 2 ms steps runs on
+    the reference physics."""
     scene, fm = box
     assert fm.timestep == FINE_TIMESTEP == 2 * TIMESTEP and fm.model.opt.timestep == FINE_TIMESTEP
     ref = FineModel(scene, threads=1, timestep=TIMESTEP)

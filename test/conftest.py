@@ -11,6 +11,7 @@ Fixtures / helpers for ROS tests:
   wait_for           poll a predicate until it holds or a timeout passes (no fixed sleeps)
   wait_sim           wait until a given span of simulated time has passed
   wait_future        wait for an rclpy Future completed by the background executor and return its result
+  (autouse)          no thread a test started may outlive it (idle pool workers excepted)
 """
 import fcntl
 import os
@@ -176,3 +177,28 @@ def ros_executor(ros_context):
         yield ex
     finally:
         ex.shutdown()
+
+
+
+# Threads that may outlive a test because they idle in a pool until the process ends: rclpy's multi-threaded
+# executors' workers, the fine model's rollout pool, tqdm's monitor.
+IDLE_POOL_THREADS = ("ThreadPoolExecutor-", "parapush-fine_", "tqdm_monitor")
+
+
+@pytest.fixture(autouse=True)
+def _no_thread_outlives_its_test():
+    """Tests are independent: a thread a test started (an executor spinning, a push loop planning, a test world
+    ticking) must have ended within 10 s of wall time after the test, or the test fails with the threads' names.
+    A test that fails must not leave busy work behind to slow down or confuse the next ones."""
+    import threading
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 10.0
+    while True:
+        left = [t.name for t in threading.enumerate()
+                if t not in before and t.is_alive() and not t.name.startswith(IDLE_POOL_THREADS)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if left:
+        pytest.fail(f"threads still running 10 s after the test: {left}")

@@ -374,9 +374,7 @@ REALTIME_PARAMETERS = {**PLANNER_PARAMETERS, "realtime": True, "iterations": 1_0
                        "horizon": 8}
 
 
-@pytest.mark.skip(reason="passes alone and with test/nodes, but failed in 2 of 3 fresh-clone full runs on 2026-11-25 "
-                  "(goal outcome in the whole suite; cause not found yet). Lateness is covered on a deterministic "
-                  "clock in test/core/planning/test_session.py; see the session-8 stop note")
+@pytest.mark.timeout(400)  # the planner iterates until its (simulated) deadline: a busy host makes this slow
 def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context):
     scene = load_scene(SCENE)
     with BackgroundExecutor(ros_context) as ex:
@@ -392,7 +390,7 @@ def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context):
             sent = h.client.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback))
             handle = wait_future(sent, timeout=30.0, what="goal response")
             assert handle.accepted
-            res = wait_future(handle.get_result_async(), timeout=100.0, what="push result")
+            res = wait_future(handle.get_result_async(), timeout=300.0, what="push result")
             assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
             assert h.world.x[2] > 0.05
             # plans were late, and said so

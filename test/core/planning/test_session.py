@@ -188,3 +188,29 @@ def test_a_planner_slower_than_a_control_plans_further_ahead_and_is_on_time():
     starts = [r.start for r in res.plans[2:]]
     assert np.allclose(np.diff(starts), 2 * DT)  # then a plan every other control, each for the switch after next
     assert all(np.any(u != 0.0) for a, b, u in io.executed if a >= res.first_plan_done - 1e-9)
+
+
+def test_a_stop_ends_an_anytime_plan_whose_deadline_never_comes():
+    """On a frozen plan clock (a simulation whose /clock died) the deadline never comes: a cancel or shutdown
+    must still end the optimiser after its current iteration, so no planning thread outlives its push."""
+    config = PlannerConfig.from_values(dict(model="coarse", samples=8, iterations=10**9, control_duration=DT))
+    scene, planner, world, io = setup(realtime=True, config=config)
+    session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True))
+    iterations = []
+    optimise = planner.optimiser.optimise
+
+    def counted(*args, **kwargs):  # stop from "outside" once the anytime loop is running
+        clock = kwargs["clock"]
+
+        def clock_that_stops_the_push_after_three_readings():
+            iterations.append(None)
+            if len(iterations) == 3:
+                session.stop(Outcome.ABORTED, "cancelled by the client")
+            return clock()
+        kwargs["clock"] = clock_that_stops_the_push_after_three_readings
+        return optimise(*args, **kwargs)
+
+    planner.optimiser.optimise = counted
+    res = session.run()
+    assert (res.outcome, res.reason) == (Outcome.ABORTED, "cancelled by the client")
+    assert len(iterations) == 3 and io.schedule is None  # the reading after the stop ended the optimiser

@@ -62,7 +62,7 @@ from ..ros.params import PLANNER, declare_all
 from ..ros.node import node_main, transition
 
 SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
-WALL_BACKSTOP_FACTOR = 10.0  # a wait bounded on the node clock also ends after this many times as long in wall time
+CLOCK_STALL_S = 10.0  # s of wall time the node clock may stand still before a wait on it gives up (/clock died)
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
                 Outcome.OFF_TABLE: PushObject.Result.OFF_TABLE, Outcome.TIMEOUT: PushObject.Result.TIMEOUT,
                 Outcome.OTHER_IN_GOAL: PushObject.Result.OTHER_IN_GOAL,
@@ -91,11 +91,16 @@ class NodeIO:
 
     def wait(self, until: float, wake):
         """Poll ``wake`` until it holds or ``until`` passes on the node clock. The node clock is the sim clock under
-        use_sim_time, so a slow host never cuts a wait short; a wall-time backstop (``WALL_BACKSTOP_FACTOR`` x
-        as long) keeps a simulation whose /clock died from hanging the push."""
-        wall_deadline = time.monotonic() + WALL_BACKSTOP_FACTOR * max(0.0, until - self.now())
+        use_sim_time, so a slow host (a simulation at any fraction of real time) never cuts a wait short; only a
+        clock that stands still for ``CLOCK_STALL_S`` of wall time (a simulation whose /clock died) ends it."""
+        last, last_change = self.now(), time.monotonic()
         while not wake():
-            if self.now() >= until or time.monotonic() >= wall_deadline:
+            now = self.now()
+            if now >= until:
+                return
+            if now != last:
+                last, last_change = now, time.monotonic()
+            elif time.monotonic() - last_change > CLOCK_STALL_S:
                 return
             time.sleep(0.005)
 

@@ -355,12 +355,20 @@ class PushSession:
             deadline = c0 + budget
         self._status(f"planning step {self.result.actions + 1}/{self.monitor.max_actions}: "
                      f"{self.monitor.distance(x) * 1e3:.0f} mm to go")
+        def clock() -> float:
+            """The plan clock, at infinity once the push is stopping: a cancel, pre-emption or shutdown ends the
+            anytime optimiser after its current iteration (on a frozen simulated clock its deadline never comes)."""
+            return math.inf if self.stopping else io.plan_clock()
+
         try:
-            plan = self.planner.plan(x, deadline=deadline, clock=io.plan_clock)
+            plan = self.planner.plan(x, deadline=deadline, clock=clock)
         except (ModelDiverged, ValueError) as e:
             raise _Stop(Outcome.FAILED, f"planning failed: {e}") from None
         if not np.all(np.isfinite(plan.controls)):
             raise _Stop(Outcome.FAILED, f"planning failed: non-finite controls {plan.controls.tolist()}")
+        if not (np.all(np.isfinite(plan.states)) and math.isfinite(plan.cost)):  # published as the predicted path
+            raise _Stop(Outcome.FAILED, f"planning failed: the {plan.model} model predicted non-finite states "
+                                        f"or cost (cost {plan.cost})")
         return plan, io.plan_clock() - c0
 
     def _roll_forward(self, obs: Observation, schedule: ControlSchedule, until: float) -> np.ndarray:

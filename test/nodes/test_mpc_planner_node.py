@@ -361,6 +361,12 @@ def test_goal_pose_starts_a_push(harness):
     ("control_duration", 0.0005, "parameter control_duration"),
     ("weights.collision", -1.0, "collision: must be finite and >= 0"),
     ("target_object", "teapot", "no object named 'teapot'"),
+    # the push loop's settings are checked at start-up, not by the first goal
+    ("tracking_loss_timeout", float("inf"), "parameter tracking_loss_timeout: must be finite and >= 0"),
+    ("plan_margin", float("nan"), "parameter plan_margin: must be finite"),
+    ("max_actions", 20_000, r"parameter max_actions: must be in \[1, 10000\]"),
+    ("state_timeout", float("inf"), "parameter state_timeout: must be finite and > 0"),
+    ("position_tolerance", -0.01, "parameter position_tolerance: must be finite and >= 0"),
 ])
 def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, words):
     with pytest.raises((ValueError, KeyError), match=words):

@@ -131,6 +131,24 @@ def test_a_new_push_pre_empts_the_running_one():
     assert np.linalg.norm(scene.layout.object_poses(world.x)[0, :2] - away.position) <= away.radius
 
 
+def test_a_push_cancelled_while_it_waits_for_its_turn_never_plans_nor_moves():
+    scene, planner, world, io = setup()
+    arbiter = PushArbiter()
+    first, second = PushSession(planner, io, planner.task.goal), PushSession(planner, io, planner.task.goal)
+    runs = {}
+
+    def a_new_goal_then_its_cancel():  # both while the first push is still stopping
+        runs["second"] = arbiter.enter(second)
+        second.stop(Outcome.ABORTED, "cancelled by the client")
+
+    io.events.append((1.1, a_new_goal_then_its_cancel))
+    assert arbiter.enter(first)().reason == PushArbiter.PRE_EMPTED
+    executed = len(io.executed)
+    res = runs["second"]()
+    assert (res.outcome, res.reason) == (Outcome.ABORTED, "cancelled by the client")
+    assert res.plans == [] and len(io.executed) == executed and io.schedule is None
+
+
 def test_the_goal_moves_during_a_push():
     scene, planner, world, io = setup()
     goal = planner.task.goal

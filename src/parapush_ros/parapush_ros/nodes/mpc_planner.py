@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import replace
 from collections import deque
 
 import numpy as np
@@ -131,14 +132,19 @@ class MPCPlannerNode(LifecycleNode):
         self.config = self._planner_config()
         weights = CostWeights.from_mapping({k[len("weights."):]: v for k, v in p.items() if k.startswith("weights.")},
                                            source="parameters weights.*")
-        if p["max_actions"] < 1:
-            raise ValueError(f"parameter max_actions: must be >= 1, got {p['max_actions']}")
         for name in ("control_rate", "state_timeout"):
-            if not p[name] > 0.0:
-                raise ValueError(f"parameter {name}: must be > 0, got {p[name]}")
-        for name in ("stop_hold", "tracking_loss_timeout"):
-            if not p[name] >= 0.0:
-                raise ValueError(f"parameter {name}: must be >= 0, got {p[name]}")
+            if not (math.isfinite(p[name]) and p[name] > 0.0):
+                raise ValueError(f"parameter {name}: must be finite and > 0, got {p[name]}")
+        for name in ("stop_hold", "position_tolerance"):
+            if not (math.isfinite(p[name]) and p[name] >= 0.0):
+                raise ValueError(f"parameter {name}: must be finite and >= 0, got {p[name]}")
+        try:  # the push loop's settings, checked once here: a goal never finds a bad one
+            self.session_config = SessionConfig(
+                realtime=p["realtime"], max_actions=p["max_actions"], state_timeout=p["state_timeout"],
+                tracking_loss_timeout=p["tracking_loss_timeout"], plan_margin=p["plan_margin"])
+        except ValueError as e:
+            raise ValueError(f"parameter {str(e).removeprefix('session ')}") from None
+        self._sessions = {}  # goal id -> its push, from acceptance (it may wait for its turn) to its end
         self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
                                                   self.scene.objects[0].name)
         self.scene.object_index(self.target_name)  # raises naming the scene's objects
@@ -321,10 +327,12 @@ class MPCPlannerNode(LifecycleNode):
             self.get_logger().warning(f"/goal_pose ignored: {e}")
 
     def _on_cancel(self, goal_handle):
-        session = self.arbiter.current
-        if session is not None and session.tag is goal_handle:
+        """Stop the goal's push, whether it runs or still waits for the one it pre-empts to end."""
+        session = self._sessions.get(bytes(goal_handle.goal_id.uuid))
+        if session is not None:
             session.stop(Outcome.ABORTED, "cancelled by the client")
-            self._send_zero()
+            if session is self.arbiter.current:
+                self._send_zero()
         return CancelResponse.ACCEPT
 
     # ----------------------------------------------------------------------------------------------- commands
@@ -395,14 +403,13 @@ class MPCPlannerNode(LifecycleNode):
             self.arbiter.preempt()  # a new goal, even a bad one, ends the running push
             res = SessionResult(Outcome.FAILED, f"invalid goal: {e}", 0, float("nan"))
         else:
-            config = SessionConfig(realtime=self.p["realtime"], max_actions=req.max_actions or self.p["max_actions"],
-                                   state_timeout=self.p["state_timeout"],
-                                   tracking_loss_timeout=self.p["tracking_loss_timeout"],
-                                   plan_margin=self.p["plan_margin"])
-            session = PushSession(self.planner, self.io, goal, config)
-            session.tag = goal_handle
-            run = self.arbiter.enter(session)  # pre-empts the running push; waits for it to stop the pusher
             try:
+                config = replace(self.session_config, max_actions=req.max_actions or self.session_config.max_actions)
+                session = PushSession(self.planner, self.io, goal, config)
+                session.tag = goal_handle
+                if goal_handle is not None:
+                    self._sessions[bytes(goal_handle.goal_id.uuid)] = session
+                run = self.arbiter.enter(session)  # pre-empts the running push; waits for it to stop the pusher
                 with self._lock:
                     self._seen.clear()
                 res = run()
@@ -410,6 +417,8 @@ class MPCPlannerNode(LifecycleNode):
                 self.get_logger().error(f"push failed: {e!r}")
                 res = SessionResult(Outcome.FAILED, f"internal error: {e!r}", 0, float("nan"))
             finally:
+                if goal_handle is not None:
+                    self._sessions.pop(bytes(goal_handle.goal_id.uuid), None)
                 self._send_zero()
         outcome, dist = res.outcome, res.distance
         result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {res.reason}",

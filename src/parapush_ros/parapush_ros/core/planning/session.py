@@ -36,7 +36,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ..models.base import ModelDiverged
-from .outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor, Status
+from .outcome import DEFAULT_MAX_ACTIONS, MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor, Status
 from .planner import MPCPlanner, Plan
 from .tasks import Goal
 
@@ -164,6 +164,8 @@ class SessionConfig:
                 raise ValueError(f"session {name}: must be finite and >= 0, got {v}")
         if not math.isfinite(self.plan_margin):
             raise ValueError(f"session plan_margin: must be finite, got {self.plan_margin}")
+        if not 1 <= self.max_actions <= MAX_ACTIONS_LIMIT:
+            raise ValueError(f"session max_actions: must be in [1, {MAX_ACTIONS_LIMIT}], got {self.max_actions}")
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,7 @@ class PushSession:
         res.started = io.now()
         self.planner.set_goal(self.goal)
         try:
+            self._check_stop()  # stopped while it waited for its turn (a cancel, a newer goal)
             self._wait_for(lambda: not io.observe().problem, self.config.state_timeout)
             self._usable_observation()
             self._judge(0)

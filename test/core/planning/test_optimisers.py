@@ -108,7 +108,8 @@ def test_planner_settings_are_the_configs_fields_and_parameters_use_the_same_nam
     settings = PlannerConfig.settings()
     assert {"model", "optimiser", "horizon", "control_duration", "samples", "iterations", "exploration_variance",
             "max_speed", "seed", "nominal_speed", "approach_speed", "primitive", "stochastic.sensitivity",
-            "mppi.temperature", "mppi.decay"} == set(settings)
+            "mppi.temperature", "mppi.decay", "mppi_ua.temperature", "mppi_ua.decay", "mppi_ua.uncertainty_weight",
+            "mppi_ua.uncertainty_plans"} == set(settings)
     assert settings["mppi.decay"][0] == MPPIConfig.decay and settings["samples"][0] == SamplingConfig.samples
     c = PlannerConfig.from_values({"optimiser": "mppi", "mppi.decay": 0.5, "stochastic.sensitivity": 3.0,
                                    "control_duration": 0.5, "primitive": False})
@@ -179,3 +180,32 @@ def test_a_registered_optimiser_is_planned_with_and_has_its_settings(side_proble
         register_optimiser("greedy", Greedy)
     with pytest.raises(TypeError, match="not a SamplingOptimiser with a Config"):
         register_optimiser("plain", object)
+
+
+def test_mppi_ua_needs_a_variance_penalises_it_and_switches_it_off_after_its_plans(side_problem):
+    """paper 004 Algorithm 1 with eq. 11 as the registered optimiser ``mppi_ua``: the same unsure-left model keeps
+    the slider right of y = 0.02 while the term is on (its weight is the optimiser's, the task's ``variance``
+    weight is not used); after ``uncertainty_plans`` plans the term is off and the plan goes for the goal; a model
+    without a variance is refused, naming the optimiser."""
+    scene, task, x0 = side_problem
+    L = scene.layout
+    assert OPTIMISERS["mppi_ua"].cls is optimisers.UncertaintyAverseMPPI
+    assert {"mppi_ua.uncertainty_weight", "mppi_ua.uncertainty_plans", "mppi_ua.decay"} <= set(
+        PlannerConfig.settings())
+    quiet_task = task.with_weights(task.weights.with_overrides({"variance": 0.0}))
+
+    def var(states):
+        return np.where(L.object_poses(states)[..., 0, 1] > 0.02, 1.0, 0.0)
+
+    sampling = SamplingConfig(samples=16, iterations=5, exploration_variance=1e-3, seed=1)
+    config = optimisers.UncertaintyAverseConfig(temperature=0.5, uncertainty_weight=100.0, uncertainty_plans=1)
+    opt = make_optimiser("mppi_ua", SpyPredictor(scene, variance=var), quiet_task, sampling, config, model="coarse")
+    first = opt.optimise(x0)
+    assert "variance" not in first.terms and first.terms["uncertainty"] == 0.0
+    assert np.all(L.object_poses(first.states)[:, 0, 1] <= 0.02)
+    second = opt.optimise(x0)  # the term is off now: straight for the goal, through the unsure region
+    assert second.terms["uncertainty"] == 0.0 and L.object_poses(second.states)[-1, 0, 1] > 0.03
+    with pytest.raises(ValueError, match="mppi_ua: model 'analytical' predicts no variance"):
+        make_optimiser("mppi_ua", Predictor(scene), quiet_task, sampling, config, model="coarse").optimise(x0)
+    with pytest.raises(ConfigError, match="uncertainty_plans"):
+        optimisers.UncertaintyAverseConfig(uncertainty_plans=-1)

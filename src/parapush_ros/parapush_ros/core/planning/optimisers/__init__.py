@@ -11,6 +11,7 @@ from typing import NamedTuple
 from ...config import ConfigError
 from .base import OptimiserResult, SamplingConfig, SamplingOptimiser
 from .mppi import MPPI, MPPIConfig
+from .mppi_ua import UncertaintyAverseConfig, UncertaintyAverseMPPI
 from .stochastic import StochasticConfig, StochasticOptimiser
 
 
@@ -33,6 +34,7 @@ def register_optimiser(name: str, cls: type):
 
 register_optimiser("stochastic", StochasticOptimiser)  # paper 000
 register_optimiser("mppi", MPPI)  # paper 004, with exploration decay
+register_optimiser("mppi_ua", UncertaintyAverseMPPI)  # paper 004 Algorithm 1 with eq. 11 (needs a variance)
 
 
 def optimiser(name: str) -> Registered:
@@ -49,4 +51,5 @@ def make_optimiser(name: str, predictor, task, sampling: SamplingConfig = Sampli
 
 
 __all__ = ["OPTIMISERS", "MPPI", "MPPIConfig", "OptimiserResult", "SamplingConfig", "SamplingOptimiser",
-           "StochasticConfig", "StochasticOptimiser", "make_optimiser", "optimiser", "register_optimiser"]
+           "StochasticConfig", "StochasticOptimiser", "UncertaintyAverseConfig", "UncertaintyAverseMPPI",
+           "make_optimiser", "optimiser", "register_optimiser"]

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.models.push_primitive import WORKSPACE
+from ..learning.train_primitive import DEFAULT_EPOCHS
 from .common import output_paths, print_table, pyplot, save_figure, write_json
 
 SUCCESS_POS = 0.02  # m
@@ -30,7 +32,22 @@ SUCCESS_ROT = np.radians(15.0)
 DEFAULT_LESION = "-0.2,-0.2,0.2,0.2"
 EXP2_START = (-0.1, -0.15, 0.0)
 EXP2_GOALS = ((0.1, 0.12, 0.0), (0.05, 0.15, np.pi / 2), (-0.15, 0.1, -np.pi / 4), (0.15, -0.1, np.pi / 3))
+EXP2_REACH = (0.15, 0.35)  # m: further goals (beyond the first four) lie this far from the start, in the workspace
 EXP34_MARGIN = 0.1  # m: Exp. 3/4 start and goal lie this far below and above the lesion, on its centre line
+
+
+def exp2_goals(n: int, seed: int = 0) -> list:
+    """``n`` goal poses for Exp. 2: the four fixed ones (paper Fig. 3's kinds: a shift, a shift with a 90 deg
+    turn, ...), then seeded random ones EXP2_REACH from the start with yaw in [-90, 90] deg, inside the data's
+    workspace less 5 cm."""
+    goals = [tuple(g) for g in EXP2_GOALS[:n]]
+    rng = np.random.default_rng([seed, 2])
+    while len(goals) < n:
+        r, a = rng.uniform(*EXP2_REACH), rng.uniform(-np.pi, np.pi)
+        xy = np.asarray(EXP2_START[:2]) + r * np.array([np.cos(a), np.sin(a)])
+        if np.all(np.abs(xy) <= np.asarray(WORKSPACE) - 0.05):
+            goals.append((float(xy[0]), float(xy[1]), float(rng.uniform(-np.pi / 2, np.pi / 2))))
+    return goals
 
 
 def pose_errors(pose, goal) -> tuple[float, float]:
@@ -96,8 +113,8 @@ def run(args):
 
     from ..core.models.ensemble_mdn import EMDNConfig  # noqa: PLC0415
     from ..core.models.gp import GPRegressor  # noqa: PLC0415
-    from ..core.models.push_primitive import (WORKSPACE, EMDNPrimitive, FinePrimitive, GPPrimitive,  # noqa
-                                              Lesion, uncertainty)
+    from ..core.models.push_primitive import (EMDNPrimitive, FinePrimitive, GPPrimitive, Lesion,  # noqa: PLC0415
+                                              uncertainty)
     from ..core.planning.uncertainty_mppi import (MPPIConfig, PathConfig, PathTracker,  # noqa: PLC0415
                                                   PrimitiveMPPI, low_uncertainty_path, uncertainty_heat_map)
     from ..learning.datagen_primitive import generate  # noqa: PLC0415
@@ -111,14 +128,15 @@ def run(args):
         least = 0 if name in ("goals", "fine_goals", "episodes", "ua_pushes") else 2 if name == "fine_samples" else 1
         if getattr(args, name) < least:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
-    if not (np.isfinite(args.w_unc) and args.w_unc >= 0.0):
-        raise ValueError(f"--w-unc must be finite and >= 0, got {args.w_unc}")
+    for name in ("w_unc", "w_smooth"):
+        if not (np.isfinite(getattr(args, name)) and getattr(args, name) >= 0.0):
+            raise ValueError(f"--{name.replace('_', '-')} must be finite and >= 0, got {getattr(args, name)}")
     data = Path(args.data) if args.data else out / "primitive_data"
     generate(data, args.samples, seed=args.seed, progress=True)
     t_start = time.perf_counter()
     result = {"settings": {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals",
                                                          "fine_goals", "episodes", "max_pushes", "ua_pushes", "w_unc",
-                                                         "seed")},
+                                                         "w_smooth", "seed")},
               "lesion_region": lesion.as_list(), "success_pos_m": SUCCESS_POS, "success_rot_rad": SUCCESS_ROT}
 
     # ---- 1. calibration on held-out pushes
@@ -170,14 +188,14 @@ def run(args):
         mcfg = MPPIConfig(seed=args.seed, samples=args.fine_samples, horizon=3, decay_steps=2) if name == "fine" else \
             MPPIConfig(seed=args.seed)
         rows = []
-        for g in tqdm(range(n_goals), desc=f"exp2 {name}", unit="episode"):
-            goal = np.asarray(EXP2_GOALS[g % len(EXP2_GOALS)])
+        goals = exp2_goals(n_goals, args.seed)
+        for goal in tqdm(goals, desc=f"exp2 {name}", unit="episode"):
+            goal = np.asarray(goal)
             mppi = PrimitiveMPPI(model, mcfg, var_ref=ref)
             ep = run_episode(world, mppi, EXP2_START, goal, args.max_pushes)
             rows.append(ep)
             episodes.setdefault(f"exp2_{name}", []).append(ep["poses"])
-        exp2[name] = _summary(rows, EXP2_START, [EXP2_GOALS[g % len(EXP2_GOALS)] for g in range(n_goals)],
-                              mcfg.w_rot)
+        exp2[name] = _summary(rows, EXP2_START, goals, mcfg.w_rot)
     result["exp2"] = exp2
     print_table(["model", "episodes", "success", "pos err mm", "rot err deg", "final cost", "pushes"],
                 [[k, v["episodes"], v["success_rate"], v["final_pos_err_mm"], v["final_rot_err_deg"],
@@ -199,7 +217,8 @@ def run(args):
             tracker = None
             if method == "alg2":
                 if e == 0 or "path" not in exp34.get("_alg2", {}):
-                    p = low_uncertainty_path(EXP34_START[:2], EXP34_GOAL[:2], heat, lref, PathConfig(seed=args.seed))
+                    p = low_uncertainty_path(EXP34_START[:2], EXP34_GOAL[:2], heat, lref,
+                                             PathConfig(seed=args.seed, w_smooth=args.w_smooth))
                     exp34["_alg2"] = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
                 tracker = PathTracker(mppi, exp34["_alg2"]["path"], EXP34_GOAL)
             ep = run_episode(world, mppi, start, EXP34_GOAL, args.max_pushes, tracker=tracker,
@@ -276,19 +295,24 @@ def add_parser(sub, outputs):
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=None, help="primitive dataset directory (default <out>/primitive_data; "
                    "generated or extended with parapush datagen --primitive's code)")
-    p.add_argument("--samples", type=int, default=1024, help="pushes in the dataset")
+    p.add_argument("--samples", type=int, default=4096, help="pushes in the dataset (4096: with 1024 the members "
+                   "still disagree where there are data, lesion variance ratio 2.8 instead of 9, see README)")
     p.add_argument("--lesion", default=DEFAULT_LESION, help="x0,y0,x1,y1 (m): box positions left out of training")
-    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     p.add_argument("--members", type=int, default=5)
     p.add_argument("--gp-max", type=int, default=300, help="GP training pushes at most (exact GP: O(n^3))")
-    p.add_argument("--goals", type=int, default=4, help="Exp. 2 episodes per learned model")
-    p.add_argument("--fine-goals", type=int, default=2, help="Exp. 2 episodes with the fine model (slow: MuJoCo)")
+    p.add_argument("--goals", type=int, default=10, help="Exp. 2 goal poses (episodes) per learned model")
+    p.add_argument("--fine-goals", type=int, default=10, help="Exp. 2 goal poses with the fine model (the first of "
+                   "the same list; slow: MuJoCo)")
     p.add_argument("--fine-samples", type=int, default=12,
                    help="MPPI samples with the fine model (horizon 3, 2 decay steps: 12 -> 75 MuJoCo pushes a plan)")
     p.add_argument("--episodes", type=int, default=10, help="Exp. 3/4 episodes per method")
-    p.add_argument("--max-pushes", type=int, default=40)
-    p.add_argument("--ua-pushes", type=int, default=25, help="pushes after which the uncertainty term is off")
-    p.add_argument("--w-unc", type=float, default=0.05, help="uncertainty weight of eq. 11 (per var_ref)")
+    p.add_argument("--max-pushes", type=int, default=60)
+    p.add_argument("--ua-pushes", type=int, default=40, help="pushes after which the uncertainty term is off")
+    p.add_argument("--w-unc", type=float, default=0.5, help="uncertainty weight of eq. 11 (per var_ref; 0.05: the "
+                   "box still crosses the lesion's border band, see README)")
+    p.add_argument("--w-smooth", type=float, default=10.0, help="Algorithm 2's smoothness weight (30: the path "
+                   "bends only round the lesion's core)")
     p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")
     p.set_defaults(func=run)
     return p

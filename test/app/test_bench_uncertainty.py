@@ -2,6 +2,7 @@
 keys nested under each model / method."""
 import json
 
+import numpy as np
 import pytest
 
 from parapush_ros.cli import main
@@ -30,3 +31,17 @@ def test_bench_uncertainty_refuses_bad_arguments(tmp_path):
         main(["bench", "uncertainty", "--out", str(tmp_path), "--lesion", "1,2"])
     with pytest.raises(ValueError, match="--episodes"):
         main(["bench", "uncertainty", "--out", str(tmp_path), "--episodes", "-1"])
+    with pytest.raises(ValueError, match="--w-smooth"):
+        main(["bench", "uncertainty", "--out", str(tmp_path), "--w-smooth", "-1"])
+
+
+def test_exp2_goals_are_seeded_distinct_and_inside_the_workspace():
+    from parapush_ros.bench.uncertainty import EXP2_GOALS, EXP2_REACH, EXP2_START, exp2_goals
+    from parapush_ros.core.models.push_primitive import WORKSPACE
+    goals = np.array(exp2_goals(12, seed=0))
+    assert goals.shape == (12, 3) and exp2_goals(12, seed=0) == [tuple(g) for g in goals]
+    np.testing.assert_allclose(goals[:4], EXP2_GOALS)  # the fixed four first
+    assert len({tuple(np.round(g, 6)) for g in goals}) == 12
+    assert np.all(np.abs(goals[:, :2]) <= np.asarray(WORKSPACE) - 0.05 + 1e-12)
+    reach = np.linalg.norm(goals[4:, :2] - np.asarray(EXP2_START[:2]), axis=1)
+    assert np.all((reach >= EXP2_REACH[0]) & (reach <= EXP2_REACH[1]))

@@ -109,7 +109,7 @@ def test_bench_support_small(tmp_path):
 
 def test_bench_dgoc_small(tmp_path):
     out = run(tmp_path, "bench", "dgoc", "--targets", "2", "--scenes", "block_003", "--max-iterations", "3",
-              "--single", "1", "--track", "1")
+              "--single", "1", "--track", "1", "--compare-mpc", "1", "--mpc-actions", "1")
     res = json.loads((out / "bench_dgoc.json").read_text())
     methods = res["scenes"]["block_003"]["methods"]
     assert set(methods) == {"zs", "ds", "dp", "ws"}
@@ -125,6 +125,10 @@ def test_bench_dgoc_small(tmp_path):
     kick = np.asarray(tracking["cases"]["perturbed"]["perturbations"])
     assert kick.shape == (1, 3) and np.all(np.abs(kick) <= [0.04, 0.04, 0.117])
     assert (out / "dgoc.png").stat().st_size > 1000
+    compare = res["scenes"]["block_003"]["compare_mpc"]
+    for m in ("dgoc", "mpc"):
+        assert len(compare[m]["runs"]) == 1 and compare[m]["task_time_s"]["mean"] > compare[m]["planning_time_s"]["mean"]
+    assert compare["mpc"]["runs"][0]["actions"] == 1 and compare["mpc_model"] == "fine"
 
 
 def test_demos_command_writes_a_loadable_library(tmp_path):
@@ -140,3 +144,5 @@ def test_demos_command_writes_a_loadable_library(tmp_path):
 def test_bench_dgoc_refuses_more_tracked_targets_than_targets(tmp_path):
     with pytest.raises(ValueError, match="--track"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--track", "2")
+    with pytest.raises(ValueError, match="--mpc-model"):
+        run(tmp_path, "bench", "dgoc", "--targets", "1", "--compare-mpc", "1", "--mpc-model", "nonsense")

@@ -65,7 +65,7 @@ def test_specs_parse_once_into_objects_and_name_what_is_wrong():
 
 
 def test_the_registry_is_the_one_list_of_models():
-    assert names(COARSE) == ("analytical", "learned") and names(FINE) == ("fine",)
+    assert names(COARSE) == ("analytical", "learned", "quasistatic") and names(FINE) == ("fine",)
     params = parameter_descriptions()
     assert set(params) == {"coarse_model", "fine_model", "learned_weights", "threads"}
     assert "analytical | learned" in params["coarse_model"][1]

@@ -121,3 +121,21 @@ def test_ddp_pushes_the_block_to_a_pose_and_its_gains_stabilise_the_plan():
         xf = MODEL.step(xf, r.U[:, t])
     assert np.linalg.norm(xp[:, :2] - targets[:, :2], axis=1).mean() < np.linalg.norm(
         xf[:, :2] - targets[:, :2], axis=1).mean()
+
+
+def test_the_corner_keep_out_holds_the_pusher_off_the_corners():
+    """A pusher touching the box within ``corner_margin`` of a corner costs (MuJoCo's round pusher slips off a
+    corner there); one at the middle of a face or clear of the corner does not."""
+    w = DGOCWeights()
+    cost = DGOCCost(MODEL, np.zeros((1, 3)), w)
+    r = MODEL.pusher_radius
+    along = np.array([0.0, 0.035, 0.05, 0.059])  # pusher centre along the -x face (half width 0.06)
+    X = np.zeros((1, len(along), 7))
+    X[0, :, 3], X[0, :, 4] = -0.06 - r, along
+    res, J = cost._corners(X)
+    d = np.hypot(r, 0.06 - along)
+    np.testing.assert_allclose(res[0].max(-1), np.maximum(r + w.corner_margin - d, 0.0), atol=1e-12)
+    assert res[0, 0].max() == 0.0 and res[0, 1].max() == 0.0 and res[0, 3].max() > res[0, 2].max() > 0.0
+    # its gradient moves the pusher back towards the middle of the face
+    lx = cost.derivatives(X, np.zeros((1, len(along) - 1, 2)))[0]
+    assert lx[0, 3, 4] > 0.0 and lx[0, 0, 4] == 0.0

@@ -15,6 +15,12 @@ never into the pusher), paper 003's largest disturbances; ``mismatch``: the worl
 pusher-slider friction x 0.7 and slider mass x 1.3. Tracked plans are made on the model fitted to the scene's fine
 model (``fine_c_scale``: the paper's uniform-pressure model where the scene rests the box on a support grid, as
 block_003 does). ``tracked_success_rate`` uses the same thresholds on MuJoCo's final slider pose.
+
+``--compare-mpc N`` pushes the first N targets (same start, same thresholds) in the nominal MuJoCo world both
+ways: DG-OC (one target planned alone, DP -> WS, then tracked at 100 Hz with re-planning) and the sampling MPC
+planner of paper 000 (``--mpc-model``, fine or Parareal-1; a goal disc of 1 cm and a yaw tolerance of 0.1 rad,
+1 s controls, up to ``--mpc-actions`` actions). Per method: success, planning time (wall, re-plans included),
+execution time (simulated), their sum, and the final pose error (JSON ``compare_mpc``).
 """
 from __future__ import annotations
 
@@ -22,13 +28,21 @@ import time
 
 import numpy as np
 
+from tqdm import tqdm
+
+from ..core.config import ConfigError
 from ..core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
+from ..core.models.registry import Predictor
 from ..core.planning.ddp.costs import DGOCWeights
 from ..core.planning.ddp.demonstrations import load_library
 from ..core.planning.ddp.dgoc import HORIZON_S, METHOD_NAMES, METHODS, PLAN_DT, DGOCPlanner
 from ..core.planning.ddp.solver import DDPSettings
 from ..core.planning.ddp.tracking import TrackingConfig, track_in_world
+from ..core.planning.planner import MPCPlanner, PlannerConfig
+from ..core.planning.tasks import Goal, PushTask
 from ..core.scene.spec import load_scene
+from ..core.scene.state import wrap_angle
+from ..core.sim.closed_loop import run_closed_loop
 from ..core.sim.world import SimWorld, WorldConfig
 from .common import output_paths, print_table, pyplot, save_figure, write_json
 
@@ -99,6 +113,8 @@ def bench_scene(name: str, args) -> dict:
     res["plans"] = plans
     if args.track:
         res["tracking"] = track_scene(scene, planner, x0, targets[:args.track], plans["ws"], args)
+    if args.compare_mpc:
+        res["compare_mpc"] = compare_mpc(scene, planner, x0, targets[:args.compare_mpc], args)
     return res
 
 
@@ -116,6 +132,11 @@ def perturbations(model, x0, n: int, seed: int) -> np.ndarray:
     return np.array(out)
 
 
+def tracking_config(args) -> TrackingConfig:
+    """The tracking controller's settings; re-plans run at most ``--max-iterations`` DDP iterations too."""
+    return TrackingConfig(replan_iterations=min(TrackingConfig.replan_iterations, args.max_iterations))
+
+
 def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
     """Execute DG-OC plans of ``targets`` in MuJoCo with the tracking controller, per case."""
     scale = fine_c_scale(scene)
@@ -126,7 +147,7 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
     else:
         model = planner.model
         plan = plan_nominal
-    cfg = TrackingConfig()
+    cfg = tracking_config(args)
     print(f"bench dgoc: {scene.name}: tracking {len(targets)} plans (c_scale {scale}) in MuJoCo at {cfg.rate_hz:g} Hz, "
           f"cases {', '.join(TRACK_CASES)} ...", flush=True)
     out = {"c_scale": scale, "config": cfg.__dict__, "planned_success_rate": float(success(plan.final_error()[
@@ -157,11 +178,78 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
     return out
 
 
+def _errors(final, target) -> np.ndarray:
+    e = np.abs(np.asarray(final, dtype=float)[:3] - np.asarray(target, dtype=float))
+    e[2] = abs(wrap_angle(final[2] - target[2]))
+    return e
+
+
+def _summary(rows: list) -> dict:
+    err = np.array([r["final_err"] for r in rows])
+    ok = success(err)
+    out = {"success_rate": float(ok.mean()), "succeeded": ok.tolist()}
+    for key in ("planning_time_s", "execution_time_s", "task_time_s"):
+        out[key] = {"mean": float(np.mean([r[key] for r in rows])), "median": float(np.median([r[key] for r in rows]))}
+    for i, (key, scale) in enumerate((("final_err_x_cm", 100), ("final_err_y_cm", 100), ("final_err_theta_rad", 1))):
+        out[key] = {"mean": float(err[:, i].mean() * scale), "median": float(np.median(err[:, i]) * scale)}
+    out["runs"] = rows
+    return out
+
+
+def compare_mpc(scene, planner, x0, targets, args) -> dict:
+    """DG-OC (planned alone, tracked) against the sampling MPC on the same targets in the nominal MuJoCo world."""
+    scale = fine_c_scale(scene)
+    model = QuasiStaticPusherSlider.from_scene(scene, dt=PLAN_DT, c_scale=scale)
+    dgoc = DGOCPlanner(model, planner.demos, planner.weights, planner.settings)
+    mpc_config = PlannerConfig(model=args.mpc_model)
+    print(f"bench dgoc: {scene.name}: {len(targets)} targets, DG-OC vs the sampling MPC ({args.mpc_model}, "
+          f"{mpc_config.sampling.samples} samples x {mpc_config.sampling.iterations} iterations, N = "
+          f"{mpc_config.sampling.horizon} x {mpc_config.sampling.control_duration:g} s, up to {args.mpc_actions} "
+          "actions) in MuJoCo ...", flush=True)
+    rows = {"dgoc": [], "mpc": []}
+    for tgt in tqdm(targets, desc="compare-mpc", unit="target"):
+        t0 = time.perf_counter()
+        plan = dgoc.plan(x0[None], tgt[None], "ws", k=args.k)
+        t_plan = time.perf_counter() - t0
+        run = track_in_world(model, SimWorld(scene), plan.X[0], plan.U[0], plan.K[0], PLAN_DT, tgt,
+                             tracking_config(args))
+        rows["dgoc"].append({"final_err": run.error.tolist(), "planning_time_s": t_plan + run.replan_time_s,
+                             "execution_time_s": run.execution_time_s,
+                             "task_time_s": t_plan + run.replan_time_s + run.execution_time_s,
+                             "replans": run.replans})
+        goal = Goal(0, (float(tgt[0]), float(tgt[1])), SUCCESS_XY, float(tgt[2]), SUCCESS_YAW)
+        predictor = Predictor(scene)
+        mpc = MPCPlanner(scene, mpc_config, task=PushTask(scene, goal=goal), predictor=predictor)
+        world = SimWorld(scene)
+        rec = run_closed_loop(mpc, world, max_actions=args.mpc_actions)
+        predictor.close()
+        rows["mpc"].append({"final_err": _errors(world.x[2:5], tgt).tolist(), "planning_time_s": rec.planning_time,
+                            "execution_time_s": rec.execution_time, "task_time_s": rec.task_time,
+                            "outcome": rec.outcome.value, "actions": rec.actions})
+    out = {"targets": np.asarray(targets), "mpc_model": args.mpc_model, "mpc_actions": args.mpc_actions,
+           "mpc_sampling": mpc_config.sampling.__dict__, "dgoc": _summary(rows["dgoc"]), "mpc": _summary(rows["mpc"])}
+    for name in ("dgoc", "mpc"):
+        v = out[name]
+        print(f"  {name}: success {v['success_rate'] * 100:.0f} %, planning {v['planning_time_s']['mean']:.1f} s, "
+              f"execution {v['execution_time_s']['mean']:.1f} s, final error {v['final_err_x_cm']['mean']:.2f} / "
+              f"{v['final_err_y_cm']['mean']:.2f} cm, {v['final_err_theta_rad']['mean']:.3f} rad", flush=True)
+    return out
+
+
 def run(args) -> dict:
     if args.targets < 1:
         raise ValueError(f"--targets: must be >= 1, got {args.targets}")
     if not 0 <= args.track <= args.targets:
         raise ValueError(f"--track: must be from 0 to --targets ({args.targets}), got {args.track}")
+    if not 0 <= args.compare_mpc <= args.targets:
+        raise ValueError(f"--compare-mpc: must be from 0 to --targets ({args.targets}), got {args.compare_mpc}")
+    if args.mpc_actions < 1:
+        raise ValueError(f"--mpc-actions: must be >= 1, got {args.mpc_actions}")
+    if args.compare_mpc:
+        try:
+            PlannerConfig(model=args.mpc_model)
+        except ConfigError as e:
+            raise ValueError(f"--mpc-model: {e}") from None
     scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
     if not scenes:
         raise ValueError("--scenes: give at least one scene")
@@ -178,6 +266,15 @@ def run(args) -> dict:
                "weights": DGOCWeights().__dict__, "paper": PAPER,
                "scenes": {n: {k: v for k, v in r.items() if k != "plans"} for n, r in results.items()}}
     for name, r in results.items():
+        if "compare_mpc" in r:
+            c = r["compare_mpc"]
+            print_table(["method", "success", "plan s", "execution s", "task s", "x cm", "y cm", "theta rad"],
+                        [[label, f"{c[m]['success_rate'] * 100:.0f} %", f"{c[m]['planning_time_s']['mean']:.1f}",
+                          f"{c[m]['execution_time_s']['mean']:.1f}", f"{c[m]['task_time_s']['mean']:.1f}",
+                          f"{c[m]['final_err_x_cm']['mean']:.2f}", f"{c[m]['final_err_y_cm']['mean']:.2f}",
+                          f"{c[m]['final_err_theta_rad']['mean']:.3f}"]
+                         for m, label in (("dgoc", "DG-OC + tracking"), ("mpc", f"sampling MPC ({c['mpc_model']})"))],
+                        title=f"{name}: DG-OC vs the sampling MPC in MuJoCo ({len(c['targets'])} targets, means)")
         if "tracking" in r:
             print_table(["case", "tracked success", "x cm", "y cm", "theta rad", "re-plans"],
                         [[c, f"{v['tracked_success_rate'] * 100:.0f} %", f"{v['final_err_x_cm']['mean']:.2f}",
@@ -232,5 +329,9 @@ def add_parser(sub, parent):
                    help="targets also planned one at a time per method, for the single-target time (default 2)")
     p.add_argument("--track", type=int, default=0,
                    help="execute the DG-OC plans of this many targets in MuJoCo with tracking, per case (default 0)")
+    p.add_argument("--compare-mpc", type=int, default=0,
+                   help="push the first N targets in MuJoCo with DG-OC and with the sampling MPC (default 0)")
+    p.add_argument("--mpc-model", default="fine", help="the sampling MPC's model (default fine; e.g. parareal1)")
+    p.add_argument("--mpc-actions", type=int, default=20, help="the sampling MPC's action limit (1 s each)")
     p.set_defaults(func=run)
     return p

@@ -33,6 +33,11 @@ class UncertainPropagator(Propagator, Protocol):
         """(B, D) states after the slice and the variance of each of their coordinates (B, D)."""
 
 
+class UnsupportedScene(ValueError):
+    """A model cannot predict this scene (e.g. the quasi-static model and a cylinder); raised when the model is
+    built, the message naming the scene and why, so a caller can say which model and scene do not fit."""
+
+
 class ModelDiverged(RuntimeError):
     """A simulation became unusable (MuJoCo reported instability, or the state is not finite): the fine model
     for some slices of a batch (``indices``), or the simulated world. Raised instead of ever returning a silently

@@ -82,6 +82,8 @@ register_model("learned", ".learned:LearnedCoarseModel.load", COARSE,
                "MLP of paper 001, trained on the fine model (the four_cylinders family)",
                {"path": ModelOption("", "weights file for the learned coarse model; empty = the shipped weights",
                                     parameter="learned_weights")})
+register_model("quasistatic", ".quasistatic_coarse:QuasiStaticCoarseModel", COARSE,
+               "quasi-static pusher-slider with limit surface and motion cone (paper 003; one box slider only)")
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics",
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
 

@@ -10,6 +10,10 @@ acceleration):
   003), and the same on the pusher velocity box ``|v_i| <= v_max`` (a real arm's servo limit);
 - no penetration: the pusher disc must stay ``clearance`` outside the box (the quasi-static model lets a separated
   pusher pass through the slider, a plan must not);
+- corner keep-out: the pusher centre stays ``pusher_radius + corner_margin`` away from the box's corners. The model
+  lets the pusher push anywhere on a face, up to the corner, and slide round a corner while in contact; plans
+  exploited both (pushing 2 mm from a corner for the largest lever arm) and in MuJoCo the round pusher slipped off
+  the corner there, so such plans could not be tracked (measured in ``bench dgoc --track``);
 - demonstration penalties (DP-DDP only): the pusher velocity and acceleration to the demonstration's, and, in a
   window around each of the demonstration's face switches, the pusher's position in the slider frame to the
   demonstration's (follow its choice of face).
@@ -36,6 +40,8 @@ class DGOCWeights:
     velocity_bound: float = 1.0e3  # per (m/s)^2 outside the box, per step
     clearance: float = 0.001  # m the pusher keeps outside the box's outline
     penetration: float = 1.0e5  # per m^2 of clearance violated, per step
+    corner_margin: float = 0.015  # m beyond the pusher radius that the pusher centre keeps from each box corner
+    corner: float = 1.0e5  # per m^2 of corner keep-out violated, per step
     demo_velocity: float = 10.0  # per (m/s)^2 per step (DP-DDP)
     demo_acceleration: float = 0.01  # per (m/s^2)^2 per step (DP-DDP)
     demo_face: float = 1.0e3  # per m^2 of relative pusher position error per step in a switch window (DP-DDP)
@@ -95,6 +101,19 @@ class DGOCCost:
         J = -np.einsum("...i,...ij->...j", grad, Jr) * active[..., None]
         return res, J
 
+    def _corners(self, X):
+        """Residuals max(0, R - |r - corner_k|) for the 4 corners (..., 4), R = pusher radius + corner margin, and
+        their Jacobians (..., 4, 7)."""
+        r, Jr = self._pusher_relative(X)
+        corners = self.half * np.array([[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]])
+        d = r[..., None, :] - corners  # (..., 4, 2)
+        n = np.linalg.norm(d, axis=-1)
+        res = self.model.pusher_radius + self.w.corner_margin - n
+        active = res > 0.0
+        unit = d / np.maximum(n, 1e-9)[..., None]
+        J = -np.einsum("...ki,...ij->...kj", unit, Jr) * active[..., None]
+        return np.where(active, res, 0.0), J
+
     # ------------------------------------------------------------------------------------ interface
     def _terms(self, X, U, idx, with_derivatives: bool):
         """Yield (weight per step (B, T'), residual (B, T', r), Jacobian w.r.t. x or u (B, T', r, n), on_x)."""
@@ -122,6 +141,9 @@ class DGOCCost:
         yield np.full((b, t1), w.velocity_bound), over, Jv * (over != 0.0)[..., None], True
         pres, pJ = self._penetration(X)
         yield np.full((b, t1), w.penetration), pres[..., None], pJ[..., None, :], True
+        if w.corner:
+            cres, cJ = self._corners(X)
+            yield np.full((b, t1), w.corner), cres, cJ, True
         # controls
         Ju = np.broadcast_to(np.eye(N_U), U.shape[:-1] + (N_U, N_U))
         yield np.full(U.shape[:2], w.control), U, Ju, False

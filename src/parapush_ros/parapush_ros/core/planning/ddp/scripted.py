@@ -68,12 +68,16 @@ def _switch_waypoints(model, x, face_from, face_to, offset):
     return [s + R @ p for p in pts]
 
 
-def perform(model, phases, steps: int, start_face: int = 0, start_offset: float = 0.0):
-    """Carry out ``phases`` (Push / Switch) from the slider at the origin and the pusher 1 mm off ``start_face``;
-    rest after the last phase. Returns (X (steps+1, 7), U (steps, 2))."""
+def perform(model, phases, steps: int, start_face: int = 0, start_offset: float = 0.0, x0=None):
+    """Carry out ``phases`` (Push / Switch) from the slider at the origin and the pusher 1 mm off ``start_face``
+    (or from state ``x0``, the pusher nearest to ``start_face``); rest after the last phase. Returns
+    (X (steps+1, 7), U (steps, 2))."""
     dt = model.dt
-    x = np.zeros(7)
-    x[3:5] = model.contact_state(start_face, start_offset) * (1.0 + 0.001 / 0.06)
+    if x0 is None:
+        x = np.zeros(7)
+        x[3:5] = model.contact_state(start_face, start_offset) * (1.0 + 0.001 / 0.06)
+    else:
+        x = np.asarray(x0, dtype=float).copy()
     X, U = [x], []
     face = start_face
     queue = list(phases)

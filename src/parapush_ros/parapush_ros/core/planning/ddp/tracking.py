@@ -12,15 +12,19 @@ The world is MuJoCo (``core/sim/closed_loop.SimWorld``): the fine model judges, 
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...scene.state import unwrap_near, wrap_angle
 from .costs import DGOCCost, DGOCWeights
+from .scripted import Push, Switch, perform
 from .solver import BatchedDDP, DDPSettings
 
 YAW_LENGTH = 0.06  # m per rad in the trust-region norm (about the half side of the boxes)
+CORRECTION_OFFSETS = (-0.4, 0.0, 0.4)  # contact offsets of the re-plan guesses, fractions of the half face
+CORRECTION_SPEED = 0.03  # m/s: how fast those guesses push
 
 
 @dataclass(frozen=True)
@@ -29,11 +33,16 @@ class TrackingConfig:
     trust_radius: float = 0.002  # m (measured: 5 mm lets the error grow until late, large corrections destabilise)
     replan_radius: float = 0.02  # m: an error this large for replan_after_s re-plans
     replan_after_s: float = 0.3  # s
-    max_replans: int = 3
+    max_replans: int = 5
     replan_iterations: int = 30
+    correction_guesses: bool = True  # re-plans also start from a new contact on every face (``correction_guesses``)
     extra_time_s: float = 1.5  # s added to the rest of the plan when re-planning
+    min_replan_s: float = 4.0  # s: the shortest re-planned horizon (a correction at the plan's end needs time)
     settle_s: float = 0.5  # s of rest after the plan's end before the outcome is judged
     v_max: float = 0.25  # m/s: the velocity command is clipped to this
+    feedback_max: float = 2.0  # m/s^2: the feedback term K e is clipped to this per axis (large errors: re-plan)
+    # at the plan's end, a slider pose further than this from the target (m, rad) is corrected by a re-plan
+    goal_tolerance: tuple = (0.005, 0.05)
 
 
 def world_to_model(xw: np.ndarray) -> np.ndarray:
@@ -76,7 +85,7 @@ class PlanTracker:
         u = self.U[i].copy()
         err = error_norm(e)
         if err > self.config.trust_radius:
-            u += self.K[i] @ e
+            u += np.clip(self.K[i] @ e, -self.config.feedback_max, self.config.feedback_max)
             self.feedback_ticks += 1
         if err > self.config.replan_radius:
             self.outside_since = t if self.outside_since is None else self.outside_since
@@ -90,14 +99,42 @@ class PlanTracker:
             and t < self.duration
 
 
+def nearest_face(model, x) -> int:
+    """The slider face (0..3 = -x, -y, +x, +y) the pusher centre of model state ``x`` lies furthest outside of."""
+    c, s = np.cos(x[2]), np.sin(x[2])
+    dx, dy = x[3] - x[0], x[4] - x[1]
+    rx, ry = c * dx + s * dy, c * dy - s * dx
+    a, b = model.size[0] / 2.0, model.size[1] / 2.0
+    return int(np.argmax([-rx - a, -ry - b, rx - a, ry - b]))
+
+
+def correction_guesses(model, x, steps: int, offsets=CORRECTION_OFFSETS, speed: float = CORRECTION_SPEED):
+    """Initial guesses that make a new contact from state ``x``: for every face and contact offset (fractions of
+    the half face), the pusher goes round the box to that face (scripted demonstrator) and pushes along its normal.
+    Returns (X (G, steps+1, 7), U (G, steps, 2))."""
+    start = nearest_face(model, x)
+    Xs, Us = [], []
+    for face in range(4):
+        _, w = model.face_half(face)
+        for f in offsets:
+            phases = [Switch(face, float(f * w)), Push(face, float(f * w), 0.0, speed, steps * model.dt)]
+            X, U = perform(model, phases, steps, start_face=start, x0=x)
+            Xs.append(X)
+            Us.append(U)
+    return np.stack(Xs), np.stack(Us)
+
+
 def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config: TrackingConfig,
            weights: DGOCWeights = DGOCWeights()) -> PlanTracker:
-    """WS-DDP from the measured state ``x`` with the demonstration-free cost, warm-started with the current plan's
-    policy u*_j + K_j (x_j - x*_j) rolled out on the model from ``x`` for the rest of the plan (plus ``extra_time_s``
-    at rest); returns the tracker of the new plan."""
+    """DDP from the measured state ``x`` with the demonstration-free (WS-DDP) cost, from several initial guesses
+    solved as one batch, the cheapest kept: the current plan's policy u*_j + K_j (x_j - x*_j) rolled out on the model
+    from ``x`` for the rest of the plan (plus ``extra_time_s`` at rest, at least ``min_replan_s``), and
+    ``correction_guesses`` (a new contact on each face). The policy alone cannot find a new contact (measured: at a
+    plan's end it re-planned to standing still); returns the tracker of the new plan."""
     _, i = tracker.reference(t)
+    i = min(i, len(tracker.U))
     extra = int(round(config.extra_time_s / tracker.dt))
-    n = len(tracker.U) - i + extra
+    n = max(len(tracker.U) - i + extra, int(round(config.min_replan_s / tracker.dt)))
     U0 = np.zeros((1, n, 2))
     xj = x.copy()
     for j in range(n):
@@ -106,11 +143,17 @@ def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config:
         else:
             U0[0, j] = -xj[5:7] / 0.2  # come to rest
         xj = model.step(xj[None], U0[:, j])[0]
+    X0 = model.rollout(x, U0[0])[None]
+    if config.correction_guesses:
+        Xg, Ug = correction_guesses(model, x, n)
+        X0, U0 = np.concatenate([X0, Xg]), np.concatenate([U0, Ug])
     tgt = np.asarray(target, dtype=float).copy()
     tgt[2] = unwrap_near(tgt[2], tracker.X[-1, 2])
-    cost = DGOCCost(model, tgt[None], weights)
-    r = BatchedDDP(model, cost, DDPSettings(max_iterations=config.replan_iterations)).solve(x[None], U0)
-    new = PlanTracker(r.X[0], r.U[0], r.K[0], tracker.dt, config)
+    cost = DGOCCost(model, np.repeat(tgt[None], len(U0), 0), weights)
+    r = BatchedDDP(model, cost, DDPSettings(max_iterations=config.replan_iterations)).solve(
+        np.repeat(x[None], len(U0), 0), U0, X0=X0)
+    best = int(np.argmin(r.cost))
+    new = PlanTracker(r.X[best], r.U[best], r.K[best], tracker.dt, config)
     new.v_cmd = tracker.v_cmd.copy()
     return new
 
@@ -122,15 +165,29 @@ class TrackedRun:
     replans: int
     feedback_share: float  # share of ticks outside the trust region
     path: np.ndarray  # (ticks+1, D) true world states
+    replan_time_s: float = 0.0  # wall time spent re-planning (the world waited)
+    tick_s: float = 0.01  # the controller's period
+
+    @property
+    def execution_time_s(self) -> float:
+        """Simulated seconds from the first command to the judged end."""
+        return (len(self.path) - 1) * self.tick_s
+
+
+def missed(x, target, tolerance) -> bool:
+    """Whether the slider pose of model state ``x`` is further than ``tolerance`` (m, rad) from ``target``."""
+    d = np.abs(np.asarray(x[:3], dtype=float) - np.asarray(target, dtype=float))
+    return bool(d[0] > tolerance[0] or d[1] > tolerance[0] or abs(wrap_angle(x[2] - target[2])) > tolerance[1])
 
 
 def track_in_world(model, world, plan_X, plan_U, plan_K, dt: float, target, config: TrackingConfig = TrackingConfig(),
                    perturb=None) -> TrackedRun:
     """Execute one plan in a ``SimWorld`` at ``rate_hz`` with the error filter and re-planning. ``perturb`` =
-    (time s, (dx, dy, dyaw)) displaces the slider once, as a hand pushing it would."""
+    (time s, (dx, dy, dyaw)) displaces the slider once, as a hand pushing it would. At the plan's end a slider
+    further than ``goal_tolerance`` from the target is re-planned for too."""
     tracker = PlanTracker(plan_X, plan_U, plan_K, dt, config)
     dt_c = 1.0 / config.rate_hz
-    t, replans, path = 0.0, 0, [world.x.copy()]
+    t, replans, path, replan_time = 0.0, 0, [world.x.copy()], 0.0
     ticks_total, feedback = 0, 0
     perturbed = perturb is None
     while t < tracker.duration + config.settle_s - 1e-9:
@@ -138,10 +195,13 @@ def track_in_world(model, world, plan_X, plan_U, plan_K, dt: float, target, conf
             world.displace_object(0, perturb[1])
             perturbed = True
         x = world_to_model(world.x)
-        if tracker.wants_replan(t) and replans < config.max_replans:
+        at_end = t >= tracker.duration + config.settle_s / 2 - 1e-9 and missed(x, target, config.goal_tolerance)
+        if (tracker.wants_replan(t) or at_end) and replans < config.max_replans:
             ticks_total += tracker.ticks
             feedback += tracker.feedback_ticks
+            t0 = time.perf_counter()
             tracker = replan(model, x, tracker, t, target, config)
+            replan_time += time.perf_counter() - t0
             replans += 1
             t = 0.0  # the new plan starts now
         v = tracker.command(t, x)
@@ -152,4 +212,4 @@ def track_in_world(model, world, plan_X, plan_U, plan_K, dt: float, target, conf
     final = world.x[2:5].copy()
     err = np.abs(final - np.asarray(target, dtype=float))
     err[2] = abs(wrap_angle(final[2] - target[2]))
-    return TrackedRun(final, err, replans, feedback / max(ticks_total, 1), np.array(path))
+    return TrackedRun(final, err, replans, feedback / max(ticks_total, 1), np.array(path), replan_time, dt_c)

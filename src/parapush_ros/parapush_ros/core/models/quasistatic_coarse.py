@@ -1,0 +1,78 @@
+"""The quasi-static pusher-slider model (paper 003) as a coarse propagator for scenes of one box slider.
+
+It keeps the ``Propagator`` contract: a pusher velocity held for ``dt`` moves the pusher by ``u dt``; the box
+moves as ``QuasiStaticPusherSlider`` says (limit surface, motion cone, sticking / sliding / separation, four
+faces), integrated in sub-steps of at most ``max_substep`` s so the contact and the face follow the turning box.
+Unlike paper 000's analytical model (eq. 5-8), the box does not move with the full pusher velocity while the
+pusher slides along its face. The box's velocity in the returned state is its mean twist over the last sub-step
+(zero once the pusher has left it: quasi-static, table friction stops it at once). Penetration left by the
+discrete steps is projected away, as the analytical model does.
+
+Only a scene of exactly one box object fits; any other scene is refused with an error naming
+the scene and why (``UnsupportedScene``: a cylinder has no faces; several objects would need object-object contact).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
+from ..scene.spec import Scene
+from .base import UnsupportedScene, batch_arguments
+from .quasistatic import QuasiStaticPusherSlider, fine_c_scale
+
+MAX_SUBSTEP = 0.005  # s: at 0.1 m/s the pusher moves 0.5 mm per sub-step, well inside the 5 mm contact tolerance
+
+
+class QuasiStaticCoarseModel:
+    """C(x, u, dt) for a scene of one box. ``c_scale`` None = ``fine_c_scale(scene)`` (the fit to the fine model)."""
+
+    name = "quasistatic"
+
+    def __init__(self, scene: Scene, c_scale: float | None = None, max_substep: float = MAX_SUBSTEP,
+                 projection_tolerance: float = DEFAULT_PROJECTION_TOLERANCE):
+        if len(scene.objects) != 1:
+            raise UnsupportedScene(f"quasi-static model: scene {scene.name!r} has {len(scene.objects)} "
+                                        "objects; the model is for exactly one box slider")
+        if scene.objects[0].shape != "box":
+            raise UnsupportedScene(f"quasi-static model: scene {scene.name!r} object {scene.objects[0].name!r} "
+                                        f"is a {scene.objects[0].shape}; the model is for box sliders")
+        if not max_substep > 0.0:
+            raise ValueError(f"quasi-static model: max_substep must be > 0, got {max_substep}")
+        self.scene = scene
+        self.layout = scene.layout
+        self.max_substep = float(max_substep)
+        self.projection_tolerance = projection_tolerance
+        scale = fine_c_scale(scene) if c_scale is None else float(c_scale)
+        self.model = QuasiStaticPusherSlider.from_scene(scene, dt=self.max_substep, c_scale=scale)
+        self._by_dt = {}
+
+    def _stepper(self, h: float) -> QuasiStaticPusherSlider:
+        key = round(h, 12)
+        if key not in self._by_dt:
+            self._by_dt[key] = replace(self.model, dt=h)
+        return self._by_dt[key]
+
+    def propagate(self, x, u, dt: float) -> np.ndarray:
+        x, u = batch_arguments(x, u, self.layout.dim, "quasi-static model")
+        if not dt > 0.0:
+            raise ValueError(f"slice duration must be > 0, got {dt}")
+        n = max(1, math.ceil(dt / self.max_substep - 1e-9))
+        model = self._stepper(dt / n)
+        L = self.layout
+        pose = L.object_poses(x)[:, 0, :]
+        q = np.concatenate([pose, L.pusher_pos(x), u], -1)  # model state: slider pose, pusher position, velocity
+        zero = np.zeros_like(u)
+        prev = q
+        for _ in range(n):
+            prev = q
+            q = model.step(q, zero)  # the pusher keeps velocity u (zero acceleration)
+        out = x.copy()
+        L.object_poses(out)[:, 0, :] = q[:, :3]
+        L.pusher_pos(out)[...] = q[:, 3:5]
+        L.pusher_vel(out)[...] = u
+        L.object_vels(out)[:, 0, :] = (q[:, :3] - prev[:, :3]) / model.dt
+        out, _ = project_feasible(self.scene, out, self.projection_tolerance)
+        return out

@@ -56,8 +56,11 @@ def run_replay(args) -> dict:
     from .core.models.registry import ModelSpec, Predictor  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    for m in models:
-        ModelSpec.parse(m)  # a bad name fails before any work
+    try:
+        for m in models:
+            ModelSpec.parse(m, coarse=args.coarse)  # a bad name fails before any work
+    except ValueError as e:
+        raise ValueError(f"--models/--coarse: {e}") from None
     if not args.slice > 0:
         raise ValueError(f"--slice: must be > 0, got {args.slice}")
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
@@ -65,7 +68,7 @@ def run_replay(args) -> dict:
     for c in cases:
         if c.start_warning:
             print(f"warning: {c.start_warning}", file=sys.stderr)
-    predictor = Predictor(scene)
+    predictor = Predictor(scene, coarse=args.coarse)
     from tqdm import tqdm  # noqa: PLC0415
     with tqdm(total=len(cases) * len(models), desc="replaying", unit="run", file=sys.stderr) as bar:
         results = replay(predictor, scene, cases, models, on_done=bar.update)
@@ -191,6 +194,8 @@ def add_parser(sub) -> None:
     p.add_argument("--recordings", nargs="+", required=True, help="CSV or MCAP files, or directories of them")
     p.add_argument("--slice", type=float, default=0.25, help="slice duration (s, default 0.25)")
     p.add_argument("--models", default="fine,parareal2,coarse", help="models (default fine,parareal2,coarse)")
+    p.add_argument("--coarse", default="analytical",
+                   help="coarse model of 'coarse' and inside Parareal (default analytical; e.g. quasistatic)")
     p.add_argument("--mocap-config", default=None,
                    help="mocap_ingest YAML for MCAP bags (default: the shipped config/mocap_ingest.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scene override")

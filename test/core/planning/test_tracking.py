@@ -6,7 +6,8 @@ from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider, fine_c
 from parapush_ros.core.planning.ddp.demonstrations import load_library
 from parapush_ros.core.planning.ddp.dgoc import PLAN_DT, DGOCPlanner
 from parapush_ros.core.planning.ddp.solver import DDPSettings
-from parapush_ros.core.planning.ddp.tracking import PlanTracker, TrackingConfig, track_in_world, world_to_model
+from parapush_ros.core.planning.ddp.tracking import (PlanTracker, TrackingConfig, replan, track_in_world,
+                                                     world_to_model)
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.world import SimWorld, WorldConfig
 
@@ -68,3 +69,20 @@ def test_tracking_recovers_from_a_push_by_hand(block_plan):
                          perturb=(1.0, (0.0, 0.03, 0.0)))
     assert run.replans >= 1
     assert np.all(run.error < [0.01, 0.01, 0.1]), run.error
+
+
+def test_a_missed_plan_end_is_re_planned_from_a_new_contact():
+    """The plan has ended (the pusher at rest 2 cm behind the box) with the slider 1.5 cm short and 0.1 rad off:
+    the current plan's policy has no contact to offer, so the re-plan starts from the guesses that go round to a
+    face and push; on the model it reaches the target."""
+    scene = load_scene("block_003")
+    model = QuasiStaticPusherSlider.from_scene(scene, dt=PLAN_DT)
+    x = np.array([0.0, 0.0, 0.0, -0.085, 0.0, 0.0, 0.0])
+    X = np.repeat(x[None], 11, 0)
+    tracker = PlanTracker(X, np.zeros((10, 2)), np.zeros((10, 2, 7)), PLAN_DT)
+    target = np.array([0.015, 0.0, 0.1])
+    new = replan(model, x, tracker, tracker.duration, target, TrackingConfig(replan_iterations=20))
+    assert len(new.U) == int(round(TrackingConfig().min_replan_s / PLAN_DT))
+    final = new.X[-1, :3]
+    assert np.all(np.abs(final - target) < [0.005, 0.005, 0.05]), final
+    assert model.penetration(new.X).max() < 1e-3

@@ -5,7 +5,8 @@ yaw in [-pi, pi) (the paper's task space and thresholds were lost in extraction;
 at rest at the scene's start with the pusher at the scene's pusher start (touching the -x face). Success: the final
 slider pose within 1 cm in x and in y and 0.1 rad in yaw of the target. All targets of a method are solved as one
 batch; ``solve_time_s`` is the batch's wall time divided by the number of targets, ``single_solve_time_s`` the mean
-wall time of ``--single`` targets planned one at a time. WS-DDP continues from DP-DDP's solution and its times
+wall time of ``--single`` targets planned one at a time (``single_solve_cpu_s``: their CPU time, what they take on
+an otherwise idle machine). WS-DDP continues from DP-DDP's solution and its times
 include DP-DDP's (WS-DDP is the DG-OC framework).
 
 ``--track N`` then executes the DG-OC plans of the first N targets in MuJoCo (``SimWorld``, the fine model judges)
@@ -104,12 +105,14 @@ def bench_scene(name: str, args) -> dict:
         res["methods"][m]["demo_used"] = plans[m].demo.tolist()
     if args.single:
         for m in METHODS:
-            times = []
+            times, cpu = [], []
             for t in targets[:args.single]:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 planner.plan(x0[None], t[None], m, k=args.k)
                 times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
             res["methods"][m]["single_solve_time_s"] = float(np.mean(times))
+            res["methods"][m]["single_solve_cpu_s"] = float(np.mean(cpu))
     res["plans"] = plans
     if args.track:
         res["tracking"] = track_scene(scene, planner, x0, targets[:args.track], plans["ws"], args)
@@ -155,7 +158,7 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
     for case, world_cfg in TRACK_CASES.items():
         kicks = perturbations(model, x0, len(targets), args.seed) if case == "perturbed" else None
         errs, replans, feedback = [], [], []
-        for i, tgt in enumerate(targets):
+        for i, tgt in enumerate(tqdm(targets, desc=f"tracking {case}", unit="target")):
             world = SimWorld(scene, world_cfg)
             run = track_in_world(model, world, plan.X[i], plan.U[i], plan.K[i], PLAN_DT, tgt, cfg,
                                  perturb=None if kicks is None else (PERTURB_AT, kicks[i]))

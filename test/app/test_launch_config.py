@@ -55,7 +55,7 @@ def _check_parameters(path: Path, node_name: str, spec: dict):
             assert isinstance(value, int) and not isinstance(value, bool), f"{path.name}: {node_name}.{key}: int"
         elif isinstance(default, str):
             assert isinstance(value, str), f"{path.name}: {node_name}.{key} must be a string"
-        elif isinstance(default, list):
+        elif isinstance(default, (list, tuple)):
             assert isinstance(value, list) and value, f"{path.name}: {node_name}.{key} must be a non-empty list"
             assert {type(v) for v in value} == {type(default[0])}, f"{path.name}: {node_name}.{key} element type"
     return values
@@ -258,6 +258,6 @@ def test_rviz_config():
 
 
 def test_params_dicts_of_this_issue_are_complete():
-    for spec in (params.MOCAP_INGEST, params.VELOCITY_COMMANDER, params.MUJOCO_SIM):
+    for spec in (params.MOCAP_INGEST, params.VELOCITY_COMMANDER, params.MUJOCO_SIM, params.NATNET_BRIDGE):
         for name, p in spec.items():
-            assert p.description and not (isinstance(p.default, list) and not p.default), name
+            assert p.description and not (isinstance(p.default, (list, tuple)) and not p.default), name

@@ -220,3 +220,16 @@ def test_a_sim_that_cannot_keep_its_real_time_factor_says_so(ros_context, ros_ex
                                     and s.hardware_id == "cylinder_slider" and "falling behind" in s.message), None),
                       timeout=30, what="a 'falling behind' diagnostic")
     assert status.level == DiagnosticStatus.WARN and "of 1000x" in status.message
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("command_interface", "torque", "parameter command_interface: must be one of twist, joint_velocity"),
+    ("pose_reliability", "fast", "parameter pose_reliability: must be one of reliable, best_effort"),
+    ("step_period", 0.0, r"parameter step_period: must be > 0, got 0.0"),
+    ("joint_matrix", [1.0, 2.0, 2.0, 4.0], "parameter joint_matrix: .* is singular"),
+    ("dropout_probability", 1.5, r"parameter dropout_probability: must be in \[0, 1\], got 1.5"),
+])
+def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, words):
+    """The settings are SimConfig's and EmulatedMocapConfig's, checked there; the node only reports them."""
+    with pytest.raises(ValueError, match=words):
+        MujocoSimNode(parameter_overrides=params(**{name: value}))

@@ -1,6 +1,7 @@
 """NatNet decoding (core.robot.natnet: round trips, hand-assembled packets, malformed input) and the natnet_bridge node
 over real UDP sockets and real rclpy entities."""
 import random
+import re
 import socket
 import struct
 import threading
@@ -389,9 +390,11 @@ def test_bridge_rejects_bad_parameters(ros_context):
 
     from parapush_ros.nodes.natnet_bridge import NatNetBridgeNode
 
-    for name, value, match in (("natnet_version", "2.5", "natnet_version"),
+    for name, value, match in (("natnet_version", "2.5", "NatNet version 2.5 is not supported"),
                                ("multicast_address", "10.0.0.1", "not a multicast address"),
-                               ("body_names", "pusher", "body_names"), ("topic_template", "/pose", "{body}"),
-                               ("qos", "fast", "qos"), ("server_address", "motive.local", "IPv4")):
-        with pytest.raises(ValueError, match=match):
+                               ("body_names", "pusher", "entry 'pusher' is not of the form id=name"),
+                               ("topic_template", "/pose", "{body}"), ("qos", "fast", "one of reliable"),
+                               ("server_address", "motive.local", "not an IPv4 address"),
+                               ("data_port", 70000, "must be a UDP port")):
+        with pytest.raises(ValueError, match=f"^parameter {name}: .*{re.escape(match)}"):
             NatNetBridgeNode(parameter_overrides=[Parameter(name, value=value)])

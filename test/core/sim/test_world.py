@@ -4,7 +4,7 @@ import pytest
 
 from parapush_ros.core.models.fine import FineModel
 from parapush_ros.core.scene.spec import load_scene
-from parapush_ros.core.sim.mocap_emulator import MocapEmulator
+from parapush_ros.core.sim.mocap_emulator import EmulatedMocapConfig, MocapEmulator
 from parapush_ros.core.sim.world import PUSHER, SimWorld
 
 
@@ -60,8 +60,8 @@ def test_time_keeps_running_across_resets_and_objects_falling_off_are_reported(s
 def test_emulator_rate_latency_noise_dropouts_and_hidden_bodies():
     poses = {"pusher": (np.array([0.1, 0.0, 0.05]), np.array([0, 0, 0, 1.0])),
              "slider": (np.array([0.2, 0.1, 0.01]), np.array([0, 0, 0, 1.0]))}
-    em = MocapEmulator(["pusher", "slider"], rate=100.0, position_noise=0.001, yaw_noise=0.01, latency=0.02,
-                       dropout_probability=0.0, seed=3)
+    em = MocapEmulator(["pusher", "slider"], EmulatedMocapConfig(pose_rate=100.0, position_noise=0.001, yaw_noise=0.01,
+                                                                 latency=0.02, dropout_probability=0.0, seed=3))
     em.sample(0.0, poses)
     assert em.due(0.019) == []
     got = em.due(0.02)
@@ -72,16 +72,16 @@ def test_emulator_rate_latency_noise_dropouts_and_hidden_bodies():
     em.sample(0.01, poses)
     assert [g[0] for g in em.due(1.0)] == ["pusher"]
     # seeded: the same seed gives the same samples
-    a = MocapEmulator(["slider"], position_noise=0.001, dropout_probability=0.3, seed=7)
-    b = MocapEmulator(["slider"], position_noise=0.001, dropout_probability=0.3, seed=7)
+    cfg = EmulatedMocapConfig(position_noise=0.001, yaw_noise=0.0, latency=0.0, dropout_probability=0.3, seed=7)
+    a, b = MocapEmulator(["slider"], cfg), MocapEmulator(["slider"], cfg)
     for k in range(50):
         a.sample(k * 0.01, poses)
         b.sample(k * 0.01, poses)
     da, db = a.due(1.0), b.due(1.0)
     assert len(da) == len(db) < 50  # some samples dropped
     np.testing.assert_array_equal(np.array([d[2] for d in da]), np.array([d[2] for d in db]))
-    with pytest.raises(ValueError, match="dropout_probability"):
-        MocapEmulator(["a"], dropout_probability=2.0)
+    with pytest.raises(ValueError, match=r"dropout_probability: must be in \[0, 1\], got 2.0"):
+        EmulatedMocapConfig(dropout_probability=2.0)
 
 
 def test_divergence_raises_model_diverged_and_leaves_the_reset_to_the_caller(sim):

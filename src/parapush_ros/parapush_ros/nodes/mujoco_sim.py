@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import asdict
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -43,18 +44,19 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from ..ros import qos, topics
-from ..core.robot.command_safety import SafetyConfigError, joint_matrix, rotate_planar
+from ..core.robot.command_safety import rotate_planar
 from ..core.models.mjcf import TIMESTEP
 from ..core.robot.mocap import parse_name_list
 from ..core.scene.spec import SceneError, load_scene
 from ..core.models.base import ModelDiverged
-from ..core.sim.mocap_emulator import MocapEmulator
+from ..core.sim.config import COMMAND_INTERFACES, SimConfig
+from ..core.sim.mocap_emulator import EmulatedMocapConfig, MocapEmulator
 from ..core.sim.world import SimWorld
-from ..ros.params import MUJOCO_SIM, declare_all
-from ..ros.node import node_main
+from ..ros.params import MUJOCO_SIM_IO, declare_all
+from ..ros.node import declare_config, node_main
 from .mocap_ingest import mocap_setup
 
-COMMANDS = {"twist": topics.SERVO_TWIST, "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
+COMMANDS = dict(zip(COMMAND_INTERFACES, (topics.SERVO_TWIST, topics.FORWARD_VELOCITY_COMMANDS)))
 MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral
 MAX_TICK_PERIODS = 4.0  # and at most this many nominal ticks (step_period x real_time_factor) in one iteration
 LAG_WARNING_FRACTION = 0.9  # below this share of real_time_factor over a second, falling behind is reported
@@ -70,20 +72,11 @@ class MujocoSimNode(Node):
         if self.get_parameter("use_sim_time").value:
             # the sim is the clock: it never waits on the /clock it publishes (launch files set use_sim_time on all)
             self.set_parameters([Parameter("use_sim_time", value=False)])
-        p = self.p = declare_all(self, MUJOCO_SIM)
-        if p["command_interface"] not in COMMANDS:
-            raise ValueError(f"mujoco_sim: invalid parameter command_interface: {p['command_interface']!r} is not "
-                             f"one of {', '.join(COMMANDS)}")
-        if p["pose_reliability"] not in ("best_effort", "reliable"):
-            raise ValueError(f"mujoco_sim: invalid parameter pose_reliability: {p['pose_reliability']!r} is not "
-                             f"best_effort or reliable")
-        for name in ("real_time_factor", "step_period", "command_timeout"):
-            if not (math.isfinite(p[name]) and p[name] > 0.0):
-                raise ValueError(f"mujoco_sim: invalid parameter {name}: must be > 0, got {p[name]}")
-        try:
-            self.joint_matrix = joint_matrix(p["joint_matrix"])
-        except SafetyConfigError as e:
-            raise ValueError(f"mujoco_sim: invalid parameter {e}") from None
+        p = self.p = declare_all(self, MUJOCO_SIM_IO)
+        self.config = declare_config(self, SimConfig)
+        self.mocap_config = declare_config(self, EmulatedMocapConfig)
+        p.update({**asdict(self.config), **asdict(self.mocap_config)})  # every parameter's value by name
+        self.joint_matrix = self.config.command_matrix
         self.pose_qos = qos.POSE[p["pose_reliability"]]
         self.sim = None
         self.pose_pubs = {}
@@ -133,10 +126,7 @@ class MujocoSimNode(Node):
         transform, bodies, topics_ = mocap_setup(self, p, scene)
         hidden = self._hidden_keys(p["hidden_bodies"], bodies)
         sim = SimWorld(scene)
-        emulator = MocapEmulator(list(bodies), rate=p["pose_rate"], position_noise=p["position_noise"],
-                                 yaw_noise=p["yaw_noise"], latency=p["latency"],
-                                 dropout_probability=p["dropout_probability"],
-                                 dropout_duration=p["dropout_duration"], seed=p["seed"])
+        emulator = MocapEmulator(list(bodies), self.mocap_config)
         if self.sim is not None:
             self._steps_offset += self.sim.steps
             self.sim.close()

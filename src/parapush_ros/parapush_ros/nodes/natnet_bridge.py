@@ -23,11 +23,11 @@ Unparsable packets are counted, logged (throttled) and dropped; they never stop 
 """
 from __future__ import annotations
 
-import ipaddress
 import select
 import socket
 import threading
 import time
+from dataclasses import asdict
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
@@ -36,21 +36,20 @@ from rclpy.node import Node
 
 from ..ros import qos, topics
 from ..core.robot.natnet import (
+    BridgeConfig,
     Frame,
     ModelDefinitions,
     NatNetError,
     ServerInfo,
-    Version,
     connect_packet,
     decode,
     disconnect_packet,
     keepalive_packet,
-    parse_body_names,
     request_modeldef_packet,
     topic_safe_name,
 )
-from ..ros.params import NATNET_BRIDGE, declare_all
-from ..ros.node import node_main
+from ..ros.params import NATNET_BRIDGE_IO, declare_all
+from ..ros.node import declare_config, node_main
 
 POLL_PERIOD = 0.1  # s: the receive thread checks for shutdown (and pending requests) this often
 RECV_BUFFER = 65536  # bytes: larger than any UDP datagram
@@ -62,41 +61,15 @@ MODELDEF_WAIT = 2.0  # s after start during which unnamed bodies wait for the re
 MODELDEF_RETRY = 5.0  # s between repeated model definition requests once some were received (unnamed bodies)
 
 
-def _ipv4(text: str, name: str) -> str:
-    try:
-        return str(ipaddress.IPv4Address(text))
-    except ValueError:
-        raise ValueError(f"natnet_bridge: invalid parameter {name}: {text!r} is not an IPv4 address") from None
-
-
 class NatNetBridgeNode(Node):
     def __init__(self, **kwargs):
         super().__init__("natnet_bridge", **kwargs)
-        p = self.p = declare_all(self, NATNET_BRIDGE)
-        try:
-            self.version = Version.parse(p["natnet_version"])
-        except ValueError as e:
-            raise ValueError(f"natnet_bridge: invalid parameter natnet_version: {e}") from None
-        try:
-            self.body_names = parse_body_names(p["body_names"])
-        except ValueError as e:  # the message starts with "body_names: "
-            raise ValueError(f"natnet_bridge: invalid parameter {e}") from None
-        self.server = _ipv4(p["server_address"], "server_address") if p["server_address"] else ""
-        self.local = _ipv4(p["local_address"], "local_address")
-        self.group = _ipv4(p["multicast_address"], "multicast_address") if p["multicast_address"] else ""
-        if self.group and not ipaddress.IPv4Address(self.group).is_multicast:
-            raise ValueError(f"natnet_bridge: invalid parameter multicast_address: {self.group} is not a multicast "
-                             f"address (224.0.0.0/4); empty = unicast")
-        if not 0 <= p["data_port"] <= 65535 or not 1 <= p["command_port"] <= 65535:
-            raise ValueError(f"natnet_bridge: invalid parameter data_port / command_port: {p['data_port']} / "
-                             f"{p['command_port']} is not a UDP port")
-        if "{body}" not in p["topic_template"]:
-            raise ValueError(f"natnet_bridge: invalid parameter topic_template: {p['topic_template']!r} does not "
-                             f"contain '{{body}}'")
-        if p["qos"] not in qos.POSE:
-            raise ValueError(f"natnet_bridge: invalid parameter qos: {p['qos']!r} is not one of "
-                             f"{', '.join(qos.POSE)}")
-        self.pose_qos = qos.POSE[p["qos"]]
+        p = self.p = declare_all(self, NATNET_BRIDGE_IO)
+        cfg = self.config = declare_config(self, BridgeConfig)
+        p.update(asdict(cfg))  # every parameter's value by name
+        self.version, self.body_names = cfg.version, cfg.names
+        self.server, self.local, self.group = cfg.server_address, cfg.local_address, cfg.multicast_address
+        self.pose_qos = qos.POSE[cfg.qos]
 
         self._lock = threading.Lock()  # the state below is shared by the receive thread and the diagnostics timer
         self._model_names = {}  # id -> name from the model definitions

@@ -3,8 +3,10 @@
 Nodes declare exactly these (``declare_all``, or ``ros.node.declare_config`` for the parts that are a core config
 dataclass); the YAML files in ``config/`` set a subset of them and a test checks that every key there is declared
 here with a matching type. Settings of a core config dataclass (``core.config.knob`` fields: the commander's
-``SafetyConfig``, the planner's ``PlannerConfig`` and its optimisers' configs) are not written here but generated
-from the dataclass (``config_params``), so their defaults and descriptions live in core once.
+``SafetyConfig``, mocap_ingest's ``TrackingConfig``, mujoco_sim's ``SimConfig`` and ``EmulatedMocapConfig``,
+natnet_bridge's ``BridgeConfig``, the planner's ``PlannerConfig`` and its optimisers' configs) are not written here
+but generated from the dataclass (``config_params``), so their defaults, descriptions and checks live in core once;
+what stays here are a node's interfaces (topics, frames, scene), checked where they are used.
 """
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from dataclasses import dataclass
 from ..core.config import knobs
 from ..core.robot.command_safety import SafetyConfig
 from ..core.robot.mocap import TrackingConfig
+from ..core.robot.natnet import BridgeConfig
+from ..core.sim.config import SimConfig
+from ..core.sim.mocap_emulator import EmulatedMocapConfig
 
 
 @dataclass(frozen=True)
@@ -109,58 +114,23 @@ COMMANDER_IO = {  # the commander's interfaces; its limits are SafetyConfig's se
 }
 VELOCITY_COMMANDER = {**COMMANDER_IO, **config_params(SafetyConfig)}
 
-MUJOCO_SIM = {
+MUJOCO_SIM_IO = {  # mujoco_sim's interfaces; its clock, arm and mocap emulation are SimConfig's and
+    # EmulatedMocapConfig's settings
     **_MOCAP_COMMON,
     "mocap_frame_id": Param("world", "frame_id of the published mocap poses"),
-    "real_time_factor": Param(1.0, "simulated seconds per wall-clock second"),
-    "step_period": Param(0.005, "wall-clock period of the simulation loop (s)"),
-    "command_interface": Param("twist", "what the simulated arm consumes: twist (TwistStamped, as MoveIt Servo / "
-                                        "UR) | joint_velocity (Float64MultiArray, as a forward velocity "
-                                        "controller)"),
     "command_topic": Param("", "command topic; empty = /servo_node/delta_twist_cmds (twist) or "
                                "/forward_velocity_controller/commands (joint_velocity)"),
     "command_frame_id": Param("table", "required frame_id of twist commands"),
-    "table_yaw_in_command_frame": Param(0.0, "yaw of the table frame in the twist command frame (rad)"),
-    "joint_matrix": Param([1.0, 0.0, 0.0, 1.0], "joint_velocity interface: row-major 2x2 map from table-frame "
-                                                "(vx, vy) to the joint velocities (inverted to move the pusher)"),
-    "command_timeout": Param(0.1, "twist interface: twists older than this on the sim clock stop the pusher, as "
-                                  "MoveIt Servo does (s); joint_velocity holds the last command forever"),
-    "pose_rate": Param(120.0, "mocap sample rate (Hz)"),
-    "position_noise": Param(0.0002, "standard deviation of the planar position noise (m)"),
-    "yaw_noise": Param(0.002, "standard deviation of the yaw noise (rad)"),
-    "latency": Param(0.005, "delay between a pose's measurement time (its stamp) and its publication (s)"),
-    "dropout_probability": Param(0.0, "probability per sample and body that tracking drops out"),
-    "dropout_duration": Param(0.1, "duration of a random dropout (s)"),
     "hidden_bodies": Param("", "mocap bodies not published (occluded), comma separated; may be changed at run "
                                "time"),
-    "pose_reliability": Param("best_effort", "QoS reliability of the pose topics: best_effort (as vrpn_mocap) | "
-                                             "reliable (as natnet_ros2)"),
-    "seed": Param(0, "seed of the noise and dropouts"),
-    "publish_clock": Param(True, "publish /clock (simulated time) for use_sim_time"),
 }
+MUJOCO_SIM = {**MUJOCO_SIM_IO, **config_params(SimConfig), **config_params(EmulatedMocapConfig)}
 
 
-NATNET_BRIDGE = {
-    "server_address": Param("", "IPv4 address of the Motive PC: the bridge asks its command port for the model "
-                                "definitions (rigid-body names) and server info at start, and in unicast mode "
-                                "connects and sends keep-alives; empty = no requests (names from body_names)"),
-    "local_address": Param("0.0.0.0", "local IPv4 address to receive on: the interface on the Motive network "
-                                      "(multicast: the interface that joins the group); 0.0.0.0 = any"),
-    "multicast_address": Param("239.255.42.99", "Motive's multicast group (Streaming: Multicast Interface); empty "
-                                                "= unicast (Motive transmission type Unicast)"),
-    "data_port": Param(1511, "UDP port of the frame data (Motive: Data Port); 0 = any free port (tests)"),
-    "command_port": Param(1510, "Motive's command port, where requests are sent (Motive: Command Port)"),
-    "natnet_version": Param("4.1", "NatNet bitstream version the server streams, major.minor: 3.0, 3.1, 4.0 or 4.1 "
-                                   "(Motive 2.0: 3.0, Motive 2.1-2.3: 3.1, Motive 3.0: 4.0, Motive 3.1+: 4.1)"),
+NATNET_BRIDGE_IO = {  # natnet_bridge's output frame; where it listens and what it publishes are BridgeConfig's
     "frame_id": Param("world", "frame_id of the published poses (= mocap_ingest's mocap_frame_id)"),
-    "topic_template": Param("/{body}/pose", "PoseStamped topic per rigid body, '{body}' = its name (natnet_ros2 "
-                                            "convention, mocap_ingest's default)"),
-    "body_names": Param("", "rigid-body id -> name pairs 'id=name', comma separated (e.g. '1=pusher,2=Slider1'); "
-                            "they override the model-definition names; empty = names from the model definitions "
-                            "(needs server_address); bodies without a name are published as body_<id>"),
-    "qos": Param("reliable", "reliability of the pose publishers: reliable (as natnet_ros2) | best_effort (sensor "
-                             "data); mocap_ingest subscribes best effort and takes both"),
 }
+NATNET_BRIDGE = {**NATNET_BRIDGE_IO, **config_params(BridgeConfig)}
 
 
 def _planner_params() -> dict:

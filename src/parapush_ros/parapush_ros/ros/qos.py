@@ -1,6 +1,8 @@
 """The QoS profiles of the stack, defined once: every node, ``parapush sim`` and the tests take them from here."""
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from ..core.robot.mocap import POSE_RELIABILITIES
+
 # commands, scene states, plans, diagnostics: nothing may be lost
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 # status strings and the latest plan: a late subscriber (RViz, a test) still gets the last one
@@ -10,4 +12,4 @@ SENSOR = qos_profile_sensor_data
 # /clock, as simulators publish it: only the newest tick matters
 CLOCK = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
 # pose publishers by their ``qos`` / ``pose_reliability`` parameter
-POSE = {"reliable": RELIABLE, "best_effort": SENSOR}
+POSE = dict(zip(POSE_RELIABILITIES, (RELIABLE, SENSOR)))

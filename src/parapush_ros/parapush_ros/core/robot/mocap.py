@@ -30,6 +30,7 @@ from ..config import ConfigError, knob
 from ..scene.state import wrap_angle, yaw_from_quaternion
 
 UP_AXES = ("z", "y")
+POSE_RELIABILITIES = ("reliable", "best_effort")  # how pose topics are published: natnet_ros2 | vrpn_mocap style
 _S45 = math.sqrt(0.5)
 # Rotation taking Y-up coordinates to Z-up coordinates: +90 deg about x.
 _UP_CONVERSION = {"z": np.array([0.0, 0.0, 0.0, 1.0]), "y": np.array([_S45, 0.0, 0.0, _S45])}

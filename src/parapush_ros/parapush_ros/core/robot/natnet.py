@@ -57,9 +57,13 @@ and sample decoders.
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 import struct
 from dataclasses import dataclass
+
+from ..config import ConfigError, knob, require
+from .mocap import POSE_RELIABILITIES
 
 NAT_CONNECT = 0
 NAT_SERVERINFO = 1
@@ -522,3 +526,67 @@ def topic_safe_name(name: str) -> str:
     """A Motive rigid-body name as a ROS topic token: characters other than letters, digits and '_' (Motive
     allows spaces, e.g. 'Rigid Body 1') become '_'."""
     return _NOT_TOPIC_CHARS.sub("_", name)
+
+
+# ------------------------------------------------------------------------------------------------ bridge settings
+def _ipv4(text: str, name: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise ConfigError(name, f"{text!r} is not an IPv4 address") from None
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Where ``natnet_bridge`` receives the stream and how it publishes it (the node declares these settings as its
+    parameters of the same names); checked here, so a bad one fails before any socket is opened."""
+
+    server_address: str = knob("", "IPv4 address of the Motive PC: the bridge asks its command port for the model "
+                                   "definitions (rigid-body names) and server info at start, and in unicast mode "
+                                   "connects and sends keep-alives; empty = no requests (names from body_names)")
+    local_address: str = knob("0.0.0.0", "local IPv4 address to receive on: the interface on the Motive network "
+                                         "(multicast: the interface that joins the group); 0.0.0.0 = any")
+    multicast_address: str = knob("239.255.42.99", "Motive's multicast group (Streaming: Multicast Interface); "
+                                                   "empty = unicast (Motive transmission type Unicast)")
+    data_port: int = knob(1511, "UDP port of the frame data (Motive: Data Port); 0 = any free port (tests)")
+    command_port: int = knob(1510, "Motive's command port, where requests are sent (Motive: Command Port)")
+    natnet_version: str = knob("4.1", "NatNet bitstream version the server streams, major.minor: 3.0, 3.1, 4.0 or "
+                                      "4.1 (Motive 2.0: 3.0, Motive 2.1-2.3: 3.1, Motive 3.0: 4.0, Motive 3.1+: 4.1)")
+    topic_template: str = knob("/{body}/pose", "PoseStamped topic per rigid body, '{body}' = its name (natnet_ros2 "
+                                               "convention, mocap_ingest's default)")
+    body_names: str = knob("", "rigid-body id -> name pairs 'id=name', comma separated (e.g. "
+                               "'1=pusher,2=Slider1'); they override the model-definition names; empty = names from "
+                               "the model definitions (needs server_address); bodies without a name are published "
+                               "as body_<id>")
+    qos: str = knob("reliable", "reliability of the pose publishers: reliable (as natnet_ros2) | best_effort "
+                                "(sensor data); mocap_ingest subscribes best effort and takes both")
+
+    def __post_init__(self):
+        try:
+            Version.parse(self.natnet_version)
+        except ValueError as e:
+            raise ConfigError("natnet_version", str(e)) from None
+        try:
+            parse_body_names(self.body_names)
+        except ValueError as e:  # the message starts with "body_names: "
+            raise ConfigError(str(e)) from None
+        for name in ("server_address", "local_address", "multicast_address"):
+            text = getattr(self, name)
+            if text or name == "local_address":
+                object.__setattr__(self, name, _ipv4(text, name))
+        if self.multicast_address and not ipaddress.IPv4Address(self.multicast_address).is_multicast:
+            raise ConfigError("multicast_address", f"{self.multicast_address} is not a multicast address "
+                                                   f"(224.0.0.0/4); empty = unicast")
+        require(0 <= self.data_port <= 65535, "data_port", self.data_port, "a UDP port (0 = any free port)")
+        require(1 <= self.command_port <= 65535, "command_port", self.command_port, "a UDP port")
+        require("{body}" in self.topic_template, "topic_template", self.topic_template, "a template with '{body}'")
+        require(self.qos in POSE_RELIABILITIES, "qos", self.qos, f"one of {', '.join(POSE_RELIABILITIES)}")
+
+    @property
+    def version(self) -> Version:
+        return Version.parse(self.natnet_version)
+
+    @property
+    def names(self) -> dict:
+        """``body_names`` parsed: {rigid-body id: name}."""
+        return parse_body_names(self.body_names)

@@ -8,31 +8,48 @@ from __future__ import annotations
 
 import heapq
 import math
+from dataclasses import dataclass
 
 import numpy as np
+
+from ..config import finite, knob, require
+
+
+@dataclass(frozen=True)
+class EmulatedMocapConfig:
+    """What the emulated mocap system delivers (``mujoco_sim`` declares the settings as its parameters of the same
+    names); the defaults are an OptiTrack system with sub-millimetre noise."""
+
+    pose_rate: float = knob(120.0, "mocap sample rate (Hz)")
+    position_noise: float = knob(0.0002, "standard deviation of the planar position noise (m)")
+    yaw_noise: float = knob(0.002, "standard deviation of the yaw noise (rad)")
+    latency: float = knob(0.005, "delay between a pose's measurement time (its stamp) and its publication (s)")
+    dropout_probability: float = knob(0.0, "probability per sample and body that tracking drops out")
+    dropout_duration: float = knob(0.1, "duration of a random dropout (s)")
+    seed: int = knob(0, "seed of the noise and dropouts")
+
+    def __post_init__(self):
+        require(finite(self.pose_rate) and self.pose_rate > 0.0, "pose_rate", self.pose_rate, "> 0")
+        for name in ("position_noise", "yaw_noise", "latency", "dropout_duration"):
+            v = getattr(self, name)
+            require(finite(v) and v >= 0.0, name, v, ">= 0")
+        p = self.dropout_probability
+        require(finite(p) and 0.0 <= p <= 1.0, "dropout_probability", p, "in [0, 1]")
 
 
 class MocapEmulator:
     """Mocap samples of true poses: rate, noise, latency, dropouts, hidden bodies (see the module docstring)."""
 
-    def __init__(self, bodies, rate: float = 120.0, position_noise: float = 0.0, yaw_noise: float = 0.0,
-                 latency: float = 0.0, dropout_probability: float = 0.0, dropout_duration: float = 0.1,
-                 seed: int = 0):
-        checks = {"pose_rate": (rate, rate > 0.0), "position_noise": (position_noise, position_noise >= 0.0),
-                  "yaw_noise": (yaw_noise, yaw_noise >= 0.0), "latency": (latency, latency >= 0.0),
-                  "dropout_probability": (dropout_probability, 0.0 <= dropout_probability <= 1.0),
-                  "dropout_duration": (dropout_duration, dropout_duration >= 0.0)}
-        for name, (value, ok) in checks.items():
-            if not (math.isfinite(value) and ok):
-                raise ValueError(f"{name}: invalid value {value}")
+    def __init__(self, bodies, config: EmulatedMocapConfig = EmulatedMocapConfig()):
         self.bodies = list(bodies)
-        self.period = 1.0 / rate
-        self.position_noise = position_noise
-        self.yaw_noise = yaw_noise
-        self.latency = latency
-        self.dropout_probability = dropout_probability
-        self.dropout_duration = dropout_duration
-        self.rng = np.random.default_rng(seed)
+        self.config = config
+        self.period = 1.0 / config.pose_rate
+        self.position_noise = config.position_noise
+        self.yaw_noise = config.yaw_noise
+        self.latency = config.latency
+        self.dropout_probability = config.dropout_probability
+        self.dropout_duration = config.dropout_duration
+        self.rng = np.random.default_rng(config.seed)
         self.hidden: set = set()
         self._dropped_until = {b: -math.inf for b in self.bodies}
         self._queue = []  # heap of (delivery time, seq, body, stamp, position, quaternion)

@@ -60,7 +60,7 @@ from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
-from ..ros.node import node_main, transition
+from ..ros.node import ManagedEntities, node_main, transition
 
 SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
 CLOCK_STALL_S = 10.0  # s of wall time the node clock may stand still before a wait on it gives up (/clock died)
@@ -123,7 +123,7 @@ class NodeIO:
             self.node.get_logger().warning(text, throttle_duration_sec=1.0)
 
 
-class MPCPlannerNode(LifecycleNode):
+class MPCPlannerNode(ManagedEntities, LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("mpc_planner", **kwargs)
         self.p = declare_all(self, PLANNER)
@@ -210,20 +210,7 @@ class MPCPlannerNode(LifecycleNode):
         self.get_logger().info("inactive: zero sent, silent")
         return ret
 
-    @transition
-    def on_cleanup(self, state):
-        self._take_down()
-
-    @transition
-    def on_shutdown(self, state):
-        if self._active:
-            self.on_deactivate(state)
-        self._take_down()
-
-    def _take_down(self):
-        for destroy, entity in reversed(self._entities):
-            destroy(entity)
-        self._entities = []
+    def _forget(self):
         self.cmd_pub = self.path_pub = self.marker_pub = self.plan_pub = self.status_pub = None
 
     def _on_goal(self, goal):

@@ -48,7 +48,7 @@ from ..core.robot.command_safety import (
 )
 from ..core.scene.spec import load_scene
 from ..ros import qos, topics
-from ..ros.node import declare_config, node_main, transition
+from ..ros.node import ManagedEntities, declare_config, node_main, transition
 from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
@@ -59,7 +59,7 @@ _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting fo
           "waiting for grasp": DiagnosticStatus.WARN, "estop": DiagnosticStatus.ERROR}
 
 
-class VelocityCommanderNode(LifecycleNode):
+class VelocityCommanderNode(ManagedEntities, LifecycleNode):
     def __init__(self, **kwargs):
         """Declares and checks the parameters (a bad one fails here, naming it); nothing is created or sent
         before ``configure``."""
@@ -140,20 +140,7 @@ class VelocityCommanderNode(LifecycleNode):
         self.get_logger().info("inactive: zero sent, output silent")
         return ret
 
-    @transition
-    def on_cleanup(self, state):
-        self._take_down()
-
-    @transition
-    def on_shutdown(self, state):
-        if self._active:
-            self.on_deactivate(state)
-        self._take_down()
-
-    def _take_down(self):
-        for destroy, entity in reversed(self._entities):
-            destroy(entity)
-        self._entities = []
+    def _forget(self):
         self.safety = self.out_pub = None
         self._status = None
 

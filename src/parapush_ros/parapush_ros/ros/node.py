@@ -85,6 +85,35 @@ def transition(method):
     return wrapper
 
 
+class ManagedEntities:
+    """Mixin (before ``LifecycleNode`` in the bases) for what a lifecycle node's ``configure`` creates: it appends
+    ``(destroy function, entity)`` to ``self._entities``; ``cleanup`` and ``shutdown`` destroy them in reverse, then
+    call the node's ``_forget()`` to drop its references; ``shutdown`` deactivates an active node first (its own
+    ``on_deactivate`` stops the robot). ``_active`` says whether the node is active."""
+
+    _active = False
+    _entities: list
+
+    @transition
+    def on_cleanup(self, state):
+        self._take_down()
+
+    @transition
+    def on_shutdown(self, state):
+        if self._active:
+            self.on_deactivate(state)
+        self._take_down()
+
+    def _take_down(self):
+        for destroy, entity in reversed(getattr(self, "_entities", [])):
+            destroy(entity)
+        self._entities = []
+        self._forget()
+
+    def _forget(self):
+        """Drop the node's references to what configure made (the entities themselves are destroyed)."""
+
+
 def lifecycle_state(node) -> str:
     """The label of a lifecycle node's current state: unconfigured, inactive, active or finalized."""
     return node._state_machine.current_state[1]

@@ -23,7 +23,8 @@ class EmulatedMocapConfig:
     pose_rate: float = knob(120.0, "mocap sample rate (Hz)")
     position_noise: float = knob(0.0002, "standard deviation of the planar position noise (m)")
     yaw_noise: float = knob(0.002, "standard deviation of the yaw noise (rad)")
-    latency: float = knob(0.005, "delay between a pose's measurement time (its stamp) and its publication (s)")
+    latency: float = knob(0.005, "delay between a pose's measurement time (its stamp) and its "
+                                 "publication (s)")
     dropout_probability: float = knob(0.0, "probability per sample and body that tracking drops out")
     dropout_duration: float = knob(0.1, "duration of a random dropout (s)")
     seed: int = knob(0, "seed of the noise and dropouts")

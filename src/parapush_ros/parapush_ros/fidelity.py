@@ -2,6 +2,7 @@
 pushes (core/fidelity/)."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -176,8 +177,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("synth-pushes", help="simulate random pushes (optionally in a perturbed world) and write "
                                             "them as CSV recordings")
     p.add_argument("--scene", default="box_slider")
-    p.add_argument("--count", type=int, default=13)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--count", type=int, default=13, help="pushes to simulate (default 13)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pushes and of the mocap noise")
     p.add_argument("--rate", type=float, default=100.0, help="samples per second (default 100)")
     p.add_argument("--noise-mm", type=float, default=0.1, help="mocap position noise, 1 sigma (default 0.1 mm)")
     p.add_argument("--noise-deg", type=float, default=0.1, help="mocap yaw noise, 1 sigma (default 0.1 deg)")
@@ -188,25 +189,26 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="directory for the CSV files")
     p.set_defaults(func=run_synth)
 
-    p = sub.add_parser("replay", help="replay recorded pushes through the models; errors along the path and at "
-                                      "the end (JSON, table, a plot per push)")
-    p.add_argument("--scene", required=True)
-    p.add_argument("--recordings", nargs="+", required=True, help="CSV or MCAP files, or directories of them")
+    recorded = argparse.ArgumentParser(add_help=False)  # what replay and calibrate read: a scene and recordings
+    recorded.add_argument("--scene", required=True)
+    recorded.add_argument("--recordings", nargs="+", required=True, help="CSV or MCAP files, or directories of them")
+    recorded.add_argument("--mocap-config", default=None,
+                          help="mocap_ingest YAML for MCAP bags (default: the shipped config/mocap_ingest.yaml)")
+    recorded.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scene override")
+
+    p = sub.add_parser("replay", parents=[recorded], help="replay recorded pushes through the models; errors along "
+                                                          "the path and at the end (JSON, table, a plot per push)")
     p.add_argument("--slice", type=float, default=0.25, help="slice duration (s, default 0.25)")
     p.add_argument("--models", default="fine,parareal2,coarse", help="models (default fine,parareal2,coarse)")
     p.add_argument("--coarse", default="analytical",
                    help="coarse model of 'coarse' and inside Parareal (default analytical; e.g. quasistatic)")
-    p.add_argument("--mocap-config", default=None,
-                   help="mocap_ingest YAML for MCAP bags (default: the shipped config/mocap_ingest.yaml)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scene override")
     p.add_argument("--out", default="out", help="directory for the plots (default ./out)")
     p.add_argument("--json", default=None, help="JSON result file (default <out>/bench_replay.json)")
     p.set_defaults(func=run_replay)
 
-    p = sub.add_parser("calibrate", help="fit the fine model's friction and support (optionally mass) to recorded "
-                                         "pushes; writes a scene file with the fitted values")
-    p.add_argument("--scene", required=True)
-    p.add_argument("--recordings", nargs="+", required=True, help="CSV or MCAP files, or directories of them")
+    p = sub.add_parser("calibrate", parents=[recorded], help="fit the fine model's friction and support (optionally "
+                                                             "mass) to recorded pushes; writes a scene file with the "
+                                                             "fitted values")
     p.add_argument("--out", required=True, help="the scene file to write (YAML)")
     p.add_argument("--fit", default="pusher_object,spread",
                    help="parameters (default pusher_object,spread; also object_table and mass, which quasi-static "
@@ -217,7 +219,5 @@ def add_parser(sub) -> None:
                    help="control period of the continuous fit rollouts (s, default 0.05)")
     p.add_argument("--slice", type=float, default=0.25, help="slice of the held-out replay (s, default 0.25)")
     p.add_argument("--max-evaluations", type=int, default=40, help="fine-model evaluations at most (default 40)")
-    p.add_argument("--mocap-config", default=None, help="mocap_ingest YAML for MCAP bags")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scene override")
     p.add_argument("--json", default=None, help="also write the result as JSON")
     p.set_defaults(func=run_calibrate)

@@ -34,6 +34,21 @@ EXP2_START = (-0.1, -0.15, 0.0)
 EXP2_GOALS = ((0.1, 0.12, 0.0), (0.05, 0.15, np.pi / 2), (-0.15, 0.1, -np.pi / 4), (0.15, -0.1, np.pi / 3))
 EXP2_REACH = (0.15, 0.35)  # m: further goals (beyond the first four) lie this far from the start, in the workspace
 EXP34_MARGIN = 0.1  # m: Exp. 3/4 start and goal lie this far below and above the lesion, on its centre line
+# the whole-number options, declared and checked from here: name -> (default, least value, meaning)
+COUNTS = {
+    "samples": (4096, 1, "pushes in the dataset (4096: with 1024 the members still disagree where there are data, "
+                         "lesion variance ratio 2.8 instead of 9, see README)"),
+    "epochs": (DEFAULT_EPOCHS, 1, "E-MDN training epochs"),
+    "members": (5, 1, "E-MDN ensemble members"),
+    "gp_max": (300, 1, "GP training pushes at most (exact GP: O(n^3))"),
+    "goals": (10, 0, "Exp. 2 goal poses (episodes) per learned model"),
+    "fine_goals": (10, 0, "Exp. 2 goal poses with the fine model (the first of the same list; slow: MuJoCo)"),
+    "fine_samples": (12, 2, "MPPI samples with the fine model (horizon 3, 2 decay steps: 12 -> 75 MuJoCo pushes a "
+                            "plan)"),
+    "episodes": (10, 0, "Exp. 3/4 episodes per method"),
+    "max_pushes": (60, 1, "pushes per episode at most"),
+    "ua_pushes": (40, 0, "pushes after which the uncertainty term is off"),
+}
 
 
 def exp2_goals(n: int, seed: int = 0) -> list:
@@ -123,9 +138,7 @@ def run(args):
     torch.set_num_threads(1)
     path, out = output_paths(args, "uncertainty")
     lesion = Lesion.parse(args.lesion)
-    for name in ("samples", "epochs", "members", "gp_max", "goals", "fine_goals", "episodes", "max_pushes",
-                 "fine_samples", "ua_pushes"):
-        least = 0 if name in ("goals", "fine_goals", "episodes", "ua_pushes") else 2 if name == "fine_samples" else 1
+    for name, (_, least, _) in COUNTS.items():
         if getattr(args, name) < least:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
     for name in ("w_unc", "w_smooth"):
@@ -295,20 +308,9 @@ def add_parser(sub, outputs):
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=None, help="primitive dataset directory (default <out>/primitive_data; "
                    "generated or extended with parapush datagen --primitive's code)")
-    p.add_argument("--samples", type=int, default=4096, help="pushes in the dataset (4096: with 1024 the members "
-                   "still disagree where there are data, lesion variance ratio 2.8 instead of 9, see README)")
     p.add_argument("--lesion", default=DEFAULT_LESION, help="x0,y0,x1,y1 (m): box positions left out of training")
-    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
-    p.add_argument("--members", type=int, default=5)
-    p.add_argument("--gp-max", type=int, default=300, help="GP training pushes at most (exact GP: O(n^3))")
-    p.add_argument("--goals", type=int, default=10, help="Exp. 2 goal poses (episodes) per learned model")
-    p.add_argument("--fine-goals", type=int, default=10, help="Exp. 2 goal poses with the fine model (the first of "
-                   "the same list; slow: MuJoCo)")
-    p.add_argument("--fine-samples", type=int, default=12,
-                   help="MPPI samples with the fine model (horizon 3, 2 decay steps: 12 -> 75 MuJoCo pushes a plan)")
-    p.add_argument("--episodes", type=int, default=10, help="Exp. 3/4 episodes per method")
-    p.add_argument("--max-pushes", type=int, default=60)
-    p.add_argument("--ua-pushes", type=int, default=40, help="pushes after which the uncertainty term is off")
+    for name, (default, least, meaning) in COUNTS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=default, help=f"{meaning} (>= {least})")
     p.add_argument("--w-unc", type=float, default=0.5, help="uncertainty weight of eq. 11 (per var_ref; 0.05: the "
                    "box still crosses the lesion's border band, see README)")
     p.add_argument("--w-smooth", type=float, default=10.0, help="Algorithm 2's smoothness weight (30: the path "

@@ -90,23 +90,24 @@ class Hostile:
 
 def hostile_catalogue(scene) -> dict:
     """name -> Hostile: every service, action and input topic of the stack, fed what it must refuse."""
-    from action_msgs.srv import CancelGoal  # noqa: PLC0415
-    from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: PLC0415
-    from rcl_interfaces.srv import SetParameters  # noqa: PLC0415
-    from rclpy.parameter import Parameter  # noqa: PLC0415
-    from std_msgs.msg import Header  # noqa: PLC0415
+    h = HostileBuilder(scene)
+    return {**_predictor_hostiles(h), **_sim_hostiles(h), **_planner_hostiles(h), **_input_topic_hostiles(h)}
 
-    from parapush_msgs.action import PushObject  # noqa: PLC0415
-    from parapush_msgs.msg import ObjectState, PushControl  # noqa: PLC0415
-    from parapush_msgs.srv import LoadScene, PredictTrajectory  # noqa: PLC0415
 
-    from .ros.conversions import array_to_scene_state  # noqa: PLC0415
+class HostileBuilder:
+    """The words the catalogue is written in: a valid request, message or goal for ``scene`` with the given fields
+    made hostile."""
 
-    nan, inf = float("nan"), float("inf")
-    target = scene.goal.object if scene.goal is not None else scene.objects[0].name
+    def __init__(self, scene):
+        self.scene = scene
+        self.target = scene.goal.object if scene.goal is not None else scene.objects[0].name
 
-    def state(pusher=None, obj=None, objects=None):
-        s = array_to_scene_state(scene.initial_state(), scene, Header(frame_id=topics.TABLE_FRAME))
+    def state(self, pusher=None, obj=None, objects=None):
+        """The scene's initial state as a message; ``pusher`` / ``obj`` fields set, ``objects`` maps the list."""
+        from std_msgs.msg import Header  # noqa: PLC0415
+
+        from .ros.conversions import array_to_scene_state  # noqa: PLC0415
+        s = array_to_scene_state(self.scene.initial_state(), self.scene, Header(frame_id=topics.TABLE_FRAME))
         for k, v in (pusher or {}).items():
             setattr(s, k, v)
         for k, v in (obj or {}).items():
@@ -115,29 +116,47 @@ def hostile_catalogue(scene) -> dict:
             s.objects = objects(list(s.objects))
         return s
 
+    @staticmethod
+    def ghost(objects: list) -> list:
+        """The objects and one the scene does not have."""
+        from parapush_msgs.msg import ObjectState  # noqa: PLC0415
+        return objects + [ObjectState(name="ghost")]
+
+    @staticmethod
     def controls(n=2, duration=0.1, vx=0.02, durations=None):
+        from parapush_msgs.msg import PushControl  # noqa: PLC0415
         return [PushControl(vx=vx, vy=0.0, duration=durations[i] if durations else duration) for i in range(n)]
 
-    def predict(expect, **kw):
+    def predict(self, expect, **kw):
+        from parapush_msgs.srv import PredictTrajectory  # noqa: PLC0415
         kw.setdefault("model", "coarse")
-        kw.setdefault("controls", controls())
-        kw.setdefault("initial_state", state())
+        kw.setdefault("controls", self.controls())
+        kw.setdefault("initial_state", self.state())
         return Hostile("predict", lambda: PredictTrajectory.Request(**kw), expect)
 
+    @staticmethod
     def load(name, expect="not loaded"):
+        from parapush_msgs.srv import LoadScene  # noqa: PLC0415
         return Hostile("load_scene", lambda: LoadScene.Request(scene=name), expect)
 
+    @staticmethod
     def param(name, value, expect):
+        from rcl_interfaces.srv import SetParameters  # noqa: PLC0415
+        from rclpy.parameter import Parameter  # noqa: PLC0415
         return Hostile("set_parameters", lambda: SetParameters.Request(
             parameters=[Parameter(name, value=value).to_parameter_msg()]), expect)
 
-    def goal(expect, **kw):
-        kw.setdefault("target_object", target)
+    def goal(self, expect, **kw):
+        from parapush_msgs.action import PushObject  # noqa: PLC0415
+        kw.setdefault("target_object", self.target)
         kw.setdefault("goal_x", 0.1)
         kw.setdefault("yaw_tolerance", -1.0)
         return Hostile("action", lambda: PushObject.Goal(**kw), expect)
 
+    @staticmethod
     def twist(vx, vy=0.0, frame=topics.TABLE_FRAME):
+        from geometry_msgs.msg import TwistStamped  # noqa: PLC0415
+
         def build():
             m = TwistStamped()
             m.header.frame_id = frame
@@ -145,7 +164,10 @@ def hostile_catalogue(scene) -> dict:
             return m
         return Hostile(topics.PUSHER_CMD, build)
 
+    @staticmethod
     def goal_pose(x, y, frame=topics.TABLE_FRAME):
+        from geometry_msgs.msg import PoseStamped  # noqa: PLC0415
+
         def build():
             m = PoseStamped()
             m.header.frame_id = frame
@@ -153,74 +175,98 @@ def hostile_catalogue(scene) -> dict:
             return m
         return Hostile(topics.GOAL_POSE, build)
 
+    @staticmethod
     def unknown_goal(request_type, path):
+        """A builder of ``request_type`` whose goal id (the field at ``path``) nobody sent."""
         def build():
             req = request_type()
             obj = req
             for name in path:
                 obj = getattr(obj, name)
-            obj.uuid = list(uuid.uuid4().bytes)  # a goal id nobody sent
+            obj.uuid = list(uuid.uuid4().bytes)
             return req
         return build
 
-    ghost = lambda objs: objs + [ObjectState(name="ghost")]  # noqa: E731
+
+def _predictor_hostiles(h: HostileBuilder) -> dict:
+    """parareal_predictor: predict_trajectory."""
+    nan, inf, controls, state = math.nan, math.inf, h.controls, h.state
     return {
-        # parareal_predictor: predict_trajectory
-        "predict_state_nan": predict("non-finite", initial_state=state(pusher={"pusher_x": nan})),
-        "predict_state_inf": predict("non-finite", initial_state=state(obj={"y": inf})),
-        "predict_state_missing_object": predict("missing", initial_state=state(objects=lambda o: [])),
-        "predict_state_unknown_object": predict("unknown object", initial_state=state(objects=ghost)),
-        "predict_state_duplicate_object": predict("duplicate", initial_state=state(objects=lambda o: o + o)),
-        "predict_model_unknown": predict("unknown model", model="teapot"),
-        "predict_coarse_model_unknown": predict("coarse_model", model="parareal", coarse_model="teapot"),
-        "predict_iterations_absurd": predict("max_iterations", model="parareal", max_iterations=2 ** 31 - 1),
-        "predict_tolerance_nan": predict("tolerance", model="parareal", tolerance=nan),
-        "predict_tolerance_inf": predict("tolerance", model="parareal", tolerance=inf),
-        "predict_duration_negative": predict("duration", controls=controls(duration=-1.0)),
-        "predict_duration_zero": predict("duration", controls=controls(duration=0.0)),
-        "predict_duration_absurd": predict("duration", controls=controls(duration=1e9)),
-        "predict_duration_inf": predict("non-finite", controls=controls(duration=inf)),
-        "predict_duration_off_step": predict("multiple", controls=controls(duration=0.0005)),
-        "predict_durations_mixed": predict("differs", controls=controls(durations=(0.1, 0.2))),
-        "predict_control_nan": predict("non-finite", controls=controls(vx=nan)),
-        "predict_control_absurd_speed": predict("speed", controls=controls(vx=1e6)),
-        "predict_controls_thousands": predict("max_controls", controls=controls(n=5000)),
-        "predict_controls_none": predict("empty", controls=[]),
-        # mujoco_sim: load_scene and parameters
-        "load_scene_unknown": load("no_such_scene"),
-        "load_scene_empty": load(""),
-        "load_scene_path_junk": load("../../../../etc/passwd"),
-        "load_scene_not_a_scene": load("/proc/self/status"),
-        "load_scene_unreadable": load("/proc/self/mem"),
-        "load_scene_name_too_long": load("x" * 5000),
-        "load_scene_directory": load("/"),
-        "sim_param_unknown_body": param("hidden_bodies", "ghost", "hidden_bodies"),
-        "sim_param_frozen": param("real_time_factor", 1000.0, "run time"),
-        "sim_param_wrong_type": param("hidden_bodies", 42, "wrong parameter type"),
-        "sim_param_undeclared": param("no_such_parameter", 1.0, "undeclared"),
-        # mpc_planner: push_object (goals; the action's own services)
-        "goal_x_nan": goal("goal_x", goal_x=nan),
-        "goal_y_inf": goal("goal_y", goal_y=-inf),
-        "goal_off_table": goal("off the table", goal_x=5.0, goal_y=-7.0),
-        "goal_unknown_object": goal("target_object", target_object="ghost"),
-        "goal_tolerance_nan": goal("position_tolerance", position_tolerance=nan),
-        "goal_yaw_inf": goal("goal_yaw", goal_yaw=inf),
-        "goal_max_actions_absurd": goal("max_actions", max_actions=2 ** 32 - 1),
-        "action_cancel_unknown_goal": Hostile("cancel_goal", unknown_goal(CancelGoal.Request,
-                                                                          ("goal_info", "goal_id"))),
-        "action_result_unknown_goal": Hostile("get_result", unknown_goal(PushObject.Impl.GetResultService.Request,
-                                                                         ("goal_id",))),
-        # input topics (no answer: their effect is judged by the monitor, and the stack must keep working)
-        "pusher_cmd_nan": twist(nan),
-        "pusher_cmd_inf": twist(0.0, -inf),
-        "pusher_cmd_wrong_frame": twist(1e6, frame="map"),
+        "predict_state_nan": h.predict("non-finite", initial_state=state(pusher={"pusher_x": nan})),
+        "predict_state_inf": h.predict("non-finite", initial_state=state(obj={"y": inf})),
+        "predict_state_missing_object": h.predict("missing", initial_state=state(objects=lambda o: [])),
+        "predict_state_unknown_object": h.predict("unknown object", initial_state=state(objects=h.ghost)),
+        "predict_state_duplicate_object": h.predict("duplicate", initial_state=state(objects=lambda o: o + o)),
+        "predict_model_unknown": h.predict("unknown model", model="teapot"),
+        "predict_coarse_model_unknown": h.predict("coarse_model", model="parareal", coarse_model="teapot"),
+        "predict_iterations_absurd": h.predict("max_iterations", model="parareal", max_iterations=2 ** 31 - 1),
+        "predict_tolerance_nan": h.predict("tolerance", model="parareal", tolerance=nan),
+        "predict_tolerance_inf": h.predict("tolerance", model="parareal", tolerance=inf),
+        "predict_duration_negative": h.predict("duration", controls=controls(duration=-1.0)),
+        "predict_duration_zero": h.predict("duration", controls=controls(duration=0.0)),
+        "predict_duration_absurd": h.predict("duration", controls=controls(duration=1e9)),
+        "predict_duration_inf": h.predict("non-finite", controls=controls(duration=inf)),
+        "predict_duration_off_step": h.predict("multiple", controls=controls(duration=0.0005)),
+        "predict_durations_mixed": h.predict("differs", controls=controls(durations=(0.1, 0.2))),
+        "predict_control_nan": h.predict("non-finite", controls=controls(vx=nan)),
+        "predict_control_absurd_speed": h.predict("speed", controls=controls(vx=1e6)),
+        "predict_controls_thousands": h.predict("max_controls", controls=controls(n=5000)),
+        "predict_controls_none": h.predict("empty", controls=[]),
+    }
+
+
+def _sim_hostiles(h: HostileBuilder) -> dict:
+    """mujoco_sim: load_scene and parameters."""
+    return {
+        "load_scene_unknown": h.load("no_such_scene"),
+        "load_scene_empty": h.load(""),
+        "load_scene_path_junk": h.load("../../../../etc/passwd"),
+        "load_scene_not_a_scene": h.load("/proc/self/status"),
+        "load_scene_unreadable": h.load("/proc/self/mem"),
+        "load_scene_name_too_long": h.load("x" * 5000),
+        "load_scene_directory": h.load("/"),
+        "sim_param_unknown_body": h.param("hidden_bodies", "ghost", "hidden_bodies"),
+        "sim_param_frozen": h.param("real_time_factor", 1000.0, "run time"),
+        "sim_param_wrong_type": h.param("hidden_bodies", 42, "wrong parameter type"),
+        "sim_param_undeclared": h.param("no_such_parameter", 1.0, "undeclared"),
+    }
+
+
+def _planner_hostiles(h: HostileBuilder) -> dict:
+    """mpc_planner: push_object (goals; the action's own services)."""
+    from action_msgs.srv import CancelGoal  # noqa: PLC0415
+    from parapush_msgs.action import PushObject  # noqa: PLC0415
+
+    nan, inf = math.nan, math.inf
+    return {
+        "goal_x_nan": h.goal("goal_x", goal_x=nan),
+        "goal_y_inf": h.goal("goal_y", goal_y=-inf),
+        "goal_off_table": h.goal("off the table", goal_x=5.0, goal_y=-7.0),
+        "goal_unknown_object": h.goal("target_object", target_object="ghost"),
+        "goal_tolerance_nan": h.goal("position_tolerance", position_tolerance=nan),
+        "goal_yaw_inf": h.goal("goal_yaw", goal_yaw=inf),
+        "goal_max_actions_absurd": h.goal("max_actions", max_actions=2 ** 32 - 1),
+        "action_cancel_unknown_goal": Hostile("cancel_goal", h.unknown_goal(CancelGoal.Request,
+                                                                            ("goal_info", "goal_id"))),
+        "action_result_unknown_goal": Hostile("get_result", h.unknown_goal(
+            PushObject.Impl.GetResultService.Request, ("goal_id",))),
+    }
+
+
+def _input_topic_hostiles(h: HostileBuilder) -> dict:
+    """Input topics: no answer; their effect is judged by the monitor, and the stack must keep working."""
+    nan, inf, state = math.nan, math.inf, h.state
+    return {
+        "pusher_cmd_nan": h.twist(nan),
+        "pusher_cmd_inf": h.twist(0.0, -inf),
+        "pusher_cmd_wrong_frame": h.twist(1e6, frame="map"),
         "scene_state_nan": Hostile(topics.SCENE_STATE, lambda: state(pusher={"pusher_x": nan})),
         "scene_state_inf_object": Hostile(topics.SCENE_STATE, lambda: state(obj={"yaw": inf})),
         "scene_state_no_objects": Hostile(topics.SCENE_STATE, lambda: state(objects=lambda o: [])),
-        "scene_state_unknown_object": Hostile(topics.SCENE_STATE, lambda: state(objects=ghost)),
-        "goal_pose_nan": goal_pose(nan, 0.0),
-        "goal_pose_off_table": goal_pose(3.0, 0.0),
-        "goal_pose_wrong_frame": goal_pose(0.1, 0.0, frame="map"),
+        "scene_state_unknown_object": Hostile(topics.SCENE_STATE, lambda: state(objects=h.ghost)),
+        "goal_pose_nan": h.goal_pose(nan, 0.0),
+        "goal_pose_off_table": h.goal_pose(3.0, 0.0),
+        "goal_pose_wrong_frame": h.goal_pose(0.1, 0.0, frame="map"),
     }
 
 

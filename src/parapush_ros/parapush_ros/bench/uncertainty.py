@@ -124,26 +124,16 @@ def calibration_scores(model, split, raw: bool = False) -> dict:
 
 
 def run(args):
+    """The four experiments in order (each step's seeds as before), then the goals, the plot and the JSON."""
     import torch  # noqa: PLC0415
 
-    from ..core.models.ensemble_mdn import EMDNConfig  # noqa: PLC0415
-    from ..core.models.gp import GPRegressor  # noqa: PLC0415
-    from ..core.models.push_primitive import (EMDNPrimitive, FinePrimitive, GPPrimitive, Lesion,  # noqa: PLC0415
-                                              uncertainty)
-    from ..core.planning.uncertainty_mppi import (MPPIConfig, PathConfig, PathTracker,  # noqa: PLC0415
-                                                  PrimitiveMPPI, low_uncertainty_path, uncertainty_heat_map)
+    from ..core.models.push_primitive import FinePrimitive, Lesion  # noqa: PLC0415
     from ..learning.datagen_primitive import generate  # noqa: PLC0415
-    from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
 
     torch.set_num_threads(1)
     path, out = output_paths(args, "uncertainty")
     lesion = Lesion.parse(args.lesion)
-    for name, (_, least, _) in COUNTS.items():
-        if getattr(args, name) < least:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
-    for name in ("w_unc", "w_smooth"):
-        if not (np.isfinite(getattr(args, name)) and getattr(args, name) >= 0.0):
-            raise ValueError(f"--{name.replace('_', '-')} must be finite and >= 0, got {getattr(args, name)}")
+    _check_arguments(args)
     data = Path(args.data) if args.data else out / "primitive_data"
     generate(data, args.samples, seed=args.seed, progress=True)
     t_start = time.perf_counter()
@@ -151,8 +141,37 @@ def run(args):
                                                          "fine_goals", "episodes", "max_pushes", "ua_pushes", "w_unc",
                                                          "w_smooth", "seed")},
               "lesion_region": lesion.as_list(), "success_pos_m": SUCCESS_POS, "success_rot_rad": SUCCESS_ROT}
+    trained = _calibration(args, data, result)
+    lesioned, heat = _lesioning(args, data, lesion, trained, result)
+    world = FinePrimitive(threads=args.threads or None)
+    episodes = {}
+    _exp2(args, world, trained, episodes, result)
+    _exp34(args, world, lesion, lesioned, heat, episodes, result)
+    world.close()
+    result["goals"] = _goals(args, result)
+    result["wall_s"] = time.perf_counter() - t_start
+    _plot(out, heat, lesion, episodes, result["exp34"])
+    write_json(path, result)
+    return result
 
-    # ---- 1. calibration on held-out pushes
+
+def _check_arguments(args):
+    for name, (_, least, _) in COUNTS.items():
+        if getattr(args, name) < least:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
+    for name in ("w_unc", "w_smooth"):
+        if not (np.isfinite(getattr(args, name)) and getattr(args, name) >= 0.0):
+            raise ValueError(f"--{name.replace('_', '-')} must be finite and >= 0, got {getattr(args, name)}")
+
+
+def _calibration(args, data, result) -> dict:
+    """Exp. 1: E-MDN, single MDN and GP trained on the same pushes, scored on held-out ones (``result
+    ["calibration"]``). Returns what the later steps use: the test split, the E-MDN config, the E-MDN and its
+    variance reference, the GP."""
+    from ..core.models.ensemble_mdn import EMDNConfig  # noqa: PLC0415
+    from ..core.models.gp import GPRegressor  # noqa: PLC0415
+    from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
+
     _, train, val, test = load_split(data, args.samples, seed=args.seed)
     cfg = EMDNConfig(members=args.members, epochs=args.epochs, seed=args.seed)
     emdn, _, emdn_ref = fit_emdn(train, val, cfg, progress=True, label="E-MDN")
@@ -170,16 +189,25 @@ def run(args):
                 [[k, v["calibration_1sigma"], v["calibration_2sigma"], v["nll"], v["pos_rmse_mm"],
                   v["raw_calibration_1sigma"]] for k, v in calib.items()],
                 title=f"calibration on {len(test)} held-out pushes (goal: 1-sigma in 0.6-0.75)")
+    return {"test": test, "config": cfg, "emdn": emdn, "emdn_ref": emdn_ref, "gp": gp}
 
-    # ---- 2. lesioning
+
+def _lesioning(args, data, lesion, trained, result):
+    """Fig. 4: an E-MDN trained without the lesion's pushes; its uncertainty inside vs outside (``result
+    ["lesion"]``). Returns the lesioned model and its heat-map."""
+    from ..core.models.push_primitive import EMDNPrimitive, uncertainty  # noqa: PLC0415
+    from ..core.planning.uncertainty_mppi import uncertainty_heat_map  # noqa: PLC0415
+    from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
+
     _, ltrain, lval, _ = load_split(data, args.samples, lesion=lesion, seed=args.seed)
-    lemdn, _, lref = fit_emdn(ltrain, lval, cfg, progress=True, label="lesioned E-MDN")
+    lemdn, _, lref = fit_emdn(ltrain, lval, trained["config"], progress=True, label="lesioned E-MDN")
     lesioned = EMDNPrimitive(lemdn, lesion, lref)
     heat = uncertainty_heat_map(lesioned, seed=args.seed)
     gx, gy = np.meshgrid(heat.xs, heat.ys)
     in_data = (np.abs(gx) <= WORKSPACE[0] + 1e-9) & (np.abs(gy) <= WORKSPACE[1] + 1e-9)
     inside = lesion.contains(np.stack([gx, gy], -1)) & in_data
     v_in, v_out = float(heat.values[inside].mean()), float(heat.values[~inside & in_data].mean())
+    test = trained["test"]
     t_in = lesion.contains(test.poses[:, :2])
     test_unc = uncertainty(lemdn.predict(test.x)[1])
     result["lesion"] = {"variance_inside": v_in, "variance_outside": v_out, "ratio": v_in / v_out,
@@ -188,14 +216,20 @@ def run(args):
                         "train_pushes": len(ltrain), "var_ref": lref}
     print(f"\nlesion: mean predicted position variance inside {v_in:.3e} m^2, outside {v_out:.3e} m^2: "
           f"ratio {v_in / v_out:.1f} (goal >= 3)")
+    return lesioned, heat
 
-    # ---- 3. Exp. 2: MPPI with the fine model, the E-MDN and the GP
-    world = FinePrimitive(threads=args.threads or None)
-    models = {"fine": (world, 1.0), "emdn": (EMDNPrimitive(emdn, None, emdn_ref), emdn_ref),
-              "gp": (GPPrimitive(gp), emdn_ref)}
-    exp2 = {}
-    episodes = {}
+
+def _exp2(args, world, trained, episodes, result):
+    """Exp. 2: MPPI with the fine model, the E-MDN and the GP to goal poses, in MuJoCo (``result["exp2"]``)."""
     from tqdm import tqdm  # noqa: PLC0415
+
+    from ..core.models.push_primitive import EMDNPrimitive, GPPrimitive  # noqa: PLC0415
+    from ..core.planning.uncertainty_mppi import MPPIConfig, PrimitiveMPPI  # noqa: PLC0415
+
+    emdn_ref = trained["emdn_ref"]
+    models = {"fine": (world, 1.0), "emdn": (EMDNPrimitive(trained["emdn"], None, emdn_ref), emdn_ref),
+              "gp": (GPPrimitive(trained["gp"]), emdn_ref)}
+    exp2 = {}
     for name, (model, ref) in models.items():
         n_goals = args.fine_goals if name == "fine" else args.goals
         mcfg = MPPIConfig(seed=args.seed, samples=args.fine_samples, horizon=3, decay_steps=2) if name == "fine" else \
@@ -215,44 +249,55 @@ def run(args):
                   v["final_cost"], v["pushes"]] for k, v in exp2.items()],
                 title="Exp. 2: MPPI to goal poses (world: MuJoCo)")
 
-    # ---- 4. Exp. 3/4 around the lesion
+
+def _exp34(args, world, lesion, lesioned, heat, episodes, result):
+    """Exp. 3/4: plain MPPI, uncertainty-averse MPPI and Algorithm 2 across the lesion (``result["exp34"]``)."""
+    from tqdm import tqdm  # noqa: PLC0415
+
+    from ..core.planning.uncertainty_mppi import (MPPIConfig, PathConfig, PathTracker,  # noqa: PLC0415
+                                                  PrimitiveMPPI, low_uncertainty_path)
+
+    lref = result["lesion"]["var_ref"]
     rng = np.random.default_rng([args.seed, 34])
     centre = 0.5 * (lesion.x0 + lesion.x1)
-    EXP34_START = (centre, lesion.y0 - EXP34_MARGIN, 0.0)  # noqa: N806 (constants of this run)
-    EXP34_GOAL = (centre, lesion.y1 + EXP34_MARGIN, 0.0)  # noqa: N806
+    start0 = (centre, lesion.y0 - EXP34_MARGIN, 0.0)
+    goal = (centre, lesion.y1 + EXP34_MARGIN, 0.0)
     exp34 = {}
+    alg2 = None  # Algorithm 2's path, planned once
     for method in ("plain", "ua", "alg2"):
         rows = []
         for e in tqdm(range(args.episodes), desc=f"exp3/4 {method}", unit="episode"):
-            start = np.asarray(EXP34_START) + rng.normal(0.0, [0.01, 0.01, 0.1]) * (e > 0)
+            start = np.asarray(start0) + rng.normal(0.0, [0.01, 0.01, 0.1]) * (e > 0)
             w_unc = args.w_unc if method == "ua" else 0.0
             mppi = PrimitiveMPPI(lesioned, MPPIConfig(seed=args.seed + e, w_unc=w_unc), var_ref=lref)
             tracker = None
             if method == "alg2":
-                if e == 0 or "path" not in exp34.get("_alg2", {}):
-                    p = low_uncertainty_path(EXP34_START[:2], EXP34_GOAL[:2], heat, lref,
+                if alg2 is None:
+                    p = low_uncertainty_path(start0[:2], goal[:2], heat, lref,
                                              PathConfig(seed=args.seed, w_smooth=args.w_smooth))
-                    exp34["_alg2"] = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
-                tracker = PathTracker(mppi, exp34["_alg2"]["path"], EXP34_GOAL)
-            ep = run_episode(world, mppi, start, EXP34_GOAL, args.max_pushes, tracker=tracker,
+                    alg2 = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
+                tracker = PathTracker(mppi, alg2["path"], goal)
+            ep = run_episode(world, mppi, start, goal, args.max_pushes, tracker=tracker,
                              ua_pushes=args.ua_pushes if method == "ua" else None)
             ep["in_lesion"] = path_in_region(ep["poses"], lesion)
             rows.append(ep)
             episodes.setdefault(f"exp34_{method}", []).append(ep["poses"])
-        exp34[method] = {**_summary(rows, EXP34_START, [EXP34_GOAL] * len(rows), MPPIConfig().w_rot),
+        exp34[method] = {**_summary(rows, start0, [goal] * len(rows), MPPIConfig().w_rot),
                          "path_in_lesion_fraction": float(np.mean([r["in_lesion"] for r in rows])) if rows else None}
-    alg2 = exp34.pop("_alg2", None)
     if alg2:
         exp34["alg2"]["path"] = alg2["path"]
         exp34["alg2"]["path_in_lesion_fraction_planned"] = path_in_region(alg2["path"], lesion)
-    world.close()
     result["exp34"] = exp34
     print_table(["method", "episodes", "success", "path in lesion", "pos err mm", "pushes"],
                 [[k, v["episodes"], v["success_rate"], v["path_in_lesion_fraction"], v["final_pos_err_mm"],
                   v["pushes"]] for k, v in exp34.items()],
                 title="Exp. 3/4: start and goal on either side of the lesion (lesioned E-MDN)")
-    plain, ua = exp34["plain"], exp34["ua"]
-    result["goals"] = {
+
+
+def _goals(args, result) -> dict:
+    """The issue's goals, judged on the results (None where an experiment did not run)."""
+    calib, exp2, plain, ua = result["calibration"], result["exp2"], result["exp34"]["plain"], result["exp34"]["ua"]
+    return {
         "lesion_ratio_ge_3": result["lesion"]["ratio"] >= 3.0,
         "emdn_calibration_1sigma_in_0.6_0.75": 0.6 <= calib["emdn"]["calibration_1sigma"] <= 0.75,
         "ua_path_in_lesion_le_third_of_plain": (ua["path_in_lesion_fraction"] or 0.0) <=
@@ -260,10 +305,6 @@ def run(args):
         "ua_success_ge_0.9": ua["success_rate"] >= 0.9 if args.episodes else None,
         "emdn_success_ge_fine": exp2["emdn"]["success_rate"] >= exp2["fine"]["success_rate"]
         if args.goals and args.fine_goals else None}
-    result["wall_s"] = time.perf_counter() - t_start
-    _plot(out, heat, lesion, episodes, exp34)
-    write_json(path, result)
-    return result
 
 
 def _summary(rows, start, goals, w_rot) -> dict:

@@ -1062,16 +1062,10 @@ def run_soak(minutes: float, seed: int, scene_name: str, out: Path, json_path: P
 
 
 def summarise(soak: Soak, counters: ExceptionCounters, minutes: float, seed: int) -> dict:
+    """The run's JSON: what happened, what the monitor saw, and ``failures`` (empty when the soak passed)."""
     m = soak.monitor
     timed = [s for s in m.stops if "stop_time_s" in s]
-    by_kind = {}
-    for s in m.stops:
-        k = by_kind.setdefault(s["kind"], {"count": 0, "timed": 0, "superseded": 0, "max_s": 0.0})
-        k["count"] += 1
-        k["timed"] += int("stop_time_s" in s)
-        k["superseded"] += int("superseded" in s)
-        if "stop_time_s" in s:
-            k["max_s"] = max(k["max_s"], s["stop_time_s"])
+    by_kind = _stops_by_kind(m.stops)
     spin = [repr(e)[:300] for e in _spin_errors(soak.stack)]
     exceptions = {"callbacks": spin, "threads": counters.threads, "unraisable": counters.unraisable,
                   "never_retrieved": counters.never_retrieved, "internal_errors": m.internal_errors}
@@ -1121,6 +1115,24 @@ def summarise(soak: Soak, counters: ExceptionCounters, minutes: float, seed: int
         "timeline": [[round(t, 3), label] for t, label in soak.timeline],
         "rss_samples": [[round(w, 1), round(s, 2), round(r, 1)] for w, s, r in soak.rss],
     }
+    summary["failures"] = _failures(summary, soak)
+    return summary
+
+
+def _stops_by_kind(stops) -> dict:
+    by_kind = {}
+    for s in stops:
+        k = by_kind.setdefault(s["kind"], {"count": 0, "timed": 0, "superseded": 0, "max_s": 0.0})
+        k["count"] += 1
+        k["timed"] += int("stop_time_s" in s)
+        k["superseded"] += int("superseded" in s)
+        if "stop_time_s" in s:
+            k["max_s"] = max(k["max_s"], s["stop_time_s"])
+    return by_kind
+
+
+def _failures(summary: dict, soak: Soak) -> list:
+    """Why the soak failed, one line per reason (empty: it passed)."""
     failures = []
     for key, what in (("unsafe_commands", "planner command(s) on a stale or invalid state"),
                       ("unsafe_outputs", "commander output(s) on a stale or invalid state"),
@@ -1139,8 +1151,7 @@ def summarise(soak: Soak, counters: ExceptionCounters, minutes: float, seed: int
         failures.append(f"{len(soak.problems)} problem(s): " + "; ".join(soak.problems[:5]))
     if soak.outcomes["unfinished"]:
         failures.append(f"{soak.outcomes['unfinished']} goal(s) without a result at the end")
-    summary["failures"] = failures
-    return summary
+    return failures
 
 
 def _print_table(s: dict):

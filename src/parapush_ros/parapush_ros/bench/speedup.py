@@ -74,13 +74,9 @@ def parallel_efficiency(one_thread: FineModel, P_threads: FineModel, x, u, dt, r
 
 
 def run(args) -> dict:
+    """Slice costs and parallel efficiency, then the single-prediction table and the batched one, then the goals."""
     scene = load_scene(args.scene)
-    if len(scene.objects) != 1:
-        raise ValueError(f"--scene: {args.scene} has {len(scene.objects)} objects; the speedup bench pushes one")
-    reach = scene.objects[0].radius + scene.pusher.radius
-    if not abs(args.offset) < reach:
-        raise ValueError(f"--offset: {args.offset} m misses the slider (pusher and slider radii add up to "
-                         f"{reach:.4f} m)")
+    _check_geometry(args, scene)
     P = args.threads or default_threads()
     serial_fine = FineModel(scene, threads=1)
     fine = FineModel(scene, threads=P)
@@ -100,6 +96,35 @@ def run(args) -> dict:
            "goal_measured_over_model": GOAL}
     print(f"bench speedup: c_f = {c_f * 1e3:.2f} ms, c_c = {c_c * 1e6:.1f} us ({args.coarse}), P = {P}, "
           f"parallel efficiency of {P} fine slices on {P} threads e_P = {e_P:.2f} ...", flush=True)
+    _single_predictions(args, scene, serial_fine, solver, x0, u, dt, res)
+    _batched_predictions(args, scene, serial_fine, fine, coarse, solver, rng, dt, res)
+    res["goals_summary"] = _summary(res)
+    for k, v in res["goals_summary"].items():
+        print(f"  {k}: {v}")
+    if e_P < GOAL:
+        print(f"  note: e_P = {e_P:.2f} < {GOAL}: this machine's cores slow each other down, so measured >= {GOAL} x "
+              f"model is out of reach where the fine sweeps dominate (small K); compare with model x e_P",
+              flush=True)
+    path, out = output_paths(args, "speedup")
+    write_json(path, res)
+    _plot(res, args.horizons, out / "speedup.png")
+    fine.close()
+    return res
+
+
+def _check_geometry(args, scene):
+    if len(scene.objects) != 1:
+        raise ValueError(f"--scene: {args.scene} has {len(scene.objects)} objects; the speedup bench pushes one")
+    reach = scene.objects[0].radius + scene.pusher.radius
+    if not abs(args.offset) < reach:
+        raise ValueError(f"--offset: {args.offset} m misses the slider (pusher and slider radii add up to "
+                         f"{reach:.4f} m)")
+
+
+def _single_predictions(args, scene, serial_fine, solver, x0, u, dt, res):
+    """One trajectory of N equal pushes: serial fine vs Parareal-K (and pipelined) for every N and K <= N, against
+    the model's speedup (``res["single"]``, ``res["max_contact_gap_mm"]``)."""
+    P, c_c, c_f, e_P = res["cores_used"], res["c_c_s"], res["c_f_s"], res["parallel_efficiency"]
     rows = []
     for N in args.horizons:
         U = np.repeat(u[None], N, 0)
@@ -133,7 +158,10 @@ def run(args) -> dict:
                 rows, title=f"bench speedup: single prediction, {P} cores (medians of {args.repeats} interleaved "
                             f"rounds; S = median of per-round ratios)")
 
-    # batched: M trajectories solved together
+
+def _batched_predictions(args, scene, serial_fine, fine, coarse, solver, rng, dt, res):
+    """M random trajectories solved together: serial fine, samples in parallel, Parareal-K (``res["batched"]``)."""
+    P = res["cores_used"]
     M, N = args.batch, 4
     xb, Ub = random_pushes(scene, M, N, rng)
     reps = max(3, args.repeats // 4)
@@ -159,18 +187,6 @@ def run(args) -> dict:
         brows.append((f"parareal K={K}", "", res["batched"][f"K{K}"]["parareal_s"] * 1e3, measured, model))
     print_table(["method", "", "wall ms", "speedup vs serial", "model"], brows,
                 title=f"bench speedup: batch of M = {M} trajectories, N = {N}")
-    res["goals_summary"] = _summary(res)
-    for k, v in res["goals_summary"].items():
-        print(f"  {k}: {v}")
-    if e_P < GOAL:
-        print(f"  note: e_P = {e_P:.2f} < {GOAL}: this machine's cores slow each other down, so measured >= {GOAL} x "
-              f"model is out of reach where the fine sweeps dominate (small K); compare with model x e_P",
-              flush=True)
-    path, out = output_paths(args, "speedup")
-    write_json(path, res)
-    _plot(res, args.horizons, out / "speedup.png")
-    fine.close()
-    return res
 
 
 def _summary(res) -> dict:

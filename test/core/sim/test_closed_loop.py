@@ -131,3 +131,6 @@ def test_bench_mpc_realtime_small(tmp_path):
     for r in res["runs"]:
         assert r["realtime"] and r["actions"] <= 3 and r["motion_time"] <= r["task_time"] + 1e-9
         assert len(r["plan_times"]) >= r["actions"]  # a plan for every switch (the last may not have run)
+        # anytime: every plan ran at least one optimiser iteration and at most --iterations
+        assert len(r["plan_iterations"]) == len(r["plan_times"]) and all(1 <= i <= 2 for i in r["plan_iterations"])
+    assert 1.0 <= s["iterations_per_plan"] <= 2.0

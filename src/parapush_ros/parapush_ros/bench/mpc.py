@@ -142,6 +142,7 @@ def realtime_summary(records: list) -> dict:
         "plan_latency_p95_s": float(np.percentile(lat, 95)) if lat else None,
         "plan_latency_max_s": float(np.max(lat)) if lat else None,
         "plans": len(lat),
+        "iterations_per_plan": float(np.mean([i for r in records for i in r["plan_iterations"]] or [0.0])),
         "late_plans": int(late),
         "late_plan_rate": late / len(lat) if lat else 0.0,
         "lateness_max_s": float(max((x for r in records for x in r["lateness"]), default=0.0)),
@@ -168,6 +169,7 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
         records.append({
             "scene": i, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
             "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
+            "plan_iterations": rec.plan_iterations,
             "planning_time": rec.planning_time, "execution_time": rec.execution_time, "task_time": rec.task_time,
             "wall_time": time.perf_counter() - t0, "world_config": asdict(wc), "realtime": rec.realtime,
             "late_plans": rec.late_plans, "lateness": rec.lateness, "motion_time": rec.motion_time,
@@ -341,7 +343,8 @@ def run(args) -> dict:
                    s["mean_actions_success"] or "-")
             if args.realtime:
                 row += (s["task_time_s"], s["motion_time_s"], s["first_plan_s"], s["idle_fraction"],
-                        s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}")
+                        s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}",
+                        s["iterations_per_plan"])
             else:
                 row += (s["plan_time_per_step_s"], s["task_time_s"])
             if args.task == "multi_object":
@@ -353,7 +356,8 @@ def run(args) -> dict:
         short = {"hit_obstacle": "hit", "off_table": "off table", "other_in_goal": "other in goal"}
         columns = ["world", "model", "success", *[short.get(o.value, o.value) for o in task["failures"]],
                    "actions (ok)"]
-        columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late"]
+        columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late",
+                     "iterations/plan"]
                     if args.realtime else ["plan s/step", "task s"])
         columns += ["others moved mean mm", "max mm"] if args.task == "multi_object" else []
         print_table(columns, rows, title=f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed}{span})")

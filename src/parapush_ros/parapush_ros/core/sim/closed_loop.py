@@ -137,6 +137,7 @@ class ClosedLoopRecord:
     controls: np.ndarray  # (actions, 2) command at the start of every action
     plan_times: list = field(default_factory=list)  # s per plan (real time: including the start-state prediction)
     plan_costs: list = field(default_factory=list)
+    plan_iterations: list = field(default_factory=list)  # optimiser iterations per plan (anytime: as many as fit)
     predicted: list = field(default_factory=list)  # (N+1, D) predicted states of every plan
     execution_time: float = 0.0  # simulated seconds of pushing
     realtime: bool = False  # planned while the pusher moved, planning time charged in simulated time
@@ -188,7 +189,8 @@ def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEF
         outcome=res.outcome, reason=res.reason, actions=res.actions, final_distance=monitor.distance(world.x),
         states=np.array(io.states), observed=np.array(io.observed), path=np.array(io.path),
         controls=np.array(res.controls).reshape(-1, 2), plan_times=res.plan_latencies,
-        plan_costs=[r.plan.cost for r in res.plans], predicted=[r.plan.states for r in res.plans] if keep_plans else [],
+        plan_costs=[r.plan.cost for r in res.plans], plan_iterations=[r.plan.result.iterations for r in res.plans],
+        predicted=[r.plan.states for r in res.plans] if keep_plans else [],
         execution_time=res.actions * dt if not realtime else res.ended - res.started - first,
         realtime=realtime, late_plans=res.late_plans, lateness=[r.late for r in res.plans if r.late > 0.0],
         simulated_time=res.ended - res.started, motion_time=io.motion_time(since=res.started)[0],

@@ -198,6 +198,25 @@ def test_a_late_plan_neither_stops_the_pusher_nor_sends_nan():
         p2.plan.controls[0])
 
 
+def test_a_plan_a_little_late_is_followed_at_once_by_the_plan_for_the_next_switch():
+    """An anytime plan that overran its switch by a little (jitter) takes over on arrival, and the next plan is
+    made at once for the next switch: neither the lead grows nor does the late plan's own second control (planned
+    on the least exact part of its prediction) run open loop for a whole period."""
+    lateness = {2: 1.1 * DT}  # plan 2 overruns its control by a tenth
+    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: lateness.get(k, 0.2 * DT))
+    res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True)).run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert res.late_plans == 1
+    late = next(i for i, r in enumerate(res.plans) if r.late > 0.0)
+    p2, p3 = res.plans[late], res.plans[late + 1]
+    assert p2.late == pytest.approx(0.1 * DT) and p3.late == 0.0
+    assert p3.start - p2.start == pytest.approx(DT)  # the very next switch, not one later
+    # the previous plan's next control ran for the tenth, the late plan's first until the next switch, then plan 3
+    assert commands_between(io, p2.start + p2.late + 1e-3, p3.start)[0] == pytest.approx(p2.plan.controls[0])
+    assert commands_between(io, p3.start, p3.start + 1e-3)[0] == pytest.approx(p3.plan.controls[0])
+    assert np.allclose(np.diff([r.start for r in res.plans[1:]]), DT)
+
+
 def test_a_planner_slower_than_a_control_plans_further_ahead_and_is_on_time():
     scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: 1.5 * DT)
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True, max_actions=40)).run()

@@ -51,7 +51,7 @@ from visualization_msgs.msg import MarkerArray
 from ..ros import markers, qos, topics
 from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
 from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.config import ConfigError
+from ..core.config import ConfigError, from_values
 from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
 from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
                                      SessionConfig, SessionResult)
@@ -132,18 +132,15 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.config = self._planner_config()
         weights = CostWeights.from_mapping({k[len("weights."):]: v for k, v in p.items() if k.startswith("weights.")},
                                            source="parameters weights.*")
-        for name in ("control_rate", "state_timeout"):
-            if not (math.isfinite(p[name]) and p[name] > 0.0):
-                raise ValueError(f"parameter {name}: must be finite and > 0, got {p[name]}")
+        if not (math.isfinite(p["control_rate"]) and p["control_rate"] > 0.0):
+            raise ValueError(f"parameter control_rate: must be finite and > 0, got {p['control_rate']}")
         for name in ("stop_hold", "position_tolerance"):
             if not (math.isfinite(p[name]) and p[name] >= 0.0):
                 raise ValueError(f"parameter {name}: must be finite and >= 0, got {p[name]}")
         try:  # the push loop's settings, checked once here: a goal never finds a bad one
-            self.session_config = SessionConfig(
-                realtime=p["realtime"], max_actions=p["max_actions"], state_timeout=p["state_timeout"],
-                tracking_loss_timeout=p["tracking_loss_timeout"], plan_margin=p["plan_margin"])
-        except ValueError as e:
-            raise ValueError(f"parameter {str(e).removeprefix('session ')}") from None
+            self.session_config = from_values(SessionConfig, p)
+        except ConfigError as e:
+            raise ValueError(f"parameter {e}") from None
         self._sessions = {}  # goal id -> its push, from acceptance (it may wait for its turn) to its end
         self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
                                                   self.scene.objects[0].name)

@@ -138,8 +138,8 @@ def _planner_params() -> dict:
     (its sampling and proposal settings by their own names, each registered optimiser's as ``<optimiser>.<name>``)
     and cost weights from ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
     # deferred: core.planning imports MuJoCo, and only the planner's users pay for it
-    from ..core.planning.outcome import DEFAULT_MAX_ACTIONS  # noqa: PLC0415
     from ..core.planning.planner import PlannerConfig  # noqa: PLC0415
+    from ..core.planning.session import SessionConfig  # noqa: PLC0415
     from ..core.planning.tasks import load_cost_weights  # noqa: PLC0415
     spec = {
         "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
@@ -147,22 +147,11 @@ def _planner_params() -> dict:
         "target_object": Param("", "object that /goal_pose goals move; empty = the scene goal's object"),
         **{name: Param(default, description) for name, (default, description) in PlannerConfig.settings().items()},
         **_model_params(),
-        "max_actions": Param(DEFAULT_MAX_ACTIONS, "default limit of executed actions per push (goals may set "
-                                                  "their own)"),
+        **config_params(SessionConfig),
         "position_tolerance": Param(0.0, "default success radius around the goal (m); 0 = the scene goal's "
                                          "radius (0.05 m if the scene has no goal)"),
         "control_rate": Param(20.0, "rate of pusher_cmd while pushing (Hz)"),
-        "realtime": Param(False, "plan while the pusher moves: each plan is made during the control before it, from "
-                                 "the state predicted for the switch, and a late plan never stops the pusher; false "
-                                 "= stop and plan (paper 000)"),
-        "plan_margin": Param(0.0, "realtime: seconds before the switch by which a plan must be done (the anytime "
-                                  "optimiser runs up to 'iterations' iterations until then); negative = plans run "
-                                  "late by design (tests)"),
-        "state_timeout": Param(0.5, "a scene state older than this (since reception) is stale: stop (s)"),
         "stop_hold": Param(0.5, "after a push ends, zero commands keep being sent for this long (s)"),
-        "tracking_loss_timeout": Param(3.0, "a stale or invalid scene state stops the pusher at once; the push "
-                                            "resumes (re-planned from the fresh state) if a valid one comes back "
-                                            "within this long, else it fails (s; 0 = fail at once)"),
         "frame_id": Param("table", "frame of commands, plans and markers (REP-103 table frame); incoming "
                                    "goal poses must be in it (or have an empty frame_id)"),
         "goal_pose_starts_push": Param(True, "a /goal_pose message starts a push to it (pre-empting a running "

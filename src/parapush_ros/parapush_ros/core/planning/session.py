@@ -36,6 +36,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from ..config import finite, knob, require
 from ..models.base import ModelDiverged
 from .outcome import DEFAULT_MAX_ACTIONS, MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor, Status
 from .planner import MPCPlanner, Plan
@@ -156,21 +157,30 @@ class PushIO(Protocol):
 
 @dataclass(frozen=True)
 class SessionConfig:
-    realtime: bool = False  # plan while the pusher moves (issue 16) instead of stopping to plan (paper 000)
-    max_actions: int = DEFAULT_MAX_ACTIONS
-    state_timeout: float = 0.5  # s to wait for a first usable state, and for a state measured after a control
-    tracking_loss_timeout: float = 3.0  # s a stale or invalid state may last before the push fails (0 = at once)
-    plan_margin: float = 0.0  # real time: s before the switch by which a plan is due (negative: plans run late)
+    """The push loop's settings (the planner node's parameters of the same names: ``ros/params.py``)."""
+
+    realtime: bool = knob(False, "plan while the pusher moves: each plan is made during the control before it, "
+                                 "from the state predicted for the switch, and a late plan never stops the pusher; "
+                                 "false = stop and plan (paper 000)")
+    max_actions: int = knob(DEFAULT_MAX_ACTIONS, "default limit of executed actions per push (goals may set their "
+                                                 "own)")
+    state_timeout: float = knob(0.5, "a scene state older than this (since reception) is stale: stop (s); also how "
+                                     "long a push waits for a first usable state")
+    tracking_loss_timeout: float = knob(3.0, "a stale or invalid scene state stops the pusher at once; the push "
+                                             "resumes (re-planned from the fresh state) if a valid one comes back "
+                                             "within this long, else it fails (s; 0 = fail at once)")
+    plan_margin: float = knob(0.0, "realtime: seconds before the switch by which a plan must be done (the anytime "
+                                   "optimiser runs up to 'iterations' iterations until then); negative = plans run "
+                                   "late by design (tests)")
 
     def __post_init__(self):
-        for name in ("state_timeout", "tracking_loss_timeout"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0.0):
-                raise ValueError(f"session {name}: must be finite and >= 0, got {v}")
-        if not math.isfinite(self.plan_margin):
-            raise ValueError(f"session plan_margin: must be finite, got {self.plan_margin}")
-        if not 1 <= self.max_actions <= MAX_ACTIONS_LIMIT:
-            raise ValueError(f"session max_actions: must be in [1, {MAX_ACTIONS_LIMIT}], got {self.max_actions}")
+        require(finite(self.state_timeout) and self.state_timeout > 0.0, "state_timeout", self.state_timeout,
+                "finite and > 0")
+        require(finite(self.tracking_loss_timeout) and self.tracking_loss_timeout >= 0.0, "tracking_loss_timeout",
+                self.tracking_loss_timeout, "finite and >= 0")
+        require(finite(self.plan_margin), "plan_margin", self.plan_margin, "finite")
+        require(1 <= self.max_actions <= MAX_ACTIONS_LIMIT, "max_actions", self.max_actions,
+                f"in [1, {MAX_ACTIONS_LIMIT}]")
 
 
 @dataclass(frozen=True)

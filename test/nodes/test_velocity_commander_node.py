@@ -7,6 +7,7 @@ test slower, never different, so the watchdog is checked against its exact bound
 """
 import math
 import threading
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from lifecycle_msgs.msg import Transition  # noqa: E402
 from lifecycle_msgs.srv import ChangeState  # noqa: E402
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from rclpy.time import Time  # noqa: E402
@@ -305,3 +307,30 @@ def test_gripper_without_control_msgs_is_skipped_and_said(harness):
     except ImportError:
         pass
     assert h.node.grasp.startswith("skipped (control_msgs not installed)")
+
+
+def test_a_non_finite_table_yaw_is_refused_at_start_naming_it(ros_executor):
+    """A NaN yaw would rotate every output twist into NaN: the node refuses to start."""
+    with pytest.raises(ValueError, match="table_yaw_in_output_frame: must be finite"):
+        VelocityCommanderNode(parameter_overrides=[Parameter("table_yaw_in_output_frame", value=float("nan"))])
+
+
+def test_startup_waits_count_from_configure_and_activate_and_cleanup_takes_them_down(ros_executor):
+    """The waits for the Servo switch service and the gripper server begin at configure and activate (not at
+    construction: a late activate must not find its gripper wait already expired), and cleanup destroys what the
+    transitions created; the next activate starts the gripper wait again."""
+    node = ros_executor.add(VelocityCommanderNode(namespace="/cmd_startup_waits", parameter_overrides=[
+        Parameter("output", value="servo"), Parameter("gripper_enabled", value=True)]))
+    assert node._servo_wait_since is None and node._gripper_wait_since is None
+    t_built = time.monotonic()
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert node._servo_wait_since >= t_built and node._gripper_wait_since is None
+    t_configured = time.monotonic()
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    first_wait = node._gripper_wait_since
+    assert first_wait >= t_configured
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    assert node._entities == [] and list(node.timers) == [] and list(node.clients) == []
+    bring_up(node)
+    assert node._gripper_wait_since >= first_wait and lifecycle_state(node) == "active"

@@ -241,3 +241,8 @@ def test_pusher_stops_within_stop_travel_bound(fault):
     assert 0.0 < travel <= bound, f"{fault}: travelled {travel * 1e3:.2f} mm, bound {bound * 1e3:.2f} mm"
     assert travel >= 0.5 * bound  # and the bound is not vacuous
     assert abs(ys[-1] - ys[-200]) < 1e-5  # standing still at the end
+
+
+def test_a_non_finite_table_yaw_is_refused_naming_it():
+    with pytest.raises(SafetyConfigError, match="table_yaw_in_output_frame: must be finite"):
+        SafetyConfig(table_yaw_in_output_frame=float("nan"))

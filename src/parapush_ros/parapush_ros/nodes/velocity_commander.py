@@ -16,8 +16,9 @@ control_msgs is installed (``stalled`` = good grasp); otherwise the log says cle
 
 Lifecycle (``rclpy.lifecycle``): the node starts *unconfigured* and sends nothing. ``configure`` loads the scene
 and creates its topics, services and timers (the output stays silent: ``~/status`` says ``inactive``);
-``activate`` enables the output (and closes the gripper, the first time); ``deactivate`` sends zero at once and
-silences the output again; ``cleanup`` takes it all down. The launch files and ``parapush sim`` configure and
+``activate`` enables the output (and closes the gripper, the first time after configure); ``deactivate`` sends
+zero at once and silences the output again; ``cleanup`` takes it all down. The waits for the Servo switch service and
+the gripper server (``startup_timeout``) count from configure and activate. The launch files and ``parapush sim`` configure and
 activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
 
 Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS); the limits are
@@ -87,7 +88,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self._gripper_started = False
         # housekeeping (service / action discovery) runs on wall time: it must not wait for a sim clock
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self._t_start = time.monotonic()
+        # when the waits for the Servo switch service (from configure) and the gripper server (from activate) began
+        self._servo_wait_since = self._gripper_wait_since = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @transition
@@ -141,6 +143,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         return ret
 
     def _forget(self):
+        self._gripper_started = False  # a gripper wait cut short by cleanup starts again at the next activate
         self.safety = self.out_pub = None
         self._status = None
 
@@ -215,12 +218,17 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                 self.get_logger().info(f"state -> {text}")
 
     def _send(self, v_table):
-        """Publish on the output (a lifecycle publisher: silent unless active)."""
+        """Publish on the output (a lifecycle publisher: silent unless active); a non-finite output is sent as
+        zero (never command NaN: stop instead)."""
         if self.p["output"] == "joint_velocity":
             q = self.joint_matrix @ v_table
+            if not np.all(np.isfinite(q)):
+                q = np.zeros(2)
             self.out_pub.publish(Float64MultiArray(data=[float(q[0]), float(q[1])]))
             return
-        v = rotate_planar(v_table, self.p["table_yaw_in_output_frame"])
+        v = rotate_planar(v_table, self.limits.table_yaw_in_output_frame)
+        if not np.all(np.isfinite(v)):
+            v = np.zeros(2)
         msg = TwistStamped()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.header.frame_id = self.p["output_frame_id"]
@@ -240,8 +248,12 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.diag_pub.publish(arr)
 
     # ------------------------------------------------------------------------------------------ start-up
+    def _startup_expired(self, since: float) -> bool:
+        return time.monotonic() - since > self.p["startup_timeout"]
+
     def _setup_servo_switch(self):
         name = self.p["servo_switch_service"]
+        self._servo_wait_since = time.monotonic()  # the wait starts at configure, not at construction
         try:
             from moveit_msgs.srv import ServoCommandType  # noqa: PLC0415 - only on a full ROS install
         except ImportError:
@@ -261,7 +273,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self._servo_timer.cancel()
             req = self._servo_type.Request(command_type=self._servo_type.Request.TWIST)
             self._servo_client.call_async(req).add_done_callback(self._servo_switched)
-        elif time.monotonic() - self._t_start > self.p["startup_timeout"]:
+        elif self._startup_expired(self._servo_wait_since):
             self._servo_timer.cancel()
             self.get_logger().warning(
                 f"{name} is not available after {self.p['startup_timeout']:g} s: MoveIt Servo is not running or "
@@ -281,6 +293,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
 
     def _setup_gripper(self):
         name = self.p["gripper_action"]
+        self._gripper_wait_since = time.monotonic()  # the wait starts at activate, not at construction
         try:
             from control_msgs.action import GripperCommand  # noqa: PLC0415 - only on a full ROS install
             from rclpy.action import ActionClient  # noqa: PLC0415
@@ -295,6 +308,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self._gripper = ActionClient(self, GripperCommand, name)
         self.grasp = "waiting for the gripper action server"
         self._gripper_timer = self.create_timer(0.5, self._try_gripper, clock=self._steady)
+        self._entities += [(ActionClient.destroy, self._gripper), (self.destroy_timer, self._gripper_timer)]
 
     def _try_gripper(self):
         name = self.p["gripper_action"]
@@ -307,7 +321,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self.get_logger().info(f"closing the gripper on the pusher ({name}, position "
                                    f"{goal.command.position:g})")
             self._gripper.send_goal_async(goal).add_done_callback(self._gripper_accepted)
-        elif time.monotonic() - self._t_start > self.p["startup_timeout"]:
+        elif self._startup_expired(self._gripper_wait_since):
             self._gripper_timer.cancel()
             self.grasp = "failed (no gripper action server)"
             self.get_logger().error(f"gripper action server {name} not available after "

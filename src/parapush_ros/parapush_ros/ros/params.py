@@ -94,8 +94,6 @@ COMMANDER_IO = {  # the commander's interfaces; its limits are SafetyConfig's se
     "output_topic": Param("", "output topic; empty = /servo_node/delta_twist_cmds, /twist_controller/twist or "
                               "/forward_velocity_controller/commands by output"),
     "output_frame_id": Param("table", "header.frame_id of output twists (a frame the robot's TF knows; UR: base)"),
-    "table_yaw_in_output_frame": Param(0.0, "yaw of the table frame in the output frame (rad): output velocities "
-                                            "are rotated by it"),
     "joint_matrix": Param([1.0, 0.0, 0.0, 1.0], "joint_velocity output: row-major 2x2 map from table-frame "
                                                 "(vx, vy) to the two joint velocities"),
     "input_frame_id": Param("table", "required frame_id of incoming pusher_cmd twists; empty = accept any"),

@@ -40,6 +40,8 @@ class SafetyConfig:
     workspace_margin: float = knob(0.01, "clearance kept between the pusher and table edges / obstacles (m)")
     braking_horizon: float = knob(0.2, "speed toward a boundary is limited to (clearance - margin) / this (s)")
     enforce_workspace: bool = knob(True, "keep the pusher on the table and clear of obstacles (needs scene_state)")
+    table_yaw_in_output_frame: float = knob(0.0, "yaw of the table frame in the output frame (rad): output "
+                                                 "velocities are rotated by it")
 
     def __post_init__(self):
         for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon"):
@@ -48,6 +50,9 @@ class SafetyConfig:
                 raise SafetyConfigError(name, f"must be > 0, got {v!r}")
         if not (finite(self.workspace_margin) and self.workspace_margin >= 0.0):
             raise SafetyConfigError("workspace_margin", f"must be >= 0, got {self.workspace_margin!r}")
+        if not finite(self.table_yaw_in_output_frame):  # NaN here would turn every output twist into NaN
+            raise SafetyConfigError("table_yaw_in_output_frame",
+                                    f"must be finite, got {self.table_yaw_in_output_frame!r}")
 
 
 class Workspace:

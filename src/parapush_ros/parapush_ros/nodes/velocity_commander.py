@@ -18,8 +18,8 @@ Lifecycle (``rclpy.lifecycle``): the node starts *unconfigured* and sends nothin
 and creates its topics, services and timers (the output stays silent: ``~/status`` says ``inactive``);
 ``activate`` enables the output (and closes the gripper, the first time after configure); ``deactivate`` sends
 zero at once and silences the output again; ``cleanup`` takes it all down. The waits for the Servo switch service and
-the gripper server (``startup_timeout``) count from configure and activate. The launch files and ``parapush sim`` configure and
-activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
+the gripper server (``startup_timeout``) count from configure and activate. The launch files and ``parapush sim``
+configure and activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
 
 Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS); the limits are
 ``SafetyConfig``'s settings, declared as parameters of the same names.

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .core.scene.spec import load_scene, scene_from_dict
+from .core.scene.spec import load_scene
 
 
 def scene_with_overrides(scene_arg: str, overrides) -> "object":
@@ -17,19 +17,20 @@ def scene_with_overrides(scene_arg: str, overrides) -> "object":
     scene = load_scene(scene_arg)
     if not overrides:
         return scene
-    data = scene.to_dict()
-    for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"--set: {item!r} is not of the form key.path=value (e.g. friction.object_table=0.8)")
-        key, value = item.split("=", 1)
-        node = data
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ValueError(f"--set: {key!r}: {p!r} is not a mapping in the scene")
-        node[parts[-1]] = yaml.safe_load(value)
-    return scene_from_dict(data, source=f"{scene.source} with {', '.join(overrides)}")
+
+    def edit(data):
+        for item in overrides:
+            if "=" not in item:
+                raise ValueError(f"--set: {item!r} is not of the form key.path=value (e.g. friction.object_table=0.8)")
+            key, value = item.split("=", 1)
+            node = data
+            parts = key.strip().split(".")
+            for p in parts[:-1]:
+                node = node.setdefault(p, {})
+                if not isinstance(node, dict):
+                    raise ValueError(f"--set: {key!r}: {p!r} is not a mapping in the scene")
+            node[parts[-1]] = yaml.safe_load(value)
+    return scene.revalidated(f"{scene.source} with {', '.join(overrides)}", edit)
 
 
 # ------------------------------------------------------------------------------------------------ synth-pushes

@@ -136,3 +136,17 @@ def test_objects_overlapping_a_little_are_separated_half_each():
         scene = scene_from_dict(d, source="measured.yaml")
     assert scene.objects[0].pose[1] == pytest.approx(-0.25e-3, abs=1e-9)
     assert scene.objects[1].pose[1] == pytest.approx(2 * 0.05115 - 0.25e-3, abs=1e-9)
+
+
+def test_a_changed_scene_is_revalidated_naming_its_source():
+    """``with_poses`` does not validate; ``revalidated`` does, like a file, with top-level changes and an edit."""
+    base = load_scene("obstacle_push")
+    moved = base.with_poses(pusher_start=(5.0, 0.0))  # off the table: accepted unchecked
+    with pytest.raises(SceneError, match="my change"):
+        moved.revalidated("my change")
+    renamed = base.revalidated("renamed", name="other")
+    assert renamed.name == "other" and renamed.objects == base.objects
+
+    def heavier(data):
+        data["objects"][0]["mass"] *= 2.0
+    assert base.revalidated("heavier", heavier).objects[0].mass == pytest.approx(2.0 * base.objects[0].mass)

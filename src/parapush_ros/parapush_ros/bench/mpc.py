@@ -44,7 +44,7 @@ from ..core.sim.world import SimWorld, WorldConfig
 from ..core.planning.outcome import Outcome
 from ..core.models.registry import ModelSpec, Predictor, spec_names
 from ..core.scene.clutter import clutter_scenes
-from ..core.scene.spec import GoalSpec, load_scene, scene_from_dict
+from ..core.scene.spec import GoalSpec, load_scene
 from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
 from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
 from .speedup import batched_fine_time, batched_parareal_time
@@ -87,9 +87,7 @@ def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
                                     obstacle_poses=[(o[0], o[1], 0.0)],
                                     goal=GoalSpec(template.goal.object, (float(g[0]), float(g[1])),
                                                   template.goal.radius))
-        data = scene.to_dict()
-        data["name"] = f"random_obstacle_{seed}_{len(scenes)}"
-        scenes.append(scene_from_dict(data, source=f"bench mpc scene {len(scenes)}"))
+        scenes.append(scene.revalidated(f"bench mpc scene {len(scenes)}", name=f"random_obstacle_{seed}_{len(scenes)}"))
     return scenes
 
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..core.models.fine import FineModel
-from ..core.scene.spec import load_scene, scene_from_dict
+from ..core.scene.spec import load_scene
 from ..core.scene.support import SupportSpec, mean_support_radius, support_points, uniform_mean_radius
 from .common import output_paths, print_table, pyplot, save_figure, write_json
 
@@ -142,9 +142,7 @@ def run(args) -> dict:
         predicted.append(quasi_static_turn_rate(p_x, p_y, c_uniform, mu_p) if obj.shape == "box" else float("nan"))
         exact.append(exact_turn_rate(uniform, p_x, p_y, mu_p, normal))
     for variant in support_variants(args.supports):
-        data = base.to_dict()
-        data["support"] = variant
-        scene = scene_from_dict(data, source=f"{base.name} with support {variant}")
+        scene = base.revalidated(f"{base.name} with support {variant}", support=variant)
         fine = measure(scene)
         c = mean_support_radius(obj.shape, obj.size, scene.support)
         label = variant["pattern"] + (str(variant["points"]) if "points" in variant else "")

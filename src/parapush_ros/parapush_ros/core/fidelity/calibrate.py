@@ -25,7 +25,7 @@ from ..models.base import rollout
 from ..models.fine import FineModel
 from ..models.mjcf import TIMESTEP
 from ..sim.world import SimWorld
-from ..scene.spec import Scene, scene_from_dict
+from ..scene.spec import Scene
 from .replay import pose_errors
 
 # fit name -> (scene dict section, key); "mass" scales every object's mass by one factor
@@ -47,15 +47,15 @@ def parameter_values(scene: Scene, names) -> np.ndarray:
 
 
 def scene_with(scene: Scene, names, values) -> Scene:
-    data = scene.to_dict()
-    for n, v in zip(names, values):
-        if n == "mass":
-            for o in data["objects"]:
-                o["mass"] = float(o["mass"] * v)
-        else:
-            section, key = PARAMETERS[n]
-            data.setdefault(section, {})[key] = float(v)
-    return scene_from_dict(data, source=f"{scene.source} (calibrated)")
+    def edit(data):
+        for n, v in zip(names, values):
+            if n == "mass":
+                for o in data["objects"]:
+                    o["mass"] = float(o["mass"] * v)
+            else:
+                section, key = PARAMETERS[n]
+                data.setdefault(section, {})[key] = float(v)
+    return scene.revalidated(f"{scene.source} (calibrated)", edit)
 
 
 def check_names(scene: Scene, names) -> list:

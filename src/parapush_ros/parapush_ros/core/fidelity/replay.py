@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.mjcf import PUSHER_OMEGA, SERVO_LEAD
-from ..scene.spec import Scene, StartOverlapWarning, scene_from_dict
+from ..scene.spec import Scene, StartOverlapWarning
 from ..scene.state import wrap_angle
 from .recordings import Recording
 
@@ -43,13 +43,10 @@ class ReplayCase:
 def start_scene(scene: Scene, rec: Recording) -> tuple[Scene, str]:
     """The scene with the recording's first row as its start, validated as a measured start: (scene, the text of a
     start-overlap warning or '')."""
-    data = scene.to_dict()
-    data["pusher"]["start"] = [float(v) for v in rec.pusher[0]]
-    for o, pose in zip(data["objects"], rec.objects[0]):
-        o["start"] = [float(v) for v in pose]
+    moved = scene.with_poses(pusher_start=rec.pusher[0], object_poses=rec.objects[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StartOverlapWarning)
-        started = scene_from_dict(data, source=f"{rec.name} (first row)")
+        started = moved.revalidated(f"{rec.name} (first row)")
     text = "; ".join(str(w.message) for w in caught if issubclass(w.category, StartOverlapWarning))
     return started, text
 

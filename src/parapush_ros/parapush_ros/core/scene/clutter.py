@@ -12,14 +12,14 @@ Placement is rejection sampling with these rules, all of which a generated scene
 * no other object within ``GOAL_CLEARANCE`` of the goal region (outline to region), so the target fits in;
 * the pusher right behind the target, pointing at the goal (like the obstacle scenes).
 
-The result goes through ``scene_from_dict``, the scene loader's validation, like every scene file. Deterministic
+The result goes through ``Scene.revalidated``, the scene loader's validation, like every scene file. Deterministic
 given the seed: scene ``i`` of a seed depends only on (seed, i), so ``--first-scene`` can split a study.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .spec import GoalSpec, Scene, load_scene, scene_from_dict
+from .spec import GoalSpec, Scene, load_scene
 
 CLUTTER_BASE_SCENE = "clutter_push"
 EDGE_CLEARANCE = 0.08  # m: centres this far inside the table edges at the start
@@ -71,9 +71,7 @@ def clutter_scene(index: int, seed: int, base: Scene | None = None, max_tries: i
                 poses.append((float(c[0]), float(c[1]), 0.0))
             scene = base.with_poses(pusher_start=pusher, object_poses=poses,
                                     goal=GoalSpec(base.goal.object, (float(g[0]), float(g[1])), goal_r))
-            data = scene.to_dict()
-            data["name"] = f"clutter_{seed}_{index}"
-            return scene_from_dict(data, source=f"clutter scene {index} of seed {seed}")
+            return scene.revalidated(f"clutter scene {index} of seed {seed}", name=f"clutter_{seed}_{index}")
     raise RuntimeError(f"no valid clutter scene after {max_tries} tries (seed {seed}, index {index})")
 
 

@@ -125,7 +125,8 @@ class Scene:
         return self.layout.compose(np.array(self.pusher.start), np.array([o.pose for o in self.objects]))
 
     def with_poses(self, pusher_start=None, object_poses=None, obstacle_poses=None, goal=None) -> "Scene":
-        """A copy with other start poses (e.g. a random benchmark scene); not re-validated."""
+        """A copy with other start poses (e.g. a random benchmark scene); not re-validated (``revalidated`` does
+        that)."""
         pusher = self.pusher if pusher_start is None else replace(self.pusher, start=tuple(map(float, pusher_start)))
         objects = self.objects if object_poses is None else tuple(
             replace(o, pose=tuple(map(float, p))) for o, p in zip(self.objects, object_poses))
@@ -133,6 +134,16 @@ class Scene:
             replace(o, pose=tuple(map(float, p))) for o, p in zip(self.obstacles, obstacle_poses))
         return replace(self, pusher=pusher, objects=objects, obstacles=obstacles,
                        goal=self.goal if goal is None else goal)
+
+    def revalidated(self, source: str, edit=None, **changes) -> "Scene":
+        """This scene changed and validated like a scene file, errors naming ``source``: its ``to_dict()`` with the
+        top-level keys ``changes`` replaced (``name=...``, ``support={...}``), then changed in place by
+        ``edit(data)`` where given, goes through ``scene_from_dict``. The one way to change a scene and check it."""
+        data = self.to_dict()
+        data.update(changes)
+        if edit is not None:
+            edit(data)
+        return scene_from_dict(data, source=source)
 
     def to_dict(self) -> dict:
         """The scene as a plain dict that ``scene_from_dict`` accepts (round trip)."""

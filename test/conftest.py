@@ -16,6 +16,7 @@ Fixtures / helpers for ROS tests:
 import fcntl
 import os
 import tempfile
+import threading
 import time
 
 import pytest
@@ -113,6 +114,36 @@ def wait_future(future, timeout=5.0, what="future"):
     if exc is not None:
         raise exc
     return future.result()
+
+
+class Recorder:
+    """A subscription callback that keeps every message (callbacks may run on several executor threads)."""
+
+    def __init__(self):
+        self.msgs = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msg):
+        with self.lock:
+            self.msgs.append(msg)
+
+    def last(self):
+        with self.lock:
+            return self.msgs[-1] if self.msgs else None
+
+    def count(self):
+        with self.lock:
+            return len(self.msgs)
+
+    def first_since(self, n, predicate):
+        """The first message after the first n that satisfies predicate, or None (a loaded machine may publish
+        the state that shows an event late, so tests look through everything published since, not only the last)."""
+        with self.lock:
+            return next((m for m in self.msgs[n:] if predicate(m)), None)
+
+    def clear(self):
+        with self.lock:
+            self.msgs.clear()
 
 
 class BackgroundExecutor:

@@ -19,40 +19,12 @@ from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
-from conftest import wait_for  # noqa: E402
+from conftest import Recorder, wait_for  # noqa: E402
 from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
 from parapush_ros.ros.qos import RELIABLE, SENSOR  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 RATE = 50.0  # Hz: the ingest's state rate
-
-
-class Recorder:
-    def __init__(self):
-        self.msgs = []
-        self.lock = threading.Lock()
-
-    def __call__(self, msg):
-        with self.lock:
-            self.msgs.append(msg)
-
-    def last(self):
-        with self.lock:
-            return self.msgs[-1] if self.msgs else None
-
-    def count(self):
-        with self.lock:
-            return len(self.msgs)
-
-    def first_since(self, n, predicate):
-        """The first message after the first n that satisfies predicate, or None (a loaded machine may publish
-        the state that shows an event late, so tests look through everything published since, not only the last)."""
-        with self.lock:
-            return next((m for m in self.msgs[n:] if predicate(m)), None)
-
-    def clear(self):
-        with self.lock:
-            self.msgs.clear()
 
 
 def pose(stamp, x, y, z, yaw=0.0, frame="world", q=None):

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from .core.models.registry import spec_names
-from .core.scene.assets import PACKAGE, share_dir  # noqa: F401 (bringup.PACKAGE: the launch files use it)
+from .core.scene.assets import PACKAGE, share_dir
 
 RVIZ_CONFIG = "parapush.rviz"
 MODES = ("sim", "robot")
@@ -261,11 +261,10 @@ def launch_description(mode: str):
 
 
 def _launch_actions(context, mode: str) -> list:
-    from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
     from launch.substitutions import LaunchConfiguration  # noqa: PLC0415
     from launch_ros.actions import Node  # noqa: PLC0415
 
-    share = get_package_share_directory(PACKAGE)
+    share = share_dir()
     arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
     actions = []

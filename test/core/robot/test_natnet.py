@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import Recorder, wait_for
 from parapush_ros.core.robot import natnet
 from parapush_ros.core.robot.natnet import (
     Frame,
@@ -234,20 +234,6 @@ def test_versions_names_and_topics():
 
 
 # ------------------------------------------------------------------------------------------------ (d) the node
-class Recorder:
-    def __init__(self):
-        self.msgs = []
-        self.lock = threading.Lock()
-
-    def __call__(self, msg):
-        with self.lock:
-            self.msgs.append(msg)
-
-    def last(self):
-        with self.lock:
-            return self.msgs[-1] if self.msgs else None
-
-
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))

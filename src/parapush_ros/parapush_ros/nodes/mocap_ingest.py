@@ -27,49 +27,25 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..ros import markers, qos, topics
-from ..ros.conversions import SHAPES
+from ..ros.conversions import SHAPES, stamp_seconds
+from ..ros.mocap import PUSHER_KEY, mocap_setup
 from ..core.robot.mocap import (
     INVALID,
     LOST,
     NEVER_SEEN,
     TRACKING,
     BodyTracker,
-    MocapConfigError,
-    MocapToTable,
     PlanarPose,
     TrackingConfig,
     check_pose,
-    parse_body_map,
-    pose_topic,
 )
 from ..core.config import knobs
 from ..core.scene.spec import load_scene
 from ..ros.params import MOCAP_INGEST_IO, declare_all
 from ..ros.node import declare_config, node_main
 
-PUSHER_KEY = "pusher"  # tracker key of the pusher (objects are keyed by their scene names)
 _LEVELS = {TRACKING: DiagnosticStatus.OK, INVALID: DiagnosticStatus.WARN, LOST: DiagnosticStatus.ERROR,
            NEVER_SEEN: DiagnosticStatus.STALE}
-
-
-def stamp_seconds(stamp) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
-
-
-def mocap_setup(node, p: dict, scene):
-    """Shared by mocap_ingest and mujoco_sim: (transform, {scene body key: mocap body name}, {key: topic})."""
-    try:
-        transform = MocapToTable.from_params(p["table_origin_in_mocap"], p["table_rotation_in_mocap"], p["up_axis"])
-        objects = [o.name for o in scene.objects]
-        if PUSHER_KEY in objects:
-            raise MocapConfigError(f"scene object name {PUSHER_KEY!r} is reserved for the pusher")
-        bodies = {PUSHER_KEY: p["pusher_body"], **parse_body_map(p["body_map"], objects)}
-        if not p["pusher_body"] or list(bodies.values()).count(p["pusher_body"]) > 1:
-            raise MocapConfigError(f"pusher_body: {p['pusher_body']!r} is empty or also names an object's body")
-        topics_ = {k: pose_topic(b, p["mocap_driver"], p["pose_topic_template"]) for k, b in bodies.items()}
-    except MocapConfigError as e:
-        raise ValueError(f"{node.get_name()}: invalid parameter {e}") from None
-    return transform, bodies, topics_
 
 
 class MocapIngestNode(Node):

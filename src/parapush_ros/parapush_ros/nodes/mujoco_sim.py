@@ -54,7 +54,7 @@ from ..core.sim.mocap_emulator import EmulatedMocapConfig, MocapEmulator
 from ..core.sim.world import SimWorld
 from ..ros.params import MUJOCO_SIM_IO, declare_all
 from ..ros.node import declare_config, node_main
-from .mocap_ingest import mocap_setup
+from ..ros.mocap import mocap_setup
 
 COMMANDS = dict(zip(COMMAND_INTERFACES, (topics.SERVO_TWIST, topics.FORWARD_VELOCITY_COMMANDS)))
 MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral

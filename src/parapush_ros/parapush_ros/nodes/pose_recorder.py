@@ -14,17 +14,15 @@ import threading
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ..core.fidelity.recordings import McapPoseWriter
 from ..core.scene.spec import load_scene
-from ..ros.params import POSE_RECORDER, declare_all
+from ..ros.conversions import stamp_seconds
+from ..ros.mocap import mocap_setup
 from ..ros.node import node_main
-from .mocap_ingest import mocap_setup, stamp_seconds
+from ..ros.params import POSE_RECORDER, declare_all
+from ..ros.qos import RECORDING
 
-# best effort connects to reliable and best-effort drivers alike (as mocap_ingest); a deep queue keeps a busy
-# recorder from dropping samples that the default sensor-data depth (5) would lose
-RECORDING_QOS = QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.BEST_EFFORT)
 MOCAP_KEYS = ("table_origin_in_mocap", "table_rotation_in_mocap", "up_axis", "mocap_driver", "pose_topic_template",
               "pusher_body", "body_map")
 
@@ -40,7 +38,7 @@ class PoseRecorderNode(Node):
         self._lock = threading.Lock()  # callbacks may run on several executor threads
         self.writer = McapPoseWriter(p["record"], mocap={k: p[k] for k in MOCAP_KEYS})
         self.subs = [self.create_subscription(PoseStamped, t, functools.partial(self._on_pose, t),
-                                              RECORDING_QOS) for t in self.topics.values()]
+                                              RECORDING) for t in self.topics.values()]
         self.get_logger().info(f"recording {', '.join(self.topics.values())} to {p['record']}")
 
     def _on_pose(self, topic: str, msg: PoseStamped):

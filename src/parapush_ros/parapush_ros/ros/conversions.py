@@ -14,6 +14,11 @@ from ..core.scene.state import wrap_angle
 SHAPES = {"box": ObjectState.SHAPE_BOX, "cylinder": ObjectState.SHAPE_CYLINDER}
 
 
+def stamp_seconds(stamp) -> float:
+    """A ``builtin_interfaces/Time`` in seconds."""
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
 class ConversionError(ValueError):
     """A message does not describe a valid state/control sequence for the scene."""
 

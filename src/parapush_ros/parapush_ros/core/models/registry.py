@@ -198,7 +198,7 @@ class Predictor:
     """Holds the models of one scene (built on first use from the registry, then reused) and predicts with any.
 
     ``coarse`` and ``fine`` are the defaults a spec may leave open; ``options`` holds each model's factory
-    options by model name (e.g. ``{"learned": {"weights": path}}``); ``threads`` goes to every model that takes
+    options by model name (e.g. ``{"learned": {"path": weights_file}}``); ``threads`` goes to every model that takes
     it (the fine model)."""
 
     def __init__(self, scene: Scene, coarse: str = "analytical", iterations: int = 1, tolerance: float = 0.0,

@@ -8,7 +8,7 @@ acceleration is integrated into the pusher velocity command (what the robot's se
 outside the trust region for ``replan_after_s``, the caller re-plans from the current state (``replan``: WS-DDP
 warm-started from the rest of the current plan, no demonstration terms), at most ``max_replans`` times.
 
-The world is MuJoCo (``core/sim/closed_loop.SimWorld``): the fine model judges, not the quasi-static model.
+The world is MuJoCo (``core/sim/world.SimWorld``): the fine model judges, not the quasi-static model.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from .core.models.registry import spec_names
+from .core.models.registry import COARSE, names, spec_names
 from .core.scene.assets import PACKAGE, share_dir
 
 RVIZ_CONFIG = "parapush.rviz"
@@ -89,8 +89,8 @@ LAUNCH_ARGUMENTS = {
                                         "the config files' scene"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model ({', '.join(spec_names())}); empty = "
                                         "config/mpc_planner.yaml"),
-    "coarse_model": ({"sim": "", "robot": ""}, "coarse model inside Parareal (analytical, learned; learned for "
-                                               "several objects, paper 001); empty = the config files'"),
+    "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal ({', '.join(names(COARSE))}; learned "
+                                               f"for several objects, paper 001); empty = the config files'"),
     "use_sim_time": ({"sim": "true", "robot": "false"}, "use the /clock topic (the simulator's) on every node"),
     "rviz": ({"sim": "true", "robot": "true"}, "start RViz with rviz/parapush.rviz"),
     "mocap_driver": ({"sim": "", "robot": ""}, "natnet (/<body>/pose) or vrpn (/vrpn_mocap/<body>/pose); empty = "

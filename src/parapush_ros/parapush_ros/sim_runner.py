@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from . import bringup
+from .core.models.registry import COARSE, names, spec_names
 from .ros import topics
 from .ros.spinning import SpinningNodes
 
@@ -106,9 +107,9 @@ def add_parser(sub):
     p = sub.add_parser("sim", help="run the simulated stack (sim.launch.py's nodes) in one process over real ROS",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scene", default=None, help="scene name or path for every node (default: config files)")
-    p.add_argument("--model", default=None, help="planner prediction model: coarse, learned, fine, parareal<K> "
-                                                 "(default: config/mpc_planner.yaml)")
-    p.add_argument("--coarse", default=None, choices=["analytical", "learned"],
+    p.add_argument("--model", default=None, help=f"planner prediction model: {', '.join(spec_names())} "
+                                                 f"(default: config/mpc_planner.yaml)")
+    p.add_argument("--coarse", default=None, choices=names(COARSE),
                    help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
     p.add_argument("--duration", type=float, default=0.0,
                    help="stop after this many simulated seconds (0 = until Ctrl-C, or until the push ends)")

@@ -82,9 +82,9 @@ def pyplot():
 
 def add_model_arguments(p) -> None:
     """``--coarse`` and ``--fine``: the Parareal propagators of a bench, any registered model of the role."""
-    from ..core.models.registry import COARSE, FINE, names  # noqa: PLC0415
-    p.add_argument("--coarse", default="analytical", choices=names(COARSE), help="coarse model inside Parareal")
-    p.add_argument("--fine", default="fine", choices=names(FINE), help="fine model inside Parareal")
+    from ..core.models.registry import COARSE, DEFAULT_COARSE, DEFAULT_FINE, FINE, names  # noqa: PLC0415
+    p.add_argument("--coarse", default=DEFAULT_COARSE, choices=names(COARSE), help="coarse model inside Parareal")
+    p.add_argument("--fine", default=DEFAULT_FINE, choices=names(FINE), help="fine model inside Parareal")
 
 
 def convergence_axes(ax, legend_size: int = 8) -> None:

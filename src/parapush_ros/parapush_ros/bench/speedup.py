@@ -31,9 +31,18 @@ import numpy as np
 from ..core.models.base import rollout
 from ..core.models.fine import FineModel, default_threads
 from ..core.models.parareal import Parareal
-from ..core.models.registry import COARSE, Predictor, names
+from ..core.models.registry import Predictor
 from ..core.scene.spec import load_scene
-from .common import interleaved_times, median_time, output_paths, print_table, pyplot, save_figure, write_json
+from .common import (
+    add_model_arguments,
+    interleaved_times,
+    median_time,
+    output_paths,
+    print_table,
+    pyplot,
+    save_figure,
+    write_json,
+)
 from .convergence import random_pushes
 
 GOAL = 0.9  # measured >= 0.9 x model
@@ -78,9 +87,9 @@ def run(args) -> dict:
     scene = load_scene(args.scene)
     _check_geometry(args, scene)
     P = args.threads or default_threads()
-    serial_fine = FineModel(scene, threads=1)
-    fine = FineModel(scene, threads=P)
-    coarse = Predictor(scene, coarse=args.coarse).coarse_model()
+    serial_fine = Predictor(scene, fine=args.fine, threads=1).fine
+    models = Predictor(scene, coarse=args.coarse, fine=args.fine, threads=P)
+    fine, coarse = models.fine, models.coarse_model()
     solver = Parareal(scene, coarse, fine)
     rng = np.random.default_rng(args.seed)
     dt = 1.0
@@ -90,7 +99,8 @@ def run(args) -> dict:
     c_f = median_time(lambda: serial_fine.propagate(x0[None], u[None], dt), args.repeats)
     c_c = median_time(lambda: coarse.propagate(x0[None], u[None], dt), args.repeats * 10)
     e_P = parallel_efficiency(serial_fine, fine, x0, u, dt, args.repeats) if P > 1 else 1.0
-    res = {"scene": scene.name, "coarse_model": args.coarse, "cores_used": P, "repeats": args.repeats,
+    res = {"scene": scene.name, "coarse_model": args.coarse, "fine_model": args.fine, "cores_used": P,
+           "repeats": args.repeats,
            "pusher_offset_m": args.offset, "c_f_s": c_f, "c_c_s": c_c, "alpha": c_c / c_f,
            "parallel_efficiency": e_P, "max_contact_gap_mm": {}, "single": {}, "batched": {},
            "goal_measured_over_model": GOAL}
@@ -228,7 +238,7 @@ def add_parser(sub, parent):
     p.add_argument("--scene", default="cylinder_slider")
     p.add_argument("--offset", type=float, default=DEFAULT_OFFSET,
                    help="pusher offset (m) across the slider, sideways; 0.02 loses contact after ~6 s")
-    p.add_argument("--coarse", default="analytical", choices=names(COARSE), help="coarse model inside Parareal")
+    add_model_arguments(p)
     p.add_argument("--horizons", type=int, nargs="+", default=[4, 8])
     p.add_argument("--batch", type=int, default=20, help="trajectories M in the batched case")
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.models.emdn_config import EMDNConfig
+
 DEFAULT_EPOCHS = 150  # on 4096 pushes (the bench's default set): 2x the steps of 300 epochs on 1024
 
 
@@ -77,17 +79,16 @@ def fit_emdn(train: Split, val: Split, cfg, progress: bool = False, label: str =
 
 
 def run(args):
-    from ..core.models.ensemble_mdn import EMDNConfig  # noqa: PLC0415
     from ..core.models.push_primitive import EMDNPrimitive, Lesion  # noqa: PLC0415
     lesion = Lesion.parse(args.lesion) if args.lesion else None
-    given = {k: getattr(args, k) for k in ("members", "components", "batch", "lr", "adversarial")
+    given = {k: getattr(args, k) for k in ("epochs", "members", "components", "batch", "lr", "adversarial")
              if getattr(args, k) is not None}
     if args.hidden:
         try:
             given["hidden"] = tuple(int(h) for h in args.hidden.split(","))
         except ValueError:
             raise ValueError(f"--hidden: {args.hidden!r} is not a list of layer sizes like 20,20,20") from None
-    cfg = EMDNConfig(epochs=args.epochs, seed=args.seed, **given)
+    cfg = EMDNConfig(seed=args.seed, **given)
     meta, train, val, test = load_split(args.data, args.max_samples, args.test_fraction, args.val_fraction, lesion,
                                         args.seed)
     t0 = time.perf_counter()
@@ -115,15 +116,19 @@ def add_parser(sub, parent=None):
     p.add_argument("--lesion", default="", help="x0,y0,x1,y1: box positions (m) left out of the training data "
                    "(write --lesion=-0.2,... when x0 is negative)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
-    # None: EMDNConfig's default (one source of truth; torch is not imported to build the parser)
-    p.add_argument("--members", type=int, default=None, help="ensemble size M (default 5)")
-    p.add_argument("--components", type=int, default=None, help="mixture components K per member (default 2)")
-    p.add_argument("--hidden", default=None, help="hidden layer sizes, e.g. 20,20,20 (the default)")
-    p.add_argument("--batch", type=int, default=None, help="batch size (default 32)")
-    p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default 0.001)")
+    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS, help=f"training epochs (default {DEFAULT_EPOCHS})")
+    # None: EMDNConfig's default (one source of truth, shown in the help texts)
+    d = EMDNConfig
+    p.add_argument("--members", type=int, default=None, help=f"ensemble size M (default {d.members})")
+    p.add_argument("--components", type=int, default=None,
+                   help=f"mixture components K per member (default {d.components})")
+    p.add_argument("--hidden", default=None,
+                   help=f"hidden layer sizes (default {','.join(map(str, d.hidden))})")
+    p.add_argument("--batch", type=int, default=None, help=f"batch size (default {d.batch})")
+    p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {d.lr:g})")
     p.add_argument("--adversarial", type=float, default=None,
-                   help="fast-gradient-sign step as a share of the standardised input range (default 0.005; 0: none)")
+                   help=f"fast-gradient-sign step as a share of the standardised input range (default "
+                        f"{d.adversarial:g}; 0: none)")
     p.add_argument("--test-fraction", type=float, default=0.2)
     p.add_argument("--val-fraction", type=float, default=0.15)
     p.add_argument("--max-samples", type=int, default=None)

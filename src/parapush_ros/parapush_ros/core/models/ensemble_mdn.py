@@ -35,39 +35,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from .emdn_config import EMDNConfig
+
 FORMAT = "parapush-emdn/1"
 VAR_FLOOR = 1e-6  # in standardised output units: keeps the NLL finite where the data are noise free
 LOG_2PI = math.log(2.0 * math.pi)
 ONE_SIGMA = math.erf(1.0 / math.sqrt(2.0))  # 0.683: share of a Gaussian within one sigma
-
-
-@dataclass
-class EMDNConfig:
-    """Architecture and training settings. Defaults follow paper 004 Exp. 1 (3 hidden layers of 20, Adam, lr
-    0.001, adversarial coefficient 0.005 of the standardised input range) except the batch size (32 instead of 5:
-    the same number of epochs in a fraction of the steps on our 2-core machines)."""
-    hidden: tuple = (20, 20, 20)
-    components: int = 2  # K, mixture components per member
-    members: int = 5  # M
-    epochs: int = 300
-    batch: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    adversarial: float = 0.005  # eps of the fast-gradient-sign example, as a share of the standardised range
-    unscaled_inputs: int = 0  # leading input columns passed as they are (sparse features in [0, 1]: standardising
-    #                           a rarely active column would blow it up, and a never active one has no scale)
-    unscaled_init: float = 0.0  # std of the first-layer weights of the unscaled columns (0: the default init)
-    seed: int = 0
-
-    def __post_init__(self):
-        self.hidden = tuple(int(h) for h in self.hidden)
-        for name, ok in (("hidden", len(self.hidden) >= 1 and min(self.hidden) >= 1),
-                         ("components", self.components >= 1), ("members", self.members >= 1),
-                         ("epochs", self.epochs >= 0), ("batch", self.batch >= 1),
-                         ("lr", self.lr > 0.0), ("weight_decay", self.weight_decay >= 0.0),
-                         ("adversarial", self.adversarial >= 0.0)):
-            if not ok:
-                raise ValueError(f"E-MDN config {name}: invalid value {getattr(self, name)!r}")
 
 
 class _StackedLinear(nn.Module):

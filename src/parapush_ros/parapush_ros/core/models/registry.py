@@ -26,6 +26,9 @@ from .parareal import Parareal
 COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of its own)
 FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of its own)
 PARAREAL = "parareal"
+DEFAULT_COARSE = "analytical"  # the coarse model (and Parareal's coarse propagator) unless one is named
+DEFAULT_FINE = "fine"  # the fine model (and Parareal's fine propagator) unless one is named
+DEFAULT_MODEL = "parareal1"  # what a planner predicts with unless told (paper 000: one Parareal iteration)
 
 
 @dataclass(frozen=True)
@@ -169,9 +172,9 @@ def model_description() -> str:
 def parameter_descriptions() -> dict[str, tuple[object, str]]:
     """The model parameters of a node that predicts: name -> (default, description), from the registry."""
     out = {
-        "coarse_model": ("analytical", f"coarse model (inside Parareal and for model 'coarse'): "
+        "coarse_model": (DEFAULT_COARSE, f"coarse model (inside Parareal and for model 'coarse'): "
                                        f"{' | '.join(names(COARSE))}"),
-        "fine_model": ("fine", f"fine model (inside Parareal): {' | '.join(names(FINE))}"),
+        "fine_model": (DEFAULT_FINE, f"fine model (inside Parareal): {' | '.join(names(FINE))}"),
     }
     for e in MODELS.values():
         for option, o in e.options.items():
@@ -201,8 +204,8 @@ class Predictor:
     options by model name (e.g. ``{"learned": {"path": weights_file}}``); ``threads`` goes to every model that takes
     it (the fine model)."""
 
-    def __init__(self, scene: Scene, coarse: str = "analytical", iterations: int = 1, tolerance: float = 0.0,
-                 threads: int | None = None, options: dict | None = None, fine: str = "fine"):
+    def __init__(self, scene: Scene, coarse: str = DEFAULT_COARSE, iterations: int = 1, tolerance: float = 0.0,
+                 threads: int | None = None, options: dict | None = None, fine: str = DEFAULT_FINE):
         self.default_coarse = entry(coarse, COARSE, "coarse_model").name
         self.default_fine = entry(fine, FINE, "fine_model").name
         self.scene = scene

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..config import ConfigError, from_values, knob, knobs, require
 from ..models.mjcf import TIMESTEP
-from ..models.registry import ModelSpec, Predictor, model_description
+from ..models.registry import DEFAULT_MODEL, ModelSpec, Predictor, model_description
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .optimisers import OPTIMISERS, OptimiserResult, SamplingConfig, make_optimiser, optimiser
@@ -32,7 +32,7 @@ class PlannerConfig:
     ``ProposalConfig`` settings by their own names, and every registered optimiser's settings as
     ``<optimiser>.<name>`` (e.g. ``mppi.temperature``); the one of the chosen optimiser is used."""
 
-    model: ModelSpec = knob("parareal1", model_description())  # text is parsed into a ModelSpec
+    model: ModelSpec = knob(DEFAULT_MODEL, model_description())  # text is parsed into a ModelSpec
     optimiser: str = knob("stochastic", "sampling optimiser (core/planning/optimisers): "
                                         + " | ".join(OPTIMISERS))
     sampling: SamplingConfig = SamplingConfig()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...config import ConfigError
+from ...models.registry import DEFAULT_MODEL
 from .base import OptimiserResult, SamplingConfig, SamplingOptimiser
 from .mppi import MPPI, MPPIConfig
 from .mppi_ua import UncertaintyAverseConfig, UncertaintyAverseMPPI
@@ -46,7 +47,7 @@ def optimiser(name: str) -> Registered:
 
 
 def make_optimiser(name: str, predictor, task, sampling: SamplingConfig = SamplingConfig(), config=None,
-                   model: str = "parareal1") -> SamplingOptimiser:
+                   model: str = DEFAULT_MODEL) -> SamplingOptimiser:
     return optimiser(name).cls(predictor, task, sampling, config, model=model)
 
 

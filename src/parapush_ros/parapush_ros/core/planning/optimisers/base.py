@@ -29,7 +29,7 @@ import numpy as np
 
 from ...config import finite, knob, require
 from ...models.mjcf import TIMESTEP
-from ...models.registry import ModelSpec
+from ...models.registry import DEFAULT_MODEL, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class SamplingOptimiser(ABC):
     Config = None  # the optimiser's own frozen config dataclass
 
     def __init__(self, predictor, task, sampling: SamplingConfig = SamplingConfig(), config=None,
-                 model: ModelSpec | str = "parareal1"):
+                 model: ModelSpec | str = DEFAULT_MODEL):
         """``predictor``: a ``Predictor``; ``task``: scores states and proposes sequences (``PushTask``);
         ``config``: an instance of ``Config`` (None = its defaults); ``model``: the predictor's model (a
         ``ModelSpec`` or its text)."""

@@ -97,3 +97,20 @@ def test_mcap_bag_of_mocap_topics_in_the_mocap_frame(tmp_path, scene):
 def test_mocap_topics_from_the_shipped_config():
     topics = MocapTopics.from_config()
     assert topics.topic(topics.pusher_body) == "/pusher/pose" and topics.transform.up_axis == "z"
+
+
+def test_mcap_errors_say_sample_and_only_reader_failures_are_unreadable_bags(tmp_path, scene):
+    """A bag's sampling errors count samples (a bag has no rows or columns); a file that the mcap reader cannot
+    read is 'not a readable MCAP bag'."""
+    topics = MocapTopics(transform=MocapToTable.from_params([0.0, 0.0, 0.0], [0.0], "z"), body_map="box=Box7")
+    with McapPoseWriter(tmp_path / "gap.mcap") as bag:
+        for k in range(40):
+            t = 0.01 * k + (1.0 if k >= 20 else 0.0)  # a 1 s dropout after sample 19
+            for topic in (topics.topic("pusher"), "/Box7/pose"):
+                bag.write(topic, t, "world", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+    with pytest.raises(RecordingError, match=r"gap.mcap: topic /pusher/pose: sample 20: 1.010 s since the previous "
+                                             r"sample \(at most"):
+        read_mcap(tmp_path / "gap.mcap", scene, topics)
+    (tmp_path / "foreign.mcap").write_bytes(b"not an mcap file at all")
+    with pytest.raises(RecordingError, match="foreign.mcap: not a readable MCAP bag"):
+        read_mcap(tmp_path / "foreign.mcap", scene, topics)

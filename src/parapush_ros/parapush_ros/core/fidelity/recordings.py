@@ -114,25 +114,29 @@ def write_csv(path, scene: Scene, rec: Recording) -> None:
             w.writerow([f"{t:.6f}", f"{p[0]:.6f}", f"{p[1]:.6f}"] + [f"{v:.6f}" for v in o.ravel()])
 
 
-def _check_samples(rec: Recording, name: str, row_offset: int) -> None:
-    """Time order and sampling rate; ``row_offset`` turns a sample index into the file's row number."""
+def _check_samples(rec: Recording, name: str, row_offset: int, unit: str = "row",
+                   column: str = "column 1 (time)") -> None:
+    """Time order and sampling rate; ``row_offset`` turns a sample index into the file's row number. The messages
+    call a sample ``unit`` (a CSV file's "row", a bag's "sample") and the times ``column`` ("" where the file has
+    no columns)."""
     t = rec.times
+    at = f", {column}" if column else ""
     if len(t) < 2:
         raise RecordingError(f"{name}: needs at least 2 samples, got {len(t)}")
     dt = np.diff(t)
     bad = np.flatnonzero(dt <= 0.0)
     if bad.size:
         i = int(bad[0]) + 1
-        raise RecordingError(f"{name}: row {i + row_offset}, column 1 (time): {t[i]} is not after the previous "
-                             f"row's {t[i - 1]} (rows must be in increasing time)")
+        raise RecordingError(f"{name}: {unit} {i + row_offset}{at}: {t[i]} is not after the previous "
+                             f"{unit}'s {t[i - 1]} ({unit}s must be in increasing time)")
     gap = int(np.argmax(dt))
     if dt[gap] > MAX_GAP_S:
-        raise RecordingError(f"{name}: row {gap + 1 + row_offset}, column 1 (time): {dt[gap]:.3f} s since the "
-                             f"previous row (at most {MAX_GAP_S} s: a tracking dropout)")
+        raise RecordingError(f"{name}: {unit} {gap + 1 + row_offset}{at}: {dt[gap]:.3f} s since the "
+                             f"previous {unit} (at most {MAX_GAP_S} s: a tracking dropout)")
     rate = (len(t) - 1) / (t[-1] - t[0])
     if rate < MIN_RATE_HZ:
-        raise RecordingError(f"{name}: column 1 (time): {rate:.1f} rows per second, at least {MIN_RATE_HZ:.0f} "
-                             f"needed")
+        raise RecordingError(f"{name}{': ' + column if column else ''}: {rate:.1f} {unit}s per second, at least "
+                             f"{MIN_RATE_HZ:.0f} needed")
 
 
 # ------------------------------------------------------------------------------------------------------ MCAP
@@ -231,16 +235,16 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     try:
         with path.open("rb") as f:
             messages = list(make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=wanted))
-        for _schema, channel, _message, msg in messages:
-            stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
-            quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
-            p, q = topics.transform.to_table(pos, quat)
-            series[channel.topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
     except OSError as e:
         raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
-    except Exception as e:  # the mcap library's own errors: a truncated or foreign file
+    except Exception as e:  # noqa: BLE001 - only the mcap reader runs here: its errors mean a truncated or foreign file
         raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+    for _schema, channel, _message, msg in messages:
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
+        quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
+        p, q = topics.transform.to_table(pos, quat)
+        series[channel.topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
     arrays = {}
     for t in wanted:
         if not series[t]:
@@ -259,10 +263,7 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     rec = Recording(name=path.stem, times=times,
                     pusher=np.stack([np.interp(times, pusher[:, 0], pusher[:, k]) for k in (1, 2)], -1),
                     objects=objects)
-    try:
-        _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0)
-    except RecordingError as e:
-        raise RecordingError(str(e).replace("row ", "sample ").replace(", column 1 (time)", "")) from None
+    _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
     return rec
 
 

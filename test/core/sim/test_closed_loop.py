@@ -2,11 +2,13 @@
 at small optimiser sizes so the file stays fast; plus the world's mismatch knobs and the ``bench mpc`` command.
 """
 import json
+import re
 
 import numpy as np
 import pytest
 
 from parapush_ros.cli import main
+from parapush_ros.core.config import ConfigError
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.sim.closed_loop import run_closed_loop
 from parapush_ros.core.sim.world import SimWorld, WorldConfig, perturbed_scene
@@ -134,3 +136,16 @@ def test_bench_mpc_realtime_small(tmp_path):
         # anytime: every plan ran at least one optimiser iteration and at most --iterations
         assert len(r["plan_iterations"]) == len(r["plan_times"]) and all(1 <= i <= 2 for i in r["plan_iterations"])
     assert 1.0 <= s["iterations_per_plan"] <= 2.0
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("position_noise", -0.001, "position_noise: must be >= 0, got -0.001"),
+    ("yaw_noise", float("nan"), "yaw_noise: must be >= 0, got nan"),
+    ("friction_scale", 0.0, "friction_scale: must be > 0, got 0.0"),
+    ("mass_scale", float("inf"), "mass_scale: must be > 0, got inf"),
+    ("samples_per_action", 0, "samples_per_action: must be an integer >= 1, got 0"),
+    ("seed", -1, "seed: must be an integer >= 0, got -1"),
+])
+def test_world_config_refuses_bad_values_naming_the_field(field, value, words):
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        WorldConfig(**{field: value})

@@ -14,11 +14,13 @@ push).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
 
+from ..config import finite, knob, require
 from ..models.base import ModelDiverged
 from ..models.mjcf import compile_scene, divergence, divergence_counts
 from ..scene.spec import Scene
@@ -28,15 +30,29 @@ PUSHER = "pusher"  # body name of the pusher in ``SimWorld.body_poses``
 
 @dataclass(frozen=True)
 class WorldConfig:
-    """How the simulated world differs from the planner's scene."""
+    """How the simulated world differs from the planner's scene. Checked when made: ``ConfigError`` names the
+    field and its valid range (a negative noise would silently be no noise)."""
 
-    friction_scale: float = 1.0  # object-table friction x this
-    pusher_friction_scale: float = 1.0  # pusher-object friction x this
-    mass_scale: float = 1.0  # object masses x this
-    position_noise: float = 0.0  # std of observed positions (m), pusher and objects
-    yaw_noise: float = 0.0  # std of observed object yaw (rad)
-    samples_per_action: int = 20  # true states recorded per action (for the outcome and the plots)
-    seed: int = 0
+    friction_scale: float = knob(1.0, "object-table friction x this")
+    pusher_friction_scale: float = knob(1.0, "pusher-object friction x this")
+    mass_scale: float = knob(1.0, "object masses x this")
+    position_noise: float = knob(0.0, "std of observed positions (m), pusher and objects")
+    yaw_noise: float = knob(0.0, "std of observed object yaw (rad)")
+    samples_per_action: int = knob(20, "true states recorded per action (for the outcome and the plots)")
+    seed: int = knob(0, "seed of the observation noise")
+
+    def __post_init__(self):
+        for name in ("friction_scale", "pusher_friction_scale", "mass_scale"):
+            v = getattr(self, name)
+            require(finite(v) and v > 0.0, name, v, "> 0")
+        for name in ("position_noise", "yaw_noise"):
+            v = getattr(self, name)
+            require(finite(v) and v >= 0.0, name, v, ">= 0")
+        v = self.samples_per_action
+        require(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1, "samples_per_action", v,
+                "an integer >= 1")
+        require(isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool) and self.seed >= 0,
+                "seed", self.seed, "an integer >= 0")
 
     @property
     def mismatched(self) -> bool:
@@ -62,8 +78,6 @@ class SimWorld:
     """A continuously stepped MuJoCo world of a scene (see the module docstring)."""
 
     def __init__(self, scene: Scene, config: WorldConfig = WorldConfig(), x0=None):
-        if config.samples_per_action < 1:
-            raise ValueError(f"world samples_per_action must be >= 1, got {config.samples_per_action}")
         self.config = config
         self.scene = perturbed_scene(scene, config.friction_scale, config.pusher_friction_scale, config.mass_scale)
         self.layout = self.scene.layout

@@ -27,8 +27,6 @@ independent of worker count and of which chunks already exist: rerunning the sam
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -39,7 +37,7 @@ from ..bench.common import Progress
 from ..core.models.base import ModelDiverged
 from ..core.models.fine import FineModel, default_threads
 from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene
-from . import version_string
+from . import chunks, version_string
 from ..core.scene.projection import project_feasible
 
 FORMAT = "parapush-coarse-data/1"
@@ -243,37 +241,16 @@ def generate_chunk(fine: FineModel, scene, seed: int, chunk: int, size: int,
 
 
 # ----------------------------------------------------------------------------------------------- dataset I/O
-def chunk_path(root: Path, chunk: int) -> Path:
-    return root / f"chunk_{chunk:05d}.npz"
-
-
 def read_meta(path: Path) -> dict:
     """A ``dataset.json``, with the values that datasets written before a setting existed were made with."""
-    return {**LEGACY_SETTINGS, **json.loads(Path(path).read_text())}
+    return chunks.read_meta(path, LEGACY_SETTINGS)
 
 
 def load_dataset(root, max_samples: int | None = None) -> tuple[dict, list[dict]]:
-    """(dataset.json contents, list of chunks in chunk order) of a dataset directory."""
-    root = Path(root)
-    meta_path = root / "dataset.json"
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"{root}: no dataset.json (is this a 'parapush datagen' output directory?)")
-    meta = read_meta(meta_path)
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    chunks, total = [], 0
-    for c in range(meta["chunks"]):
-        p = chunk_path(root, c)
-        if not p.is_file():
-            continue
-        with np.load(p) as z:
-            chunks.append({k: z[k] for k in z.files})
-        total += len(chunks[-1]["x"])
-        if max_samples is not None and total >= max_samples:
-            break
-    if not chunks:
-        raise ValueError(f"{root}: dataset has no chunk files yet")
-    return meta, chunks
+    """(dataset.json contents, list of chunks in chunk order) of a dataset directory; missing or unreadable chunks
+    are an error naming them (``chunks.load_chunks``)."""
+    meta = chunks.open_for_reading(root, FORMAT, "parapush datagen", LEGACY_SETTINGS)
+    return meta, chunks.load_chunks(root, meta["chunks"], "x_next", max_samples)
 
 
 def load_datasets(roots, max_samples: int | None = None) -> tuple[list[dict], list[dict]]:
@@ -282,9 +259,9 @@ def load_datasets(roots, max_samples: int | None = None) -> tuple[list[dict], li
     roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
     if not roots:
         raise ValueError("no dataset directory given")
-    metas, chunks = [], []
+    metas, loaded = [], []
     for root in roots:
-        left = None if max_samples is None else max_samples - sum(len(c["x"]) for c in chunks)
+        left = None if max_samples is None else max_samples - sum(len(c["x"]) for c in loaded)
         if left is not None and left <= 0:
             break
         meta, more = load_dataset(root, left)
@@ -294,14 +271,8 @@ def load_datasets(roots, max_samples: int | None = None) -> tuple[list[dict], li
             raise ValueError(f"{root}: scene family differs from {roots[0]}'s in {', '.join(diff)}; "
                              f"one network is trained for one family")
         metas.append({**meta, "dir": str(root)})
-        chunks += more
-    return metas, chunks
-
-
-def _write_meta(path: Path, meta: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp, path)
+        loaded += more
+    return metas, loaded
 
 
 def run(args) -> dict:
@@ -317,7 +288,6 @@ def run(args) -> dict:
     if size < ROLLOUT_STEPS or size % ROLLOUT_STEPS:
         raise ValueError(f"--chunk-size must be a positive multiple of {ROLLOUT_STEPS}, got {size}")
     root = Path(args.out)
-    root.mkdir(parents=True, exist_ok=True)
     n_chunks = -(-args.samples // size)
     schedule = chunk_schedule(objects, n_chunks)
     family = family_metadata(slice_s=SLICE_S)
@@ -325,63 +295,46 @@ def run(args) -> dict:
         raise ValueError(f"--into-cluster must lie within 0..1, got {args.into_cluster}")
     fixed = {"format": FORMAT, "seed": int(args.seed), "objects": objects, "chunk_size": size,
              "rollout_steps": ROLLOUT_STEPS, "family": family, "into_cluster": float(args.into_cluster)}
-    meta_path = root / "dataset.json"
-    if meta_path.exists():
-        old = read_meta(meta_path)
-        for k, v in fixed.items():
-            if json.dumps(old.get(k), sort_keys=True) != json.dumps(v, sort_keys=True):
-                raise ValueError(f"{meta_path}: existing dataset has {k} = {old.get(k)!r}, this run asks for {v!r}; "
-                                 f"use the same settings to resume or extend, or another --out")
+    meta_path = chunks.open_for_writing(root, fixed, LEGACY_SETTINGS)
     meta = {**fixed, "samples_requested": int(args.samples), "chunks": n_chunks,
             "code_version": version_string(), "command": " ".join(["parapush"] + sys.argv[1:]),
             "complete": False}
-    _write_meta(meta_path, meta)
-    todo = [c for c in range(n_chunks) if not _chunk_ok(chunk_path(root, c))]
+    chunks.write_meta(meta_path, meta)
+    todo = chunks.missing_chunks(root, n_chunks, "x_next")
     workers = args.workers or default_threads()
     print(f"datagen: {n_chunks} chunks of {size} samples ({n_chunks - len(todo)} present), objects {objects}, "
           f"{workers} worker threads -> {root}", file=sys.stderr)
     fines = {}
     prog = Progress(len(todo) * size, "datagen samples")
+
+    def make(c):
+        n = schedule[c]
+        if n not in fines:
+            fines[n] = (FineModel(family_scene(n), threads=workers), family_scene(n))
+        fine, scene = fines[n]
+        tc = time.perf_counter()
+        data = generate_chunk(fine, scene, int(args.seed), c, size, float(args.into_cluster))
+        data["seconds"] = time.perf_counter() - tc
+        return data
     try:
-        for c in todo:
-            n = schedule[c]
-            if n not in fines:
-                fines[n] = (FineModel(family_scene(n), threads=workers), family_scene(n))
-            fine, scene = fines[n]
-            tc = time.perf_counter()
-            data = generate_chunk(fine, scene, int(args.seed), c, size, float(args.into_cluster))
-            data["seconds"] = time.perf_counter() - tc
-            tmp = root / f".chunk_{c:05d}.tmp.npz"
-            np.savez_compressed(tmp, **data)
-            os.replace(tmp, chunk_path(root, c))
-            prog.update(size)
+        chunks.write_chunks(root, todo, make, lambda c: prog.update(size))
     finally:
         for f, _ in fines.values():
             f.close()
         # generation time summed from the chunks themselves: right across resumes, also after a killed run
         counts, replaced, elapsed = {}, 0, 0.0
         for c in range(n_chunks):
-            p = chunk_path(root, c)
-            if _chunk_ok(p):
+            p = chunks.chunk_path(root, c)
+            if chunks.chunk_ok(p, "x_next"):
                 with np.load(p) as z:
                     counts[str(int(z["n"]))] = counts.get(str(int(z["n"])), 0) + len(z["x"])
                     replaced += int(z["replaced"])
                     elapsed += float(z["seconds"]) if "seconds" in z.files else 0.0
         meta.update(counts=counts, samples=sum(counts.values()), restarts_near_edge_or_diverged=replaced,
                     elapsed_s=elapsed, complete=sum(counts.values()) >= n_chunks * size)
-        _write_meta(meta_path, meta)
+        chunks.write_meta(meta_path, meta)
     print(f"datagen: {meta['samples']} samples {counts} in {root} ({elapsed:.0f} s in total)", file=sys.stderr)
     return meta
-
-
-def _chunk_ok(p: Path) -> bool:
-    if not p.is_file():
-        return False
-    try:
-        with np.load(p) as z:
-            return "x_next" in z.files
-    except Exception:  # truncated by an interrupted run: regenerate it
-        return False
 
 
 def add_parser(sub, parent=None):

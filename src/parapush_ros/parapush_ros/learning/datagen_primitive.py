@@ -12,55 +12,25 @@ its inputs, so rerunning the same command resumes and a larger ``--samples`` ext
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from . import chunks
+
 FORMAT = "parapush-push-primitive-data/1"
 CHUNK_SIZE = 64
 DEFAULT_SAMPLES = 1024
 
 
-def chunk_path(root: Path, chunk: int) -> Path:
-    return root / f"chunk_{chunk:05d}.npz"
-
-
-def _chunk_ok(p: Path) -> bool:
-    try:
-        with np.load(p) as z:
-            return "poses_next" in z.files
-    except Exception:  # missing, or truncated by an interrupted run: (re)generate it
-        return False
-
-
 def load(root, max_samples: int | None = None) -> tuple[dict, dict]:
-    """(dataset.json contents, {"poses", "actions", "poses_next"} concatenated in chunk order)."""
-    root = Path(root)
-    meta_path = root / "dataset.json"
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"{root}: no dataset.json (is this a 'parapush datagen --primitive' directory?)")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    parts = {"poses": [], "actions": [], "poses_next": []}
-    total = 0
-    for c in range(meta["chunks"]):
-        p = chunk_path(root, c)
-        if not _chunk_ok(p):
-            continue
-        with np.load(p) as z:
-            for k in parts:
-                parts[k].append(z[k])
-        total += len(parts["poses"][-1])
-        if max_samples is not None and total >= max_samples:
-            break
-    if not parts["poses"]:
-        raise ValueError(f"{root}: dataset has no chunk files yet")
-    data = {k: np.concatenate(v)[:max_samples] for k, v in parts.items()}
+    """(dataset.json contents, {"poses", "actions", "poses_next"} concatenated in chunk order); missing or
+    unreadable chunks are an error naming them (``chunks.load_chunks``)."""
+    meta = chunks.open_for_reading(root, FORMAT, "parapush datagen --primitive")
+    loaded = chunks.load_chunks(root, meta["chunks"], "poses_next", max_samples)
+    data = {k: np.concatenate([c[k] for c in loaded])[:max_samples] for k in ("poses", "actions", "poses_next")}
     return meta, data
 
 
@@ -75,56 +45,42 @@ def generate(root, samples: int, seed: int = 0, chunk_size: int = CHUNK_SIZE, th
     if chunk_size < 1:
         raise ValueError(f"--chunk-size must be >= 1, got {chunk_size}")
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     n_chunks = -(-samples // chunk_size)
     fixed = {"format": FORMAT, "seed": int(seed), "chunk_size": int(chunk_size), "scene": SCENE,
              "push_speed": PUSH_SPEED, "push_duration": PUSH_DURATION, "workspace": list(WORKSPACE)}
-    meta_path = root / "dataset.json"
-    if meta_path.exists():
-        old = json.loads(meta_path.read_text())
-        for k, v in fixed.items():
-            if json.dumps(old.get(k)) != json.dumps(v):
-                raise ValueError(f"{meta_path}: existing dataset has {k} = {old.get(k)!r}, this run asks for {v!r}; "
-                                 f"use the same settings to resume or extend, or another --out")
+    meta_path = chunks.open_for_writing(root, fixed)
     meta = {**fixed, "samples_requested": int(samples), "chunks": n_chunks, "code_version": version_string(),
             "command": " ".join(["parapush"] + sys.argv[1:]), "complete": False}
-    _write(meta_path, meta)
-    todo = [c for c in range(n_chunks) if not _chunk_ok(chunk_path(root, c))]
+    chunks.write_meta(meta_path, meta)
+    todo = chunks.missing_chunks(root, n_chunks, "poses_next")
     if progress:
         print(f"datagen --primitive: {n_chunks} chunks of {chunk_size} pushes ({n_chunks - len(todo)} present) "
               f"-> {root}", file=sys.stderr)
     fine = FinePrimitive(threads=threads) if todo else None
     from tqdm import tqdm  # noqa: PLC0415
     bar = tqdm(total=len(todo) * chunk_size, desc="datagen pushes", unit="push", disable=not progress)
+
+    def make(c):
+        rng = np.random.default_rng([int(seed), c])
+        poses, actions = random_pushes(rng, chunk_size)
+        t0 = time.perf_counter()
+        nxt = fine.push(poses, actions)
+        return dict(poses=poses, actions=actions, poses_next=nxt, seconds=time.perf_counter() - t0)
     try:
-        for c in todo:
-            rng = np.random.default_rng([int(seed), c])
-            poses, actions = random_pushes(rng, chunk_size)
-            t0 = time.perf_counter()
-            nxt = fine.push(poses, actions)
-            tmp = root / f".chunk_{c:05d}.tmp.npz"
-            np.savez_compressed(tmp, poses=poses, actions=actions, poses_next=nxt,
-                                seconds=time.perf_counter() - t0)
-            os.replace(tmp, chunk_path(root, c))
-            bar.update(chunk_size)
+        chunks.write_chunks(root, todo, make, lambda c: bar.update(chunk_size))
     finally:
         bar.close()
         if fine is not None:
             fine.close()
-        done = [c for c in range(n_chunks) if _chunk_ok(chunk_path(root, c))]
+        missing = set(chunks.missing_chunks(root, n_chunks, "poses_next"))
+        done = [c for c in range(n_chunks) if c not in missing]
         elapsed = 0.0
         for c in done:
-            with np.load(chunk_path(root, c)) as z:
+            with np.load(chunks.chunk_path(root, c)) as z:
                 elapsed += float(z["seconds"])
         meta.update(samples=len(done) * chunk_size, elapsed_s=elapsed, complete=len(done) == n_chunks)
-        _write(meta_path, meta)
+        chunks.write_meta(meta_path, meta)
     return meta
-
-
-def _write(path: Path, meta: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def run(args) -> dict:

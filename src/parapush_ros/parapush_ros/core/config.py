@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import field
 
 
@@ -57,6 +58,18 @@ def require(ok: bool, name: str, value, what: str):
     """Raise ``ConfigError`` "name: must be <what>, got <value>" unless ``ok``."""
     if not ok:
         raise ConfigError(name, f"must be {what}, got {value!r}")
+
+
+def require_each(config, names, ok, what: str):
+    """``require(ok(value), name, value, what)`` for each field ``name`` of ``names`` of ``config``."""
+    for name in names:
+        v = getattr(config, name)
+        require(ok(v), name, v, what)
+
+
+def whole(v) -> bool:
+    """An integer (Python's or NumPy's), not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def finite(v) -> bool:

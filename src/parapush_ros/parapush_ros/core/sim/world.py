@@ -14,13 +14,12 @@ push).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
 
-from ..config import finite, knob, require
+from ..config import finite, knob, require_each, whole
 from ..models.base import ModelDiverged
 from ..models.mjcf import compile_scene, divergence, divergence_counts
 from ..scene.spec import Scene
@@ -42,17 +41,11 @@ class WorldConfig:
     seed: int = knob(0, "seed of the observation noise")
 
     def __post_init__(self):
-        for name in ("friction_scale", "pusher_friction_scale", "mass_scale"):
-            v = getattr(self, name)
-            require(finite(v) and v > 0.0, name, v, "> 0")
-        for name in ("position_noise", "yaw_noise"):
-            v = getattr(self, name)
-            require(finite(v) and v >= 0.0, name, v, ">= 0")
-        v = self.samples_per_action
-        require(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1, "samples_per_action", v,
-                "an integer >= 1")
-        require(isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool) and self.seed >= 0,
-                "seed", self.seed, "an integer >= 0")
+        require_each(self, ("friction_scale", "pusher_friction_scale", "mass_scale"),
+                     lambda v: finite(v) and v > 0.0, "> 0")
+        require_each(self, ("position_noise", "yaw_noise"), lambda v: finite(v) and v >= 0.0, ">= 0")
+        require_each(self, ("samples_per_action",), lambda v: whole(v) and v >= 1, "an integer >= 1")
+        require_each(self, ("seed",), lambda v: whole(v) and v >= 0, "an integer >= 0")
 
     @property
     def mismatched(self) -> bool:

@@ -211,7 +211,8 @@ def test_the_arm_moves_only_after_an_explicit_activate(harness):
 def test_servo_output_watchdog_estop_and_reset(harness):
     h = harness(output="servo", output_topic="servo_twist", output_frame_id="panda_link0")
     h.subscribe(TwistStamped, "servo_twist")
-    assert h.status and h.status[-1].data.startswith("waiting for command")
+    wait_for(lambda: h.status and h.status[-1].data.startswith("waiting for command"),
+             what="status 'waiting for command'")  # latched: it may arrive after the first output
     h.command((0.03, 0.01))
     m = h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.01)), "the command passed through")
     assert m.header.frame_id == "panda_link0"

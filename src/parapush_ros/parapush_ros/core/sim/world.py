@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import mujoco
 import numpy as np
 
-from ..config import finite, knob, require_each, whole
+from ..config import finite, require_each, whole
 from ..models.base import ModelDiverged
 from ..models.mjcf import compile_scene, divergence, divergence_counts
 from ..scene.spec import Scene
@@ -32,13 +32,14 @@ class WorldConfig:
     """How the simulated world differs from the planner's scene. Checked when made: ``ConfigError`` names the
     field and its valid range (a negative noise would silently be no noise)."""
 
-    friction_scale: float = knob(1.0, "object-table friction x this")
-    pusher_friction_scale: float = knob(1.0, "pusher-object friction x this")
-    mass_scale: float = knob(1.0, "object masses x this")
-    position_noise: float = knob(0.0, "std of observed positions (m), pusher and objects")
-    yaw_noise: float = knob(0.0, "std of observed object yaw (rad)")
-    samples_per_action: int = knob(20, "true states recorded per action (for the outcome and the plots)")
-    seed: int = knob(0, "seed of the observation noise")
+    # plain fields, not ``knob`` settings: no node declares these as ROS parameters (core/config.py)
+    friction_scale: float = 1.0  # object-table friction x this
+    pusher_friction_scale: float = 1.0  # pusher-object friction x this
+    mass_scale: float = 1.0  # object masses x this
+    position_noise: float = 0.0  # std of observed positions (m), pusher and objects
+    yaw_noise: float = 0.0  # std of observed object yaw (rad)
+    samples_per_action: int = 20  # true states recorded per action (for the outcome and the plots)
+    seed: int = 0  # seed of the observation noise
 
     def __post_init__(self):
         require_each(self, ("friction_scale", "pusher_friction_scale", "mass_scale"),

@@ -139,7 +139,7 @@ def run(args):
     t_start = time.perf_counter()
     result = {"settings": {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals",
                                                          "fine_goals", "episodes", "max_pushes", "ua_pushes", "w_unc",
-                                                         "w_smooth", "seed")},
+                                                         "w_smooth", "track_reach", "seed")},
               "lesion_region": lesion.as_list(), "success_pos_m": SUCCESS_POS, "success_rot_rad": SUCCESS_ROT}
     trained = _calibration(args, data, result)
     lesioned, heat = _lesioning(args, data, lesion, trained, result)
@@ -159,7 +159,7 @@ def _check_arguments(args):
     for name, (_, least, _) in COUNTS.items():
         if getattr(args, name) < least:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
-    for name in ("w_unc", "w_smooth"):
+    for name in ("w_unc", "w_smooth", "track_reach"):
         if not (np.isfinite(getattr(args, name)) and getattr(args, name) >= 0.0):
             raise ValueError(f"--{name.replace('_', '-')} must be finite and >= 0, got {getattr(args, name)}")
 
@@ -276,7 +276,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
                     p = low_uncertainty_path(start0[:2], goal[:2], heat, lref,
                                              PathConfig(seed=args.seed, w_smooth=args.w_smooth))
                     alg2 = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
-                tracker = PathTracker(mppi, alg2["path"], goal)
+                tracker = PathTracker(mppi, alg2["path"], goal, reach=args.track_reach)
             ep = run_episode(world, mppi, start, goal, args.max_pushes, tracker=tracker,
                              ua_pushes=args.ua_pushes if method == "ua" else None)
             ep["in_lesion"] = path_in_region(ep["poses"], lesion)
@@ -354,6 +354,8 @@ def add_parser(sub, outputs):
         p.add_argument("--" + name.replace("_", "-"), type=int, default=default, help=f"{meaning} (>= {least})")
     p.add_argument("--w-unc", type=float, default=0.5, help="uncertainty weight of eq. 11 (per var_ref; 0.05: the "
                    "box still crosses the lesion's border band, see README)")
+    p.add_argument("--track-reach", type=float, default=0.03, help="Algorithm 2's tracker aims at the first "
+                   "way-point farther than this (m; 0.06: it cuts the path's corners into the lesion)")
     p.add_argument("--w-smooth", type=float, default=10.0, help="Algorithm 2's smoothness weight (30: the path "
                    "bends only round the lesion's core)")
     p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")

@@ -1,0 +1,426 @@
+"""The DG-OC push loop (paper 003 in the stack): plan once -> track at 100 Hz -> re-plan when needed -> judge, ONE
+implementation for the planner node (``planner: dgoc``) and the simulated world (``core.sim.closed_loop.WorldIO``).
+
+It is the DG-OC counterpart of ``session.PushSession`` and talks to the same ``PushIO``: the IO tells the time and
+the latest observation, executes the pusher velocity it is given and lets time pass. Unlike the sampling MPC, DG-OC
+plans the whole push at once (the DP -> WS framework of ``ddp/dgoc.py`` from the k nearest demonstrations, a goal
+*pose*: position and yaw), and a feedback controller (``ddp/tracking.PlanTracker``: the plan's DDP gains behind the
+trust-region error filter) turns every observation into a pusher velocity at ``rate_hz``. Each tick the command is
+handed over as a one-control ``ControlSchedule`` held for ``hold`` s: a loop that stalls stops the pusher.
+
+The pusher stops while the planner thinks (a plan takes seconds): before every plan the loop commands zero, lets
+``rest_s`` pass and plans from the state then observed. It re-plans
+
+* from where the slider is when the tracking error stays outside the re-plan radius (``TrackingConfig``:
+  WS-DDP warm-started from the rest of the plan, at most ``max_replans`` times per plan);
+* with the whole DG-OC framework when a plan (and its settling time) ends without the goal reached, when the
+  goal moves (``set_goal``) and after a pause; at most ``max_plans`` plans per push (one plan = one action of
+  the outcome monitor: the push times out after ``max_plans`` of them).
+
+A stale or invalid state stops the pusher at once and pauses the push; it resumes (re-planned from rest) if a
+valid state comes back within ``tracking_loss_timeout``, else it fails. ``stop`` (cancel, pre-emption through
+``session.PushArbiter``) ends it at once. Outcomes come from the one ``OutcomeMonitor``, on every state the IO saw.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import ConfigError, finite, knob, require
+from ..models.base import ModelDiverged
+from ..models.quasistatic import SEPARATION, QuasiStaticPusherSlider, fine_c_scale
+from ..scene.spec import Scene
+from .ddp.demonstrations import DemonstrationError, load_library
+from .ddp.dgoc import METHODS, PLAN_DT, DGOCPlanner
+from .ddp.solver import DDPSettings
+from .ddp.tracking import PlanTracker, TrackingConfig, replan
+from .outcome import Outcome, OutcomeMonitor
+from .session import EPS, ControlSchedule, Observation, PushIO, SessionResult
+from .tasks import Goal
+
+
+@dataclass(frozen=True)
+class DGOCConfig:
+    """Settings of the DG-OC planner (ROS parameters ``dgoc.<name>`` of the planner node)."""
+
+    demonstrations: str = knob("", "demonstration library: a directory of *.json or a shipped scene's name; empty "
+                                   "= config/demonstrations/<scene name>")
+    method: str = knob("ws", "DDP variant: ws (the DP -> WS framework, DG-OC) | dp | ds | zs")
+    k: int = knob(1, "nearest demonstrations planned from per goal (the cheapest plan wins)")
+    max_iterations: int = knob(40, "DDP iterations per stage")
+    max_plans: int = knob(3, "default limit of whole DG-OC plans per push (goals may set their own in max_actions)")
+    yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none (RViz /goal_pose) (rad)")
+    c_scale: float = knob(0.0, "limit-surface scale of the quasi-static model; 0 = the fit to the scene's fine model "
+                               "(1 on a support grid, 1.45 on MuJoCo's native box contact)")
+    rest_s: float = knob(0.2, "the pusher is stopped this long before every plan, so plans start from rest (s)")
+    hold: float = knob(0.05, "a tick's command is held this long when no newer one follows (s)")
+
+    def __post_init__(self):
+        require(self.method in METHODS, "method", self.method, f"one of {', '.join(METHODS)}")
+        for name in ("k", "max_iterations", "max_plans"):
+            v = getattr(self, name)
+            require(isinstance(v, int) and not isinstance(v, bool) and v >= 1, name, v, "an integer >= 1")
+        require(finite(self.yaw_tolerance) and self.yaw_tolerance > 0.0, "yaw_tolerance", self.yaw_tolerance, "> 0")
+        require(finite(self.c_scale) and self.c_scale >= 0.0, "c_scale", self.c_scale, ">= 0")
+        require(finite(self.rest_s) and self.rest_s >= 0.0, "rest_s", self.rest_s, ">= 0")
+        require(finite(self.hold) and self.hold > 0.0, "hold", self.hold, "> 0")
+
+
+@dataclass(frozen=True)
+class DGOCSessionConfig:
+    max_plans: int = 3  # whole DG-OC plans per push (the monitor's actions)
+    state_timeout: float = 0.5  # s to wait for a first usable state
+    tracking_loss_timeout: float = 3.0  # s a stale or invalid state may last before the push fails (0 = at once)
+    rest_s: float = 0.2
+    hold: float = 0.05
+    tracking: TrackingConfig = TrackingConfig()
+
+
+@dataclass(frozen=True)
+class DGOCPlan:
+    """One plan of the quasi-static model, as handed to the tracker (and to whoever shows it)."""
+
+    X: np.ndarray  # (T+1, 7) model states [s_x, s_y, s_theta, p_x, p_y, v_x, v_y]
+    U: np.ndarray  # (T, 2) pusher accelerations
+    K: np.ndarray  # (T, 2, 7) feedback gains
+    dt: float
+    faces: np.ndarray  # (T,) pushed face per step (0..3 = slider -x, -y, +x, +y), -1 while separated
+    target: np.ndarray  # (3,) goal pose, yaw unwrapped to the plan's
+    kind: str  # "dgoc" (a whole DG-OC plan) or "replan" (WS-DDP from the tracked state)
+    method: str
+    demonstration: str  # name of the demonstration it started from ('' for re-plans and ZS-DDP)
+    solve_time: float  # s of plan clock
+
+    @property
+    def switches(self) -> np.ndarray:
+        """Indices of the steps where the pusher reaches a new face (a face switch: through separation)."""
+        pushing = np.flatnonzero(self.faces >= 0)
+        if len(pushing) < 2:
+            return np.zeros(0, dtype=int)
+        f = self.faces[pushing]
+        return pushing[1:][f[1:] != f[:-1]]
+
+    @property
+    def final_error(self) -> np.ndarray:
+        e = self.X[-1, :3] - self.target
+        e[2] = math.remainder(float(e[2]), 2 * math.pi)
+        return np.abs(e)
+
+
+class DGOCPushPlanner:
+    """DG-OC for the box objects of a scene: each box's quasi-static model (``c_scale`` fitted to the fine model by
+    default) and the scene's demonstration library, and the map between scene states and the model's."""
+
+    def __init__(self, scene: Scene, config: DGOCConfig = DGOCConfig(), tracking: TrackingConfig = TrackingConfig()):
+        self.scene, self.config, self.tracking = scene, config, tracking
+        source = config.demonstrations or scene.name
+        try:
+            self.demos = load_library(source)
+        except DemonstrationError as e:
+            raise ConfigError("demonstrations", str(e)) from None
+        self.settings = DDPSettings(max_iterations=config.max_iterations)
+        self._planners: dict[int, DGOCPlanner] = {}
+
+    def planner(self, index: int) -> DGOCPlanner:
+        """The DG-OC planner of object ``index`` (built once)."""
+        if index not in self._planners:
+            obj = self.scene.objects[index]
+            if obj.shape != "box":
+                raise ValueError(f"DG-OC pushes boxes: object {obj.name!r} is a {obj.shape}")
+            scale = self.config.c_scale or fine_c_scale(self.scene)
+            model = QuasiStaticPusherSlider.from_scene(self.scene, obj=index, dt=PLAN_DT, c_scale=scale)
+            self._planners[index] = DGOCPlanner(model, self.demos, settings=self.settings)
+        return self._planners[index]
+
+    def model_state(self, x, index: int) -> np.ndarray:
+        """Scene state -> quasi-static model state [slider pose of object ``index``, pusher position, velocity]."""
+        L = self.scene.layout
+        x = np.asarray(x, dtype=float)
+        return np.concatenate([L.object_poses(x)[index], L.pusher_pos(x), L.pusher_vel(x)])
+
+    def scene_states(self, X, like, index: int) -> np.ndarray:
+        """Model states (T+1, 7) -> scene states, the other objects where they are in ``like`` (at rest)."""
+        L = self.scene.layout
+        out = np.repeat(np.asarray(like, dtype=float)[None], len(X), 0)
+        L.object_vels(out)[...] = 0.0
+        L.object_poses(out)[:, index] = X[:, :3]
+        L.pusher_pos(out)[...] = X[:, 3:5]
+        L.pusher_vel(out)[...] = X[:, 5:7]
+        return out
+
+    def _faces(self, model, X, U) -> np.ndarray:
+        _, faces, modes = model.rollout_info(X[0], U)
+        return np.where(modes == SEPARATION, -1, faces)
+
+    def plan(self, x, goal: Goal, clock) -> DGOCPlan:
+        """The whole DG-OC plan (``config.method``) from scene state ``x`` to ``goal``'s pose."""
+        index = goal.object_index
+        p = self.planner(index)
+        x0 = self.model_state(x, index)
+        target = np.array([goal.position[0], goal.position[1], goal.yaw])
+        t0 = clock()
+        r = p.plan(x0[None], target[None], self.config.method, k=self.config.k)
+        demo = p.demos[int(r.demo[0])].name if r.demo[0] >= 0 else ""
+        return DGOCPlan(r.X[0], r.U[0], r.K[0], PLAN_DT, self._faces(p.model, r.X[0], r.U[0]), r.target[0],
+                        "dgoc", self.config.method, demo, clock() - t0)
+
+    def replan(self, x, goal: Goal, tracker: PlanTracker, t: float, clock) -> DGOCPlan:
+        """WS-DDP from the tracked state (``tracking.replan``), warm-started with the rest of the current plan."""
+        p = self.planner(goal.object_index)
+        target = np.array([goal.position[0], goal.position[1], goal.yaw])
+        t0 = clock()
+        new = replan(p.model, self.model_state(x, goal.object_index), tracker, t, target, self.tracking)
+        return DGOCPlan(new.X, new.U, new.K, PLAN_DT, self._faces(p.model, new.X, new.U), target, "replan", "ws", "",
+                        clock() - t0)
+
+
+@dataclass(frozen=True)
+class DGOCPlanReport:
+    """A DG-OC plan as it was handed to the tracker (what ``PushIO.report_plan`` gets from this loop)."""
+
+    plan: DGOCPlan
+    step: int  # plans executed before it
+    start: float  # session time its tracking starts
+    latency: float  # s it took, on the plan clock
+    distance: float  # target to goal when it was made (m)
+    goal: Goal
+    x: np.ndarray  # scene state it was planned from
+    states: np.ndarray  # (T+1, D) its model states as scene states (for paths and markers)
+    late_plans: int = 0  # (the MPC loop's field; DG-OC plans are never late: the pusher waits for them)
+
+
+class _Stop(Exception):
+    def __init__(self, outcome: Outcome, reason: str):
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason
+
+
+class _Replan(Exception):
+    """Tracking ends early: plan again with the whole framework (a pause, a new goal)."""
+
+
+@dataclass
+class DGOCResult(SessionResult):
+    replans: int = 0  # WS-DDP re-plans from the tracked state
+    ticks: int = 0  # controller ticks executed
+    feedback_ticks: int = 0  # of which outside the trust region (the gains acted)
+    reports: list = field(default_factory=list)
+
+
+class DGOCSession:
+    """One DG-OC push toward ``goal`` (a pose): ``run()`` blocks; ``stop()`` and ``set_goal()`` may be called from
+    other threads meanwhile (the same contract as ``session.PushSession``, so ``PushArbiter`` serves both)."""
+
+    def __init__(self, planner: DGOCPushPlanner, io: PushIO, goal: Goal,
+                 config: DGOCSessionConfig = DGOCSessionConfig(), monitor: OutcomeMonitor | None = None):
+        if not goal.uses_yaw:
+            raise ValueError("DG-OC plans to a goal pose: the goal needs a yaw (yaw_tolerance >= 0)")
+        planner.planner(goal.object_index)  # a box, or ValueError
+        self.planner, self.io, self.config, self.goal = planner, io, config, goal
+        self.monitor = monitor or OutcomeMonitor(planner.scene, goal, config.max_plans)
+        self._stop_event = threading.Event()
+        self._stop: tuple | None = None
+        self._new_goal: Goal | None = None
+        self._lock = threading.Lock()
+        self.result = DGOCResult(Outcome.RUNNING, "", 0, float("nan"))
+        self.tag = None
+
+    # ------------------------------------------------------------------------------------------ from outside
+    def stop(self, outcome: Outcome, reason: str):
+        with self._lock:
+            if self._stop is None:
+                self._stop = (outcome, reason)
+        self._stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_event.is_set()
+
+    def set_goal(self, goal: Goal):
+        """Move the goal of the running push: tracking ends and the push is planned again toward it."""
+        if not goal.uses_yaw:
+            raise ValueError("DG-OC plans to a goal pose: the goal needs a yaw (yaw_tolerance >= 0)")
+        with self._lock:
+            self._new_goal = goal
+
+    # ------------------------------------------------------------------------------------------ the loop
+    def run(self) -> DGOCResult:
+        res, io = self.result, self.io
+        res.started = io.now()
+        try:
+            self._wait_for(lambda: not io.observe().problem, self.config.state_timeout)
+            self._usable_observation()
+            self._judge()
+            while True:
+                self._apply_goal_change()
+                obs = self._rest_and_observe()
+                tracker = self._tracker(self._plan(obs.x))
+                try:
+                    self._track(tracker)
+                except _Replan:
+                    continue
+                res.actions += 1
+                self._judge()  # after the last allowed plan: TIMEOUT unless reached
+        except _Stop as s:
+            res.outcome, res.reason = s.outcome, s.reason
+        except ModelDiverged as e:
+            res.outcome, res.reason = Outcome.FAILED, str(e)
+        finally:
+            io.execute(None)
+            res.ended = io.now()
+        return res
+
+    def _track(self, tracker: PlanTracker):
+        """Run ``tracker`` at ``rate_hz`` until its plan and settling time are over; re-plan from the tracked state
+        when it asks to (``_Replan`` ends tracking for a whole new plan)."""
+        io, cfg = self.io, self.config.tracking
+        tick = 1.0 / cfg.rate_hz
+        t0, replans = io.now(), 0
+        try:
+            while True:
+                now = io.now()
+                t = now - t0
+                if t >= tracker.duration + cfg.settle_s - EPS:
+                    io.execute(None)
+                    return
+                obs = io.observe()
+                if obs.problem:
+                    io.execute(None)
+                    self._usable_observation()  # pauses; fails if the problem stays
+                    raise _Replan
+                self._check_stop()
+                if self._new_goal is not None:
+                    raise _Replan
+                x = self.planner.model_state(obs.x, self.goal.object_index)
+                if tracker.wants_replan(t) and replans < cfg.max_replans:
+                    self._count(tracker)
+                    obs = self._rest_and_observe()
+                    tracker = self._tracker(self._plan(obs.x, tracker=tracker, t=t))
+                    replans += 1
+                    self.result.replans += 1
+                    t0 = io.now()
+                    continue
+                v = tracker.command(t, x)
+                io.execute(ControlSchedule(now, self.config.hold, [v]))
+                io.wait(t0 + (math.floor(t / tick + EPS) + 1) * tick,
+                        lambda: self.stopping or bool(io.observe().problem))
+                self._judge(reached=False)
+        finally:
+            self._count(tracker)
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _tracker(self, plan: DGOCPlan) -> PlanTracker:
+        tracker = PlanTracker(plan.X, plan.U, plan.K, plan.dt, self.config.tracking)
+        tracker.v_cmd = plan.X[0, 5:7].copy()  # the pusher is at rest (or as observed) where the plan starts
+        return tracker
+
+    def _count(self, tracker: PlanTracker):
+        """Add a tracker's ticks to the result (once)."""
+        self.result.ticks += tracker.ticks
+        self.result.feedback_ticks += tracker.feedback_ticks
+        tracker.ticks = tracker.feedback_ticks = 0
+
+    def _rest_and_observe(self) -> Observation:
+        """Stop the pusher, let ``rest_s`` pass, and return the usable observation then."""
+        io = self.io
+        io.execute(None)
+        if self.config.rest_s > 0.0:
+            io.wait(io.now() + self.config.rest_s, lambda: self.stopping)
+        self._judge(reached=False)
+        return self._usable_observation()
+
+    def _plan(self, x, tracker: PlanTracker | None = None, t: float = 0.0) -> DGOCPlan:
+        io, res = self.io, self.result
+        if res.actions >= self.monitor.max_actions:  # cannot happen: _judge times out first; kept as a guard
+            raise _Stop(Outcome.TIMEOUT, f"{res.actions} plan(s) executed")
+        what = "re-planning from the tracked state" if tracker is not None else \
+            f"planning {self.goal_text()} (plan {res.actions + 1}/{self.monitor.max_actions})"
+        self._status(f"DG-OC: {what}, {self.monitor.distance(x) * 1e3:.0f} mm to go")
+        c0 = io.plan_clock()
+        try:
+            plan = (self.planner.plan(x, self.goal, io.plan_clock) if tracker is None else
+                    self.planner.replan(x, self.goal, tracker, t, io.plan_clock))
+        except (ModelDiverged, ValueError, np.linalg.LinAlgError) as e:
+            raise _Stop(Outcome.FAILED, f"planning failed: {e}") from None
+        if not (np.all(np.isfinite(plan.U)) and np.all(np.isfinite(plan.K))):
+            raise _Stop(Outcome.FAILED, "planning failed: non-finite controls or gains")
+        latency = io.planned(io.plan_clock() - c0)
+        self._check_stop()
+        states = self.planner.scene_states(plan.X, x, self.goal.object_index)
+        report = DGOCPlanReport(plan, res.actions, io.now(), latency, res.distance, self.goal, np.asarray(x).copy(),
+                                states)
+        res.plans.append(report)
+        if res.first_plan_done is None:
+            res.first_plan_done = io.now()
+        io.report_plan(report)
+        e = plan.final_error
+        source = f", from {plan.demonstration}" if plan.demonstration else ""
+        self._status(f"DG-OC: tracking a {plan.kind} plan ({plan.method}{source}) of {len(plan.U) * plan.dt:.1f} s "
+                     f"with {len(plan.switches)} face switch(es), planned in {latency:.2f} s, planned final error "
+                     f"{e[0] * 1e3:.1f} mm, {e[1] * 1e3:.1f} mm, {e[2]:.3f} rad")
+        return plan
+
+    def _judge(self, reached: bool = True):
+        """Judge the states seen since the last judgement (the latest observation if none); raise _Stop when done.
+        While a plan is tracked (``reached`` false) only failures end the push: the goal pose counts where the plan
+        ends, at rest (paper 003's final error), not where the slider passes on the way."""
+        states = self.io.judged_states()
+        if len(states) == 0:
+            x = self.io.observe().x
+            if x is None:
+                return
+            states = np.asarray(x)[None]
+        status = self.monitor.check_path(states, self.result.actions)
+        self.result.distance = status.distance
+        if status.outcome.done and (reached or status.outcome is not Outcome.REACHED):
+            raise _Stop(status.outcome, status.reason)
+
+    def _check_stop(self):
+        if self.stopping:
+            with self._lock:
+                outcome, reason = self._stop
+            raise _Stop(outcome, reason)
+
+    def _apply_goal_change(self):
+        with self._lock:
+            goal, self._new_goal = self._new_goal, None
+        if goal is not None:
+            self.goal = goal
+            self.monitor = OutcomeMonitor(self.planner.scene, goal, self.monitor.max_actions)
+            self._status(f"DG-OC: new goal {self.goal_text()}")
+
+    def _wait_for(self, condition, seconds: float) -> bool:
+        io = self.io
+        if not condition():
+            io.wait(io.now() + seconds, lambda: self.stopping or condition())
+        self._check_stop()
+        return bool(condition())
+
+    def _usable_observation(self) -> Observation:
+        """The latest observation once usable; while it is not, the pusher stands still for up to
+        ``tracking_loss_timeout`` and the push fails if the problem does not clear."""
+        self._check_stop()
+        io = self.io
+        obs = io.observe()
+        if not obs.problem:
+            return obs
+        io.execute(None)
+        timeout = self.config.tracking_loss_timeout
+        if timeout <= 0.0:
+            raise _Stop(Outcome.FAILED, obs.problem)
+        self._status(f"paused: {obs.problem}; resuming if it clears within {timeout:g} s", "warning")
+        if not self._wait_for(lambda: not io.observe().problem, timeout):
+            raise _Stop(Outcome.FAILED, f"{obs.problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
+        self._status("valid scene state again: planning the push again from rest")
+        return io.observe()
+
+    def goal_text(self) -> str:
+        g = self.goal
+        name = self.planner.scene.objects[g.object_index].name
+        return f"{name!r} to ({g.position[0]:+.3f}, {g.position[1]:+.3f}) m, {g.yaw:+.2f} rad"
+
+    def _status(self, text: str, level: str = "info"):
+        self.io.report_status(text, level)

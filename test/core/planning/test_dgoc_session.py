@@ -1,0 +1,119 @@
+"""The DG-OC push loop (``core.planning.dgoc_session``) without ROS: paper 003's block in a real MuJoCo world on
+simulated time (``WorldIO``) and a plan clock that does not move, so every run is the same on any host. Pauses,
+cancels and pre-emptions are scripted at simulated times."""
+import numpy as np
+import pytest
+
+from parapush_ros.core.config import ConfigError
+from parapush_ros.core.planning.dgoc_session import DGOCConfig, DGOCPushPlanner, DGOCSession, DGOCSessionConfig
+from parapush_ros.core.planning.outcome import Outcome
+from parapush_ros.core.planning.planners import PLANNERS, planner_entry
+from parapush_ros.core.planning.session import PushArbiter
+from parapush_ros.core.planning.tasks import goal_for
+from parapush_ros.core.scene.spec import load_scene
+from parapush_ros.core.sim.closed_loop import WorldIO
+from parapush_ros.core.sim.world import SimWorld
+
+pytestmark = pytest.mark.timeout(120)
+SCENE = load_scene("block_003")
+GOAL = dict(position=(0.12, 0.04), radius=0.01, yaw=0.4, yaw_tolerance=0.1)  # near demo_06 (no face switch)
+
+
+def frozen_clock():
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def planner():
+    return DGOCPushPlanner(SCENE, DGOCConfig(max_iterations=30))
+
+
+@pytest.fixture(scope="module")
+def rough_planner():
+    """Few DDP iterations: for the tests of safety, where the plan's quality does not matter."""
+    return DGOCPushPlanner(SCENE, DGOCConfig(max_iterations=3))
+
+
+def session(planner, goal=GOAL, **io_kwargs):
+    world = SimWorld(SCENE)
+    io = WorldIO(world, plan_clock=frozen_clock, **io_kwargs)
+    return DGOCSession(planner, io, goal_for(SCENE, "block", **goal), DGOCSessionConfig(tracking_loss_timeout=0.5)), io
+
+
+def commands_between(io, t0, t1):
+    return [u for a, b, u in io.executed if b > t0 + 1e-9 and a < t1 - 1e-9]
+
+
+def test_a_dgoc_push_reaches_the_goal_pose_tracked_at_100_hz(planner):
+    s, io = session(planner)
+    res = s.run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    assert res.actions == 1 and len(res.plans) == 1 and res.replans == 0  # planned once
+    pose = SCENE.layout.object_poses(io.world.x)[0]
+    assert np.linalg.norm(pose[:2] - GOAL["position"]) < 0.01 and abs(pose[2] - GOAL["yaw"]) < 0.1, pose
+    report = res.plans[0]
+    plan = report.plan
+    assert plan.kind == "dgoc" and plan.method == "ws" and plan.demonstration == "demo_06_0switch"
+    assert np.all(plan.final_error < [0.005, 0.005, 0.05])
+    assert report.states.shape == (len(plan.X), SCENE.layout.dim) and report.start == pytest.approx(0.2)  # after rest
+    # one command per 10 ms tick over the plan and its settling time; the gains acted on part of them
+    moving = [(a, b) for a, b, u in io.executed if a >= report.start - 1e-9]
+    assert all(b - a == pytest.approx(0.01) for a, b in moving[:-1])
+    duration = len(plan.U) * plan.dt + s.config.tracking.settle_s
+    assert res.ticks == pytest.approx(duration * 100, abs=2) and 0 < res.feedback_ticks < res.ticks
+    assert res.ended == pytest.approx(report.start + duration, abs=0.011)
+    assert max(np.abs(u).max() for _, _, u in io.executed) <= s.config.tracking.v_max + 1e-12
+
+
+def test_a_plan_shows_its_face_switches(rough_planner):
+    """A goal behind the block: the demonstration it follows changes face, and so does the plan."""
+    x = SCENE.initial_state()
+    plan = rough_planner.plan(x, goal_for(SCENE, "block", (-0.12, 0.05), 0.01, 1.5, 0.1), frozen_clock)
+    assert plan.demonstration and len(plan.switches) >= 1
+    assert set(np.unique(plan.faces)) <= {-1, 0, 1, 2, 3} and len(set(plan.faces[plan.faces >= 0])) >= 2
+    assert plan.faces[0] == 0  # it starts on the -x face, where the pusher is
+
+
+def test_a_dropout_pauses_the_push_and_it_is_planned_again(rough_planner):
+    s, io = session(rough_planner, dropouts=[(1.0, 1.3)])
+    io.events = [(2.0, lambda: s.stop(Outcome.ABORTED, "seen enough"))]
+    res = s.run()
+    assert all(np.all(u == 0) for u in commands_between(io, 1.0, 1.3))  # the pusher stood still
+    assert any(np.any(u != 0) for u in commands_between(io, 0.3, 1.0))
+    assert [r.plan.kind for r in res.plans[:2]] == ["dgoc", "dgoc"] and res.plans[1].start >= 1.3 + 0.2 - 1e-9
+    assert any("paused" in text for _, _, text in io.statuses)
+    assert res.outcome is Outcome.ABORTED and res.reason == "seen enough"
+    assert any(np.any(u != 0) for u in commands_between(io, 1.6, 2.0))  # tracking the new plan
+
+
+def test_a_dropout_that_lasts_fails_the_push_with_the_pusher_stopped(rough_planner):
+    s, io = session(rough_planner, dropouts=[(1.0, 5.0)])
+    res = s.run()
+    assert res.outcome is Outcome.FAILED and "tracking lost" in res.reason
+    assert res.ended == pytest.approx(1.5, abs=0.02) and io.schedule is None
+    assert all(np.all(u == 0) for u in commands_between(io, 1.0, 5.0))
+
+
+def test_cancel_and_pre_emption_stop_the_pusher_at_once(rough_planner):
+    arbiter = PushArbiter()
+    s, io = session(rough_planner)
+    io.events = [(1.0, lambda: arbiter.preempt())]
+    res = arbiter.enter(s)()
+    assert res.outcome is Outcome.ABORTED and res.reason == PushArbiter.PRE_EMPTED
+    assert res.ended == pytest.approx(1.0, abs=0.011) and io.schedule is None
+    assert not commands_between(io, 1.0 + 0.011, 10.0)
+
+
+def test_goals_and_settings_are_checked():
+    planner = DGOCPushPlanner.__new__(DGOCPushPlanner)  # never used: the goal check comes first
+    with pytest.raises(ValueError, match="needs a yaw"):
+        DGOCSession(planner, None, goal_for(SCENE, "block", (0.1, 0.0)))
+    with pytest.raises(ConfigError, match="^method: must be one of"):
+        DGOCConfig(method="ilqr")
+    with pytest.raises(ConfigError, match="^demonstrations: "):
+        DGOCPushPlanner(SCENE, DGOCConfig(demonstrations="/nonexistent"))
+    with pytest.raises(ValueError, match="DG-OC pushes boxes"):
+        DGOCPushPlanner(load_scene("cylinder_slider"), DGOCConfig(demonstrations="block_003")).planner(0)
+    assert set(PLANNERS) >= {"mpc", "dgoc"} and planner_entry("dgoc").needs_yaw
+    with pytest.raises(ConfigError, match="^planner: 'x' is not one of mpc, dgoc"):
+        planner_entry("x")

@@ -23,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_parser(sub)
     from . import demonstrations_cli  # noqa: PLC0415
     demonstrations_cli.add_parser(sub)
+    from . import teleop  # noqa: PLC0415 (rclpy is imported only when `teleop` runs)
+    teleop.add_parser(sub)
     train_primitive.add_parser(sub)
 
     models = sub.add_parser("models", help="list the predictive models (core/models/registry.py) and their options")

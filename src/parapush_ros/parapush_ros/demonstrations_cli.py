@@ -5,6 +5,8 @@ The shipped libraries (``config/demonstrations/<scene>/``) come from exactly thi
     parapush demos --scene block_003
     parapush demos --scene box_slider
 
+``parapush demos record`` records a new one from ``scene_state`` while a person drives the pusher (``demo_record.py``).
+
 Each is a set of pushes by the scripted demonstrator (``core/planning/ddp/scripted.py``) on the quasi-static model
 of the scene's box, spread over the task space, with 0, 1 and 2 face switches among them.
 """
@@ -46,12 +48,14 @@ def run(args) -> None:
 
 
 def add_parser(sub):
-    p = sub.add_parser("demos", help="make a scene's demonstration library for DG-OC (paper 003)",
-                       description=__doc__.split("\n\n")[0])
+    p = sub.add_parser("demos", help="make a scene's demonstration library for DG-OC (paper 003), or record one "
+                                     "(demos record)", description=__doc__.split("\n\n")[0])
     p.add_argument("--scene", default="block_003", help="scene with a box slider (default block_003)")
     p.add_argument("--count", type=int, default=10, help="demonstrations to keep (default 10)")
     p.add_argument("--candidates", type=int, default=300, help="scripted pushes to choose from (default 300)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory (default config/demonstrations/<scene>; replaced)")
     p.set_defaults(func=run)
+    from . import demo_record  # noqa: PLC0415 (rclpy is imported only when `demos record` runs)
+    demo_record.add_parser(p.add_subparsers(dest="demos_command", metavar="{record}"))
     return p

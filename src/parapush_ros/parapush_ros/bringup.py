@@ -89,6 +89,9 @@ LAUNCH_ARGUMENTS = {
                                         "the config files' scene"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model ({', '.join(spec_names())}); empty = "
                                         "config/mpc_planner.yaml"),
+    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | dgoc (paper 003: DDP "
+                                          "from demonstrations to a goal pose, tracked at 100 Hz; box scenes with "
+                                          "a demonstration library); empty = config/mpc_planner.yaml"),
     "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal ({', '.join(names(COARSE))}; learned "
                                                f"for several objects, paper 001); empty = the config files'"),
     "use_sim_time": ({"sim": "true", "robot": "false"}, "use the /clock topic (the simulator's) on every node"),

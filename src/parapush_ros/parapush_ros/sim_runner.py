@@ -21,6 +21,11 @@ from .core.models.registry import COARSE, names, spec_names
 from .ros import topics
 from .ros.spinning import SpinningNodes
 
+DGOC_SCENE = "block_003"  # --planner dgoc without --scene: paper 003's block (its demonstrations are shipped)
+# --planner dgoc: the velocity_commander lets the tracker's commands through (DG-OC's plans reach 0.15 m/s per axis and
+# the tracker clips at 0.25 m/s; the commander's defaults are 0.1 m/s and 0.5 m/s^2)
+DGOC_COMMANDER_LIMITS = {"max_speed": 0.25, "max_acceleration": 2.0}
+
 
 class SimStack:
     """All sim-mode nodes in one process; ``start()`` spins them in a background thread."""
@@ -109,6 +114,9 @@ def add_parser(sub):
     p.add_argument("--scene", default=None, help="scene name or path for every node (default: config files)")
     p.add_argument("--model", default=None, help=f"planner prediction model: {', '.join(spec_names())} "
                                                  f"(default: config/mpc_planner.yaml)")
+    p.add_argument("--planner", default=None, help="push planner of mpc_planner: mpc | dgoc (paper 003: DDP from "
+                                                   "demonstrations to a goal pose, tracked at 100 Hz; default scene "
+                                                   f"{DGOC_SCENE}) (default: config/mpc_planner.yaml)")
     p.add_argument("--coarse", default=None, choices=names(COARSE),
                    help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
     p.add_argument("--duration", type=float, default=0.0,
@@ -119,6 +127,9 @@ def add_parser(sub):
     p.add_argument("--push", action="store_true", help="send a PushObject goal and report the result")
     p.add_argument("--goal", type=float, nargs=2, default=None, metavar=("X", "Y"),
                    help="goal of the push in the table frame (default: the scene's goal)")
+    p.add_argument("--yaw", type=float, default=None,
+                   help="goal yaw of the push (rad; default: none for mpc, 0 for dgoc, which pushes to a pose)")
+    p.add_argument("--yaw-tolerance", type=float, default=0.1, help="with a goal yaw: its tolerance (rad, 0.1)")
     p.add_argument("--target", default="", help="object to push (default: the scene goal's object)")
     p.add_argument("--tolerance", type=float, default=None,
                    help="success radius of the push (m; default: the scene goal's radius)")
@@ -180,8 +191,19 @@ def run(args) -> dict:
         overrides["mujoco_sim"] = {"real_time_factor": float(args.real_time_factor)}
     if args.push and "mpc_planner" in args.without:
         raise SystemExit("parapush sim: --push needs the mpc_planner node (remove --without mpc_planner)")
+    if args.planner is not None:
+        from .core.planning.planners import planner_entry  # noqa: PLC0415
+        try:
+            planner_entry(args.planner)
+        except ValueError as e:
+            raise ValueError(f"--{e}") from None
+    if args.planner == "dgoc":  # its plans move faster than the commander's default limits (0.1 m/s, 0.5 m/s^2)
+        overrides.setdefault("velocity_commander", {}).update(DGOC_COMMANDER_LIMITS)
+    if args.planner == "dgoc" and not args.scene:
+        args.scene = DGOC_SCENE
+        print(f"parapush sim: planner dgoc on scene {DGOC_SCENE} (paper 003's block; --scene to change)", flush=True)
     stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
-                      "record": args.record or ""}, overrides, without=args.without)
+                      "planner": args.planner or "", "record": args.record or ""}, overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
     watch = _Watch(watch_node)
@@ -228,6 +250,7 @@ class _PushClient:
         self.result = None
         self.start_wall = None
         self.model = stack.parameters["mpc_planner"].get("model", "")
+        self.planner = stack.parameters["mpc_planner"].get("planner", "mpc")
 
     def step(self, watch) -> bool:
         """Advance; True when the push is over."""
@@ -250,8 +273,12 @@ class _PushClient:
                     raise SystemExit(f"parapush sim: --tolerance: must be > 0, got {self.args.tolerance}")
                 goal.position_tolerance = float(self.args.tolerance)
             goal.yaw_tolerance = -1.0
-            print(f"parapush sim: pushing {goal.target_object!r} to ({goal.goal_x:+.3f}, {goal.goal_y:+.3f})",
-                  flush=True)
+            yaw = self.args.yaw if self.args.yaw is not None else (0.0 if self.planner == "dgoc" else None)
+            if yaw is not None:
+                goal.goal_yaw, goal.yaw_tolerance = float(yaw), float(self.args.yaw_tolerance)
+            print(f"parapush sim: pushing {goal.target_object!r} to ({goal.goal_x:+.3f}, {goal.goal_y:+.3f})"
+                  + (f", yaw {goal.goal_yaw:+.2f} rad" if yaw is not None else "")
+                  + f" with planner {self.planner}", flush=True)
             self.goal = goal
             self.start_wall = time.monotonic()
             self.sent = self.client.send_goal_async(goal)
@@ -275,7 +302,8 @@ class _PushClient:
         r = self.result.result().result
         out = {"outcome": names.get(r.outcome, str(r.outcome)), "message": r.message,
                "actions": int(r.actions_executed), "final_distance_m": float(r.final_distance),
-               "mean_planning_time_s": float(r.mean_planning_time), "model": self.model,
+               "mean_planning_time_s": float(r.mean_planning_time), "planner": self.planner,
+               "model": self.model if self.planner == "mpc" else "quasistatic",
                "wall_time_s": time.monotonic() - self.start_wall}
         print("\nparapush sim: push result")
         for k, v in out.items():
@@ -322,7 +350,8 @@ class _PushClient:
         ax.set_xlabel("x (m, table frame)")
         ax.set_ylabel("y (m)")
         ax.legend(loc="upper right")
-        ax.set_title(f"parapush sim: {sc.name}, model {self.model}")
+        ax.set_title(f"parapush sim: {sc.name}, " + (f"model {self.model}" if self.planner == "mpc" else
+                                                      f"planner {self.planner}"))
         out = Path(self.args.out)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"sim_push_{sc.name}.png"

@@ -16,6 +16,11 @@ is published as a ``PushPlan`` stamped with the time its first control starts, a
 and a ``MarkerArray`` (with ``realtime`` also the predicted start of the plan being computed, ns ``computing``);
 feedback carries it with its latency and the late plans so far; ``planner/status`` says what it is doing.
 
+Planners (``planner``, the registry ``core.planning.planners``): ``mpc`` is the sampling MPC above; ``dgoc`` (paper
+003) plans a goal *pose* (a yaw is required) once with DG-OC and tracks it at 100 Hz (``core.planning.dgoc_session``:
+the same action, arbiter, pauses and outcomes; the command timer runs at 100 Hz), publishing the plan as
+``PushPlan``, Path and markers of the pushed faces and face switches; its settings are ``dgoc.<name>``.
+
 Lifecycle (``rclpy.lifecycle``): constructed, it only checks its parameters; ``configure`` creates its topics,
 timer and action server, ``activate`` lets it publish and accept goals (the launch files and ``parapush sim`` do
 both); unconfigured or inactive it publishes nothing and refuses goals; ``deactivate`` ends a running push (zero
@@ -51,6 +56,9 @@ from visualization_msgs.msg import MarkerArray
 from ..ros import markers, qos, topics
 from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
 from ..core.planning.planner import MPCPlanner, PlannerConfig
+from ..core.planning.planners import planner_entry
+from ..core.planning.dgoc_session import DGOCConfig, DGOCPlanReport, DGOCPushPlanner, DGOCSession, DGOCSessionConfig
+from ..core.planning.ddp.tracking import TrackingConfig
 from ..core.config import ConfigError, from_values
 from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
 from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
@@ -62,6 +70,7 @@ from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
 from ..ros.node import ManagedEntities, node_main, transition
 
+DGOC_MARKER_STRIDE = 25  # a DG-OC plan (one state per 20 ms) shows the slider every 0.5 s
 SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
 CLOCK_STALL_S = 10.0  # s of wall time the node clock may stand still before a wait on it gives up (/clock died)
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
@@ -145,10 +154,25 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
                                                   self.scene.objects[0].name)
         self.scene.object_index(self.target_name)  # raises naming the scene's objects
-        self.predictor = Predictor.from_parameters(self.scene, p)
-        goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
-        self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
-                                  predictor=self.predictor)
+        try:
+            self.kind = planner_entry(p["planner"])
+        except ConfigError as e:
+            raise ValueError(f"parameter {e}") from None
+        self.predictor = self.planner = self.dgoc = None
+        self.control_rate = p["control_rate"]
+        if self.kind.name == "dgoc":  # DG-OC (paper 003): its own planner and settings; no predictor
+            try:
+                self.dgoc_config = from_values(DGOCConfig, p, "dgoc.")
+                self.dgoc = DGOCPushPlanner(self.scene, self.dgoc_config)
+            except ConfigError as e:
+                raise ValueError(f"parameter {e if e.name.startswith('dgoc.') else e.within('dgoc.')}") from None
+            self.dgoc.planner(self.scene.object_index(self.target_name))  # a box (ValueError naming it otherwise)
+            self.control_rate = max(self.control_rate, TrackingConfig().rate_hz)  # the tracker's commands go out
+        else:
+            self.predictor = Predictor.from_parameters(self.scene, p)
+            goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
+            self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
+                                      predictor=self.predictor)
 
         self._lock = threading.Lock()
         self._state = None  # (x or None, error message or "", receive time (rclpy Time), stamp (rclpy Time))
@@ -183,7 +207,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             (self.destroy_subscription, self.state_sub),
             (self.destroy_subscription, self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose,
                                                                  10, callback_group=io)),
-            (self.destroy_timer, self.create_timer(1.0 / self.p["control_rate"], self._on_timer,
+            (self.destroy_timer, self.create_timer(1.0 / self.control_rate, self._on_timer,
                                                    callback_group=MutuallyExclusiveCallbackGroup())),
             (lambda action: action.destroy(), self.action)]
         self.get_logger().info("configured: silent until activate")
@@ -192,8 +216,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
     def on_activate(self, state):
         ret = super().on_activate(state)  # enables the publishers
         self._active = True
-        self._set_status(f"idle: scene {self.scene.name!r}, model {self.config.model}, {self.config.optimiser} "
-                         f"optimiser, target {self.target_name!r}")
+        self._set_status(f"idle: scene {self.scene.name!r}, " + (
+            f"model {self.config.model}, {self.config.optimiser} optimiser" if self.dgoc is None else
+            f"planner dgoc ({self.dgoc_config.method}-DDP from {len(self.dgoc.demos)} demonstrations, tracked at "
+            f"{TrackingConfig().rate_hz:g} Hz)") + f", target {self.target_name!r}")
         self.get_logger().info(f"active: {self._status}")
         return ret
 
@@ -243,7 +269,8 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
 
     def destroy_node(self):
         self.stop_activity()
-        self.predictor.close()
+        if self.predictor is not None:
+            self.predictor.close()
         super().destroy_node()
 
     # ----------------------------------------------------------------------------------------------- inputs
@@ -297,7 +324,8 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         q = msg.pose.orientation
         yaw = yaw_from_quaternion((q.x, q.y, q.z, q.w))
         req = PushObject.Goal(target_object=self.target_name, goal_x=float(msg.pose.position.x),
-                              goal_y=float(msg.pose.position.y), goal_yaw=float(yaw), yaw_tolerance=-1.0)
+                              goal_y=float(msg.pose.position.y), goal_yaw=float(yaw),
+                              yaw_tolerance=-1.0 if self.dgoc is None else self.dgoc_config.yaw_tolerance)
         if self.p["goal_pose_starts_push"]:
             threading.Thread(target=self._run_push, args=(req, None), name="mpc-goal-pose", daemon=True).start()
             return
@@ -374,6 +402,9 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         elif yaw_tol == 0.0:
             raise ValueError("goal.yaw_tolerance: 0 rad cannot be met; give a positive tolerance, or a negative "
                              "one to ignore the yaw")
+        if self.kind.needs_yaw and yaw_tol < 0.0:
+            raise ValueError(f"goal.yaw_tolerance: the {self.kind.name} planner pushes to a goal pose: give a yaw "
+                             f"and a yaw tolerance > 0 (got {req.yaw_tolerance})")
         return goal_for(self.scene, name, (req.goal_x, req.goal_y), tol, req.goal_yaw, yaw_tol)
 
     def _execute(self, goal_handle):
@@ -383,13 +414,14 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         """Run one push to the end; returns the PushObject result (and finishes the action goal, if any)."""
         try:
             goal = self._goal_of(req)
+            if self.dgoc is not None:
+                self.dgoc.planner(goal.object_index)  # DG-OC pushes boxes: ValueError naming the object
         except ValueError as e:
             self.arbiter.preempt()  # a new goal, even a bad one, ends the running push
             res = SessionResult(Outcome.FAILED, f"invalid goal: {e}", 0, float("nan"))
         else:
             try:
-                config = replace(self.session_config, max_actions=req.max_actions or self.session_config.max_actions)
-                session = PushSession(self.planner, self.io, goal, config)
+                session = self._session(goal, req)
                 session.tag = goal_handle
                 if goal_handle is not None:
                     self._sessions[bytes(goal_handle.goal_id.uuid)] = session
@@ -408,7 +440,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {res.reason}",
                                    actions_executed=int(res.actions),
                                    final_distance=float(dist) if math.isfinite(dist) else -1.0,
-                                   mean_planning_time=float(np.mean([r.plan.plan_time for r in res.plans]))
+                                   mean_planning_time=float(np.mean([_plan_time(r) for r in res.plans]))
                                    if res.plans else 0.0)
         if goal_handle is not None:
             if outcome is Outcome.REACHED:
@@ -424,9 +456,22 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             self.get_logger().warning(result.message)
         return result
 
+    def _session(self, goal, req):
+        """The push loop of the chosen planner (``planner`` parameter) for one goal."""
+        p = self.p
+        if self.dgoc is not None:
+            c = self.dgoc_config
+            return DGOCSession(self.dgoc, self.io, goal, DGOCSessionConfig(
+                max_plans=req.max_actions or c.max_plans, state_timeout=p["state_timeout"],
+                tracking_loss_timeout=p["tracking_loss_timeout"], rest_s=c.rest_s, hold=c.hold, max_speed=c.max_speed))
+        config = replace(self.session_config, max_actions=req.max_actions or self.session_config.max_actions)
+        return PushSession(self.planner, self.io, goal, config)
+
     def _publish_plan(self, report: PlanReport):
         """The plan handed to the pusher: ``PushPlan`` stamped with the time its first control starts, feedback,
         and the predicted path and markers for RViz."""
+        if isinstance(report, DGOCPlanReport):
+            return self._publish_dgoc_plan(report)
         plan, goal = report.plan, report.goal
         header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
         spec = plan.spec  # the model that made this plan, resolved
@@ -448,6 +493,31 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
                                                         latest_plan=msg, plan_latency=float(report.latency),
                                                         late_plans=int(report.late_plans)))
 
+    def _publish_dgoc_plan(self, report: DGOCPlanReport):
+        """A DG-OC plan: ``PushPlan`` (the pusher velocities at the plan's step and the model's states), the slider's
+        path, and markers of the slider along it, the pushed faces and the face switches."""
+        plan, goal = report.plan, report.goal
+        header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
+        msg = PushPlan(header=header, controls=arrays_to_controls(plan.X[1:, 5:7], plan.dt),
+                       predicted_states=[array_to_scene_state(s, self.scene, header) for s in report.states[1:]],
+                       cost=float(np.sum(plan.final_error)), model=f"quasistatic ({plan.kind}, {plan.method}-DDP)",
+                       parareal_iterations=0, solve_time=float(plan.solve_time))
+        self._publish(self.plan_pub, msg)
+        shown = report.states[::DGOC_MARKER_STRIDE]
+        ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
+        ms += markers.trajectory_markers(self.scene, np.vstack([shown, report.states[-1:]]), header, "plan")
+        ms += markers.contact_face_markers(self.scene, report.states, plan.faces, header, goal.object_index,
+                                           dt=plan.dt)
+        self._publish(self.marker_pub, markers.marker_array(ms))
+        self._publish(self.path_pub, markers.object_path(self.scene, report.states, header, goal.object_index))
+        session = self.arbiter.current
+        handle = None if session is None else session.tag
+        if handle is not None:
+            dist = report.distance if math.isfinite(report.distance) else -1.0
+            handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(report.step),
+                                                        latest_plan=msg, plan_latency=float(report.latency),
+                                                        late_plans=0))
+
     def _publish_computing(self, start: float, x_start: np.ndarray):
         """Real time: where the plan being computed starts (the state predicted for the next switch), faint, beside
         the plan being executed."""
@@ -458,6 +528,11 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
     def _set_status(self, text: str):
         self._status = text
         self._publish(self.status_pub, String(data=text))
+
+
+def _plan_time(report) -> float:
+    """Planning time of a reported plan (s): the MPC's optimiser time, DG-OC's solve time."""
+    return report.plan.solve_time if isinstance(report, DGOCPlanReport) else report.plan.plan_time
 
 
 main = node_main(MPCPlannerNode, num_threads=4)

@@ -98,3 +98,60 @@ def object_path(scene: Scene, states: np.ndarray, header, object_index: int = 0)
 
 def marker_array(markers) -> MarkerArray:
     return MarkerArray(markers=list(markers))
+
+
+FACE_NAMES = ("-x", "-y", "+x", "+y")  # the quasi-static model's face order (slider frame)
+FACE_COLORS = ((0.12, 0.47, 0.71), (0.17, 0.63, 0.17), (0.58, 0.4, 0.74), (1.0, 0.5, 0.05))
+
+
+def _face_points(size, pose, face: int) -> list:
+    """The two ends of face ``face`` of a box of ``size`` at ``pose`` (table frame)."""
+    a, b = size[0] / 2.0, size[1] / 2.0
+    ends = {0: ((-a, -b), (-a, b)), 1: ((-a, -b), (a, -b)), 2: ((a, -b), (a, b)), 3: ((-a, b), (a, b))}[int(face)]
+    c, s = np.cos(pose[2]), np.sin(pose[2])
+    return [Point(x=float(pose[0] + c * x - s * y), y=float(pose[1] + s * x + c * y), z=0.004) for x, y in ends]
+
+
+def contact_face_markers(scene: Scene, states: np.ndarray, faces: np.ndarray, header, object_index: int = 0,
+                         ns: str = "plan/faces", dt: float | None = None) -> list:
+    """Where a plan pushes which face: the pushed face drawn thick (coloured by face) on the slider where each
+    contact begins, and at every face switch (a new face after separation) a red sphere at the pusher and a label
+    "switch k: -x -> +y" (with the time when ``dt`` is given). ``faces`` (T,) per step, -1 = separated."""
+    L = scene.layout
+    states, faces = np.asarray(states), np.asarray(faces)
+    obj = scene.objects[object_index]
+    out, mid, last_face, was = [], 0, None, False
+    for t, f in enumerate(faces):
+        if f < 0:
+            was = False
+            continue
+        if was and f == last_face:
+            continue
+        pose = L.object_poses(states[t + 1])[object_index]
+        line = Marker(header=header, ns=f"{ns}/contact", id=mid, type=Marker.LINE_STRIP, action=Marker.ADD)
+        line.scale.x = 0.006
+        line.pose.orientation.w = 1.0
+        _color(line, FACE_COLORS[int(f)], 0.95)
+        line.points = _face_points(obj.size, pose, f)
+        out.append(line)
+        mid += 1
+        if last_face is not None and f != last_face:
+            p = L.pusher_pos(states[t + 1])
+            sphere = Marker(header=header, ns=f"{ns}/switches", id=mid, type=Marker.SPHERE, action=Marker.ADD)
+            sphere.scale.x = sphere.scale.y = sphere.scale.z = 0.015
+            sphere.pose.position.x, sphere.pose.position.y, sphere.pose.position.z = float(p[0]), float(p[1]), 0.01
+            sphere.pose.orientation.w = 1.0
+            _color(sphere, (0.9, 0.1, 0.1), 0.9)
+            text = Marker(header=header, ns=f"{ns}/switches", id=mid + 1, type=Marker.TEXT_VIEW_FACING,
+                          action=Marker.ADD)
+            text.scale.z = 0.015
+            text.pose.position.x, text.pose.position.y, text.pose.position.z = float(p[0]), float(p[1]), 0.03
+            text.pose.orientation.w = 1.0
+            _color(text, (0.9, 0.1, 0.1), 1.0)
+            n = sum(1 for m in out if m.ns == f"{ns}/switches" and m.type == Marker.SPHERE) + 1
+            when = f" at {(t + 1) * dt:.1f} s" if dt else ""
+            text.text = f"switch {n}: {FACE_NAMES[int(last_face)]} -> {FACE_NAMES[int(f)]}{when}"
+            out += [sphere, text]
+            mid += 2
+        last_face, was = f, True
+    return out

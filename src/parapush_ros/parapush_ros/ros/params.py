@@ -132,16 +132,21 @@ NATNET_BRIDGE = {**NATNET_BRIDGE_IO, **config_params(BridgeConfig)}
 
 
 def _planner_params() -> dict:
-    """mpc_planner parameters. The planner's settings are generated from ``core.planning.planner.PlannerConfig``
-    (its sampling and proposal settings by their own names, each registered optimiser's as ``<optimiser>.<name>``)
-    and cost weights from ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
+    """mpc_planner parameters. ``planner`` picks the push planner from the registry ``core.planning.planners``
+    (a planner with settings of its own has them as ``<planner>.<setting>``, e.g. ``dgoc.method``). The MPC's
+    settings are generated from ``core.planning.planner.PlannerConfig`` (its sampling and proposal settings by
+    their own names, each registered optimiser's as ``<optimiser>.<name>``) and cost weights from
+    ``config/costs.yaml`` (as ``weights.<name>``), so each default lives in one place."""
     # deferred: core.planning imports MuJoCo, and only the planner's users pay for it
     from ..core.planning.planner import PlannerConfig  # noqa: PLC0415
     from ..core.planning.session import SessionConfig  # noqa: PLC0415
+    from ..core.planning.planners import PLANNERS  # noqa: PLC0415
     from ..core.planning.tasks import load_cost_weights  # noqa: PLC0415
     spec = {
         "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
                                         "objects, obstacles and the default goal"),
+        "planner": Param("mpc", "push planner (core/planning/planners.py): "
+                                + "; ".join(f"{e.name}: {e.description}" for e in PLANNERS.values())),
         "target_object": Param("", "object that /goal_pose goals move; empty = the scene goal's object"),
         **{name: Param(default, description) for name, (default, description) in PlannerConfig.settings().items()},
         **_model_params(),
@@ -157,6 +162,9 @@ def _planner_params() -> dict:
     }
     for name, value in load_cost_weights().as_dict().items():
         spec[f"weights.{name}"] = Param(value, f"cost weight {name!r} (see config/costs.yaml)")
+    for entry in PLANNERS.values():  # each planner's own settings, <planner>.<setting>
+        if entry.config is not None:
+            spec.update(config_params(entry.config, f"{entry.name}."))
     return spec
 
 

@@ -33,6 +33,7 @@ from ..config import ConfigError, finite, knob, require
 from ..models.base import ModelDiverged
 from ..models.quasistatic import SEPARATION, QuasiStaticPusherSlider, fine_c_scale
 from ..scene.spec import Scene
+from .ddp.costs import DGOCWeights
 from .ddp.demonstrations import DemonstrationError, load_library
 from .ddp.dgoc import METHODS, PLAN_DT, DGOCPlanner
 from .ddp.solver import DDPSettings
@@ -55,6 +56,9 @@ class DGOCConfig:
     yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none (RViz /goal_pose) (rad)")
     c_scale: float = knob(0.0, "limit-surface scale of the quasi-static model; 0 = the fit to the scene's fine model "
                                "(1 on a support grid, 1.45 on MuJoCo's native box contact)")
+    max_speed: float = knob(0.25, "the norm of every pusher command is clipped to this (m/s). DG-OC's plans move "
+                                  "at up to 0.15 m/s per axis (the demonstrations go round the box at 0.2 m/s): the "
+                                  "velocity_commander's max_speed must allow it")
     rest_s: float = knob(0.2, "the pusher is stopped this long before every plan, so plans start from rest (s)")
     hold: float = knob(0.05, "a tick's command is held this long when no newer one follows (s)")
 
@@ -66,12 +70,14 @@ class DGOCConfig:
         require(finite(self.yaw_tolerance) and self.yaw_tolerance > 0.0, "yaw_tolerance", self.yaw_tolerance, "> 0")
         require(finite(self.c_scale) and self.c_scale >= 0.0, "c_scale", self.c_scale, ">= 0")
         require(finite(self.rest_s) and self.rest_s >= 0.0, "rest_s", self.rest_s, ">= 0")
+        require(finite(self.max_speed) and self.max_speed > 0.0, "max_speed", self.max_speed, "> 0")
         require(finite(self.hold) and self.hold > 0.0, "hold", self.hold, "> 0")
 
 
 @dataclass(frozen=True)
 class DGOCSessionConfig:
     max_plans: int = 3  # whole DG-OC plans per push (the monitor's actions)
+    max_speed: float = 0.25  # m/s: the norm of every command is clipped to this
     state_timeout: float = 0.5  # s to wait for a first usable state
     tracking_loss_timeout: float = 3.0  # s a stale or invalid state may last before the push fails (0 = at once)
     rest_s: float = 0.2
@@ -122,6 +128,7 @@ class DGOCPushPlanner:
         except DemonstrationError as e:
             raise ConfigError("demonstrations", str(e)) from None
         self.settings = DDPSettings(max_iterations=config.max_iterations)
+        self.weights = DGOCWeights()
         self._planners: dict[int, DGOCPlanner] = {}
 
     def planner(self, index: int) -> DGOCPlanner:
@@ -132,7 +139,7 @@ class DGOCPushPlanner:
                 raise ValueError(f"DG-OC pushes boxes: object {obj.name!r} is a {obj.shape}")
             scale = self.config.c_scale or fine_c_scale(self.scene)
             model = QuasiStaticPusherSlider.from_scene(self.scene, obj=index, dt=PLAN_DT, c_scale=scale)
-            self._planners[index] = DGOCPlanner(model, self.demos, settings=self.settings)
+            self._planners[index] = DGOCPlanner(model, self.demos, self.weights, self.settings)
         return self._planners[index]
 
     def model_state(self, x, index: int) -> np.ndarray:
@@ -172,7 +179,7 @@ class DGOCPushPlanner:
         p = self.planner(goal.object_index)
         target = np.array([goal.position[0], goal.position[1], goal.yaw])
         t0 = clock()
-        new = replan(p.model, self.model_state(x, goal.object_index), tracker, t, target, self.tracking)
+        new = replan(p.model, self.model_state(x, goal.object_index), tracker, t, target, self.tracking, self.weights)
         return DGOCPlan(new.X, new.U, new.K, PLAN_DT, self._faces(p.model, new.X, new.U), target, "replan", "ws", "",
                         clock() - t0)
 
@@ -278,7 +285,7 @@ class DGOCSession:
         when it asks to (``_Replan`` ends tracking for a whole new plan)."""
         io, cfg = self.io, self.config.tracking
         tick = 1.0 / cfg.rate_hz
-        t0, replans = io.now(), 0
+        t0, replans, last_tick = io.now(), 0, -1
         try:
             while True:
                 now = io.now()
@@ -301,10 +308,18 @@ class DGOCSession:
                     tracker = self._tracker(self._plan(obs.x, tracker=tracker, t=t))
                     replans += 1
                     self.result.replans += 1
-                    t0 = io.now()
+                    t0, last_tick = io.now(), -1
                     continue
-                v = tracker.command(t, x)
-                io.execute(ControlSchedule(now, self.config.hold, [v]))
+                # one controller step per tick passed: a loop woken late (a busy host) integrates the plan's
+                # accelerations over the time that passed, not over fewer ticks (at most ``hold`` of them)
+                k = math.floor(t / tick + EPS)
+                steps = min(max(1, k - last_tick), max(1, round(self.config.hold / tick)))
+                for j in range(steps):
+                    v = tracker.command((k - steps + 1 + j) * tick, x)
+                last_tick = k
+                speed = float(np.hypot(*v))
+                sent = v * min(1.0, self.config.max_speed / speed) if speed > 0.0 else v
+                io.execute(ControlSchedule(now, self.config.hold, [sent]))
                 io.wait(t0 + (math.floor(t / tick + EPS) + 1) * tick,
                         lambda: self.stopping or bool(io.observe().problem))
                 self._judge(reached=False)

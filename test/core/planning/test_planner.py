@@ -267,3 +267,27 @@ def test_outcome_rules_of_the_multi_object_task():
                                                                                             1: (0.3, 0.0, 0.0)})])
     assert mon.check_path(path, 5).outcome is Outcome.OTHER_IN_GOAL
     assert mon.check(s.initial_state(), 20).outcome is Outcome.TIMEOUT
+
+
+@pytest.mark.parametrize("model", ["parareal1", "learned"])
+def test_start_state_prediction_with_the_learned_coarse_model(model):
+    """Issue 19: the real-time loop predicts the start state through a fraction of a control; the learned coarse
+    model predicts whole 1 s slices only. One slice of Parareal-K is the fine model's, so Parareal predicts it with
+    the fine model; the learned model alone does the same for a segment that is not a whole slice."""
+    from parapush_ros.core.models.registry import Predictor  # noqa: PLC0415
+    s = load_scene("clutter_push")
+    predictor = Predictor(s, coarse="learned", threads=1)
+    planner = MPCPlanner(s, PlannerConfig(model=model), predictor=predictor)
+    try:
+        x0 = s.initial_state()
+        u = np.array([0.05, 0.0])
+        x = planner.roll_forward(x0, [(0.0, 0.117, u), (0.117, 0.3, u)])
+        fine = predictor.predict(x0, np.array([u, u]), 0.1, model="fine")  # not the same slicing: close, not equal
+        assert np.all(np.isfinite(x)) and abs(x[0] - x0[0] - 0.3 * 0.05) < 2e-3
+        np.testing.assert_allclose(x[:2], predictor.predict(fine.states[-1], u[None], 0.1, model="fine").states[-1][:2],
+                                   atol=1e-3)
+        whole = planner.roll_forward(x0, [(0.0, 1.0, u)])  # a whole slice: the planner's own model
+        ref = predictor.predict(x0, u[None], 1.0, model="fine" if model == "parareal1" else model).states[-1]
+        np.testing.assert_array_equal(whole, ref)
+    finally:
+        planner.close()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..config import ConfigError, from_values, knob, knobs, require
 from ..models.mjcf import TIMESTEP
-from ..models.registry import DEFAULT_MODEL, ModelSpec, Predictor, model_description
+from ..models.registry import DEFAULT_MODEL, PARAREAL, ModelSpec, Predictor, model_description
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .optimisers import OPTIMISERS, OptimiserResult, SamplingConfig, make_optimiser, optimiser
@@ -151,12 +151,31 @@ class MPCPlanner:
 
     def roll_forward(self, x, segments) -> np.ndarray:
         """The state after holding each (from, to, u) of ``segments`` in turn from ``x``, predicted with the
-        planner's model (durations rounded to the physics step; the observed ``x`` projected feasible first)."""
+        planner's model (durations rounded to the physics step; the observed ``x`` projected feasible first).
+
+        Each segment is one slice, usually a fraction of a control. One slice of Parareal-K (K >= 1) is exactly the
+        fine propagator's, so Parareal predicts it with the fine model directly; a model that only predicts whole
+        slices of a fixed length (the learned coarse model: 1 s) predicts a segment that is not a whole number of
+        them with the fine model too (issue 19: Parareal on the learned model failed every start-state prediction)."""
         x = self.scene.layout.check(x, "observed state")
         x, _ = project_feasible(self.scene, x)
+        spec = self.predictor.resolve(self.config.model)
+        if spec.kind == PARAREAL and spec.iterations >= 1:
+            spec = ModelSpec(spec.fine)
         for a, b, u in segments:
             steps = int(round((b - a) / TIMESTEP))
             if steps >= 1:
-                x = self.predictor.predict(x, np.asarray(u, dtype=float)[None], steps * TIMESTEP,
-                                           model=self.config.model).states[-1]
+                dt = steps * TIMESTEP
+                model = spec if spec.kind == PARAREAL or _whole_slices(self.predictor.model(spec.kind), dt) else \
+                    ModelSpec(self.predictor.default_fine)
+                x = self.predictor.predict(x, np.asarray(u, dtype=float)[None], dt, model=model).states[-1]
         return x
+
+
+def _whole_slices(model, dt: float) -> bool:
+    """Whether ``model`` predicts a ``dt`` slice: any, unless it only predicts whole slices of ``slice_s``."""
+    slice_s = getattr(model, "slice_s", None)
+    if slice_s is None:
+        return True
+    k = round(dt / slice_s)
+    return k >= 1 and abs(k * slice_s - dt) <= 1e-9

@@ -79,7 +79,8 @@ class MujocoSimNode(Node):
         self.joint_matrix = self.config.command_matrix
         self.pose_qos = qos.POSE[p["pose_reliability"]]
         self.sim = None
-        self.pose_pubs = {}
+        self.pose_pubs = {}  # mocap body key -> publisher of the current scene
+        self._pose_pub_by_topic = {}
         # The loop timer has a callback group of its own so that it cannot starve commands and services under load
         # (a group runs one callback at a time); the lock keeps services and the loop off the simulation together.
         self._lock = threading.RLock()
@@ -130,12 +131,15 @@ class MujocoSimNode(Node):
         if self.sim is not None:
             self._steps_offset += self.sim.steps
             self.sim.close()
-        for pub in self.pose_pubs.values():
-            self.destroy_publisher(pub)
         self.sim, self.emulator, self.transform, self.bodies, self.topics = sim, emulator, transform, bodies, topics_
         self.emulator.hidden = hidden
         self.emulator.next_sample = self.time
-        self.pose_pubs = {k: self.create_publisher(PoseStamped, t, self.pose_qos) for k, t in topics_.items()}
+        # publishers are kept for the node's life, one per topic ever used: destroying one while the executor
+        # builds its wait set (another thread) fails that spin with InvalidHandle (its QoS event handler is in it)
+        for t in topics_.values():
+            if t not in self._pose_pub_by_topic:
+                self._pose_pub_by_topic[t] = self.create_publisher(PoseStamped, t, self.pose_qos)
+        self.pose_pubs = {k: self._pose_pub_by_topic[t] for k, t in topics_.items()}
 
     @staticmethod
     def _hidden_keys(text: str, bodies: dict) -> set:

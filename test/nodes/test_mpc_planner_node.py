@@ -10,6 +10,7 @@ advances a tick only once the planner's command for the current clock has arrive
 the test slower, never different (otherwise, with the pusher commanded still, it ticks at about real time).
 """
 import math
+import sys
 import threading
 
 import numpy as np
@@ -380,8 +381,20 @@ REALTIME_PARAMETERS = {**PLANNER_PARAMETERS, "realtime": True, "iterations": 1_0
                        "horizon": 8}
 
 
+@pytest.fixture
+def fast_gil_handover():
+    """The planner below iterates without pause until its simulated deadline, holding the GIL, while the world
+    advances only once the planner's command timer has run: at Python's default 5 ms switch interval every world
+    tick waits for several hand-overs (tens of seconds, minutes on a busy host). A 0.2 ms interval keeps the
+    test quick; it changes no outcome (the clock is simulated)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(previous)
+
+
 @pytest.mark.timeout(400)  # the planner iterates until its (simulated) deadline: a busy host makes this slow
-def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context):
+def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context, fast_gil_handover):
     scene = load_scene(SCENE)
     with BackgroundExecutor(ros_context) as ex:
         ex.add(bring_up(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v)

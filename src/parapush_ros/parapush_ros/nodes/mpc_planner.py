@@ -14,7 +14,10 @@ previous plan's next control runs meanwhile). Without it (stop and plan, as on t
 held for ``control_duration``, then zero is commanded while the planner re-plans from the newest state. Every plan
 is published as a ``PushPlan`` stamped with the time its first control starts, a ``nav_msgs/Path`` of the target
 and a ``MarkerArray`` (with ``realtime`` also the predicted start of the plan being computed, ns ``computing``);
-feedback carries it with its latency and the late plans so far; ``planner/status`` says what it is doing.
+feedback carries it with its latency and the late plans so far; ``planner/status`` says what it is doing. With a
+model that predicts its variance (``learned_ensemble``) the plan carries it (``predicted_variance``), the markers
+show it as ellipses of one sigma (ns ``plan/sigma``) and ``planner/status`` says when the plan enters a region where
+an object's predicted position sigma exceeds ``uncertainty_threshold`` (and when it leaves it).
 
 Planners (``planner``, the registry ``core.planning.planners``): ``mpc`` is the sampling MPC above; ``dgoc`` (paper
 003) plans a goal *pose* (a yaw is required) once with DG-OC and tracks it at 100 Hz (``core.planning.dgoc_session``:
@@ -54,7 +57,8 @@ from std_msgs.msg import Header, String
 from visualization_msgs.msg import MarkerArray
 
 from ..ros import markers, qos, topics
-from ..ros.conversions import ConversionError, array_to_scene_state, arrays_to_controls, scene_state_to_array
+from ..ros.conversions import (ConversionError, array_to_scene_state, array_to_state_variance, arrays_to_controls,
+                               scene_state_to_array)
 from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.planning.planners import planner_entry
 from ..core.planning.dgoc_session import DGOCConfig, DGOCPlanReport, DGOCPushPlanner, DGOCSession, DGOCSessionConfig
@@ -181,6 +185,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.arbiter = PushArbiter()  # one push at a time, the newest wins
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
+        self._uncertain = False  # the last plan's predicted sigma exceeded uncertainty_threshold
 
         self._active = False
         self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
@@ -476,13 +481,19 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
         spec = plan.spec  # the model that made this plan, resolved
         dt = self.config.sampling.control_duration
+        variance = plan.variance  # None unless the model predicts one: then the message's list stays empty
         msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, dt),
                        predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
+                       predicted_variance=[] if variance is None else
+                       [array_to_state_variance(v, self.scene) for v in variance[1:]],
                        cost=float(plan.cost), model=spec.message_name,
                        parareal_iterations=int(spec.iterations or 0), solve_time=float(plan.plan_time))
         self._publish(self.plan_pub, msg)
         ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
         ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")
+        if variance is not None:
+            ms += markers.uncertainty_markers(self.scene, plan.states, variance, header, "plan")
+            self._report_uncertainty(plan)
         self._publish(self.marker_pub, markers.marker_array(ms))
         self._publish(self.path_pub, markers.object_path(self.scene, plan.states, header, goal.object_index))
         session = self.arbiter.current
@@ -517,6 +528,23 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(report.step),
                                                         latest_plan=msg, plan_latency=float(report.latency),
                                                         late_plans=0))
+
+    def _report_uncertainty(self, plan):
+        """``planner/status`` (and a warning) when the plan's predicted position sigma of an object exceeds
+        ``uncertainty_threshold``, and again when the planner leaves the uncertain region."""
+        threshold = self.p["uncertainty_threshold"]
+        sigma = self.scene.layout.object_position_sigma(plan.variance)  # (N+1, n_objects)
+        step, k = np.unravel_index(int(np.argmax(sigma)), sigma.shape)
+        uncertain = threshold > 0.0 and sigma[step, k] > threshold
+        if uncertain:
+            text = (f"uncertain region: predicted position sigma {1e3 * sigma[step, k]:.1f} mm of "
+                    f"{self.scene.objects[k].name!r} at step {step} > uncertainty_threshold {1e3 * threshold:.1f} mm")
+            self._set_status(text)
+            self.get_logger().warning(text, throttle_duration_sec=1.0)
+        elif self._uncertain:
+            self._set_status(f"certain again: predicted position sigma <= {1e3 * sigma.max():.1f} mm "
+                             f"(uncertainty_threshold {1e3 * threshold:.1f} mm)")
+        self._uncertain = uncertain
 
     def _publish_computing(self, start: float, x_start: np.ndarray):
         """Real time: where the plan being computed starts (the state predicted for the next switch), faint, beside

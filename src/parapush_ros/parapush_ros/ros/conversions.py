@@ -6,7 +6,7 @@ does not fit is rejected with a message that names it, so a node can answer ``su
 from __future__ import annotations
 
 import numpy as np
-from parapush_msgs.msg import ObjectState, PushControl, SceneState
+from parapush_msgs.msg import ObjectState, PushControl, SceneState, StateVariance
 
 from ..core.scene.spec import Scene
 from ..core.scene.state import wrap_angle
@@ -85,6 +85,38 @@ def array_to_scene_state(x: np.ndarray, scene: Scene, header=None, valid: bool =
         o.vx, o.vy, o.omega = (float(v) for v in vels[k])
         msg.objects.append(o)
     return msg
+
+
+def array_to_state_variance(var: np.ndarray, scene: Scene) -> StateVariance:
+    """``StateVariance`` of a predicted state's per-coordinate variance (D,) (the state layout's order); only the
+    positions and yaws travel (the velocities' variance is not planned on)."""
+    L = scene.layout
+    var = np.asarray(var, dtype=float)
+    poses = L.object_poses(var)
+    return StateVariance(pusher_x=float(var[0]), pusher_y=float(var[1]), object_names=[o.name for o in scene.objects],
+                         object_x=poses[:, 0].tolist(), object_y=poses[:, 1].tolist(), object_yaw=poses[:, 2].tolist())
+
+
+def state_variance_to_array(msg: StateVariance, scene: Scene, field: str = "predicted_variance") -> np.ndarray:
+    """(D,) variance in the state layout from a ``StateVariance`` (velocity entries zero); objects matched by name,
+    a ConversionError names what does not fit."""
+    L = scene.layout
+    var = np.zeros(L.dim)
+    var[0:2] = (msg.pusher_x, msg.pusher_y)
+    n = len(msg.object_names)
+    if not len(msg.object_x) == len(msg.object_y) == len(msg.object_yaw) == n:
+        raise ConversionError(f"{field}: {n} object_names but {len(msg.object_x)}, {len(msg.object_y)}, "
+                              f"{len(msg.object_yaw)} object_x, object_y, object_yaw")
+    by_name = {name: i for i, name in enumerate(msg.object_names)}
+    poses = L.object_poses(var)
+    for k, spec in enumerate(scene.objects):
+        if spec.name not in by_name:
+            raise ConversionError(f"{field}.object_names: object {spec.name!r} is missing (got {list(by_name)})")
+        i = by_name[spec.name]
+        poses[k] = (msg.object_x[i], msg.object_y[i], msg.object_yaw[i])
+    if not (np.all(np.isfinite(var)) and np.all(var >= 0.0)):
+        raise ConversionError(f"{field}: variances must be finite and >= 0")
+    return var
 
 
 def controls_to_arrays(controls, max_speed: float, max_duration: float, timestep: float = 0.001):

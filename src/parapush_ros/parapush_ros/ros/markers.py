@@ -86,6 +86,27 @@ def trajectory_markers(scene: Scene, states: np.ndarray, header, ns: str, alpha:
     return out
 
 
+def uncertainty_markers(scene: Scene, states: np.ndarray, variance: np.ndarray, header, ns: str,
+                        sigmas: float = 1.0, alpha: float = 0.3) -> list:
+    """The predicted uncertainty along a path (paper 004): a flat ellipse at every predicted object position whose
+    half-axes are ``sigmas`` standard deviations along x and y of the table frame (the model's variance is per
+    coordinate). ``states`` and ``variance`` (N+1, D); the start state (zero variance) gets none."""
+    L = scene.layout
+    states, variance = np.asarray(states), np.asarray(variance)
+    poses, var = L.object_poses(states), L.object_poses(variance)
+    out = []
+    mid = 0
+    for k, spec in enumerate(scene.objects):
+        rgb = PALETTE[k % len(PALETTE)]
+        for n in range(1, len(states)):
+            sx, sy = (float(sigmas * np.sqrt(max(v, 0.0))) for v in var[n, k, :2])
+            m = _body_marker(header, f"{ns}/sigma", mid, "cylinder", (max(2 * sx, 1e-4), max(2 * sy, 1e-4), 0.001),
+                             (poses[n, k, 0], poses[n, k, 1], 0.0), rgb, alpha, 0.004)
+            out.append(m)
+            mid += 1
+    return out
+
+
 def object_path(scene: Scene, states: np.ndarray, header, object_index: int = 0) -> Path:
     path = Path(header=header)
     for pose in scene.layout.object_poses(np.asarray(states))[:, object_index]:

@@ -157,6 +157,9 @@ def _planner_params() -> dict:
         "stop_hold": Param(0.5, "after a push ends, zero commands keep being sent for this long (s)"),
         "frame_id": Param("table", "frame of commands, plans and markers (REP-103 table frame); incoming "
                                    "goal poses must be in it (or have an empty frame_id)"),
+        "uncertainty_threshold": Param(0.01, "predicted position sigma of an object (m) above which planner/status "
+                                              "reports an uncertain region (models with a variance, e.g. "
+                                              "learned_ensemble); 0 = never"),
         "goal_pose_starts_push": Param(True, "a /goal_pose message starts a push to it (pre-empting a running "
                                              "one); false = it only moves the goal of a running push"),
     }

@@ -15,6 +15,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..scene.state import StateLayout
+
 
 @runtime_checkable
 class Propagator(Protocol):
@@ -68,7 +70,9 @@ def rollout(model: Propagator, x0, controls, dt: float) -> np.ndarray:
 
 
 def rollout_with_variance(model: UncertainPropagator, x0, controls, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """``rollout`` plus the predicted variance of every state (same shape; zero at the start state)."""
+    """``rollout`` plus the predicted variance of every state (same shape; zero at the start state). Along the
+    rollout the slices' pose variances add up (independent slice errors, first order: the spread a slice's error
+    causes downstream is not propagated); velocity variances are the last slice's."""
     return _rollout(model, x0, controls, dt, with_variance=True)
 
 
@@ -84,9 +88,12 @@ def _rollout(model, x0, controls, dt, with_variance):
     states = np.empty((x0.shape[0], controls.shape[1] + 1, x0.shape[1]))
     states[:, 0] = x0
     variance = np.zeros_like(states) if with_variance else None
+    nq = StateLayout((x0.shape[1] - 4) // 6).n_q  # the pose coordinates, whose variance accumulates
     for n in range(controls.shape[1]):
         if with_variance:
-            states[:, n + 1], variance[:, n + 1] = model.propagate_with_variance(states[:, n], controls[:, n], dt)
+            states[:, n + 1], slice_var = model.propagate_with_variance(states[:, n], controls[:, n], dt)
+            variance[:, n + 1] = slice_var
+            variance[:, n + 1, :nq] += variance[:, n, :nq]
         else:
             states[:, n + 1] = model.propagate(states[:, n], controls[:, n], dt)
     if single:

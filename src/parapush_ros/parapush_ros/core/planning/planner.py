@@ -86,6 +86,11 @@ class Plan:
     result: OptimiserResult
 
     @property
+    def variance(self) -> np.ndarray | None:
+        """(N+1, D) predicted variance of ``states`` when the model predicts one (an ensemble), else None."""
+        return self.result.variance
+
+    @property
     def spec(self) -> ModelSpec:
         """The model that predicted this plan, resolved (what ``PushPlan.model`` reports)."""
         return self.result.spec

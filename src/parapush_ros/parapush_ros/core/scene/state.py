@@ -55,6 +55,12 @@ class StateLayout:
         """(..., n_objects, 3) view of [vx, vy, omega] per object."""
         return x[..., self.n_q + 2:].reshape(x.shape[:-1] + (self.n_objects, 3))
 
+    def object_position_sigma(self, variance: np.ndarray) -> np.ndarray:
+        """(..., n_objects) standard deviation of each object's position, sqrt(var x + var y) (m), from a
+        per-coordinate variance in this layout (a model's predicted uncertainty)."""
+        v = self.object_poses(np.asarray(variance, dtype=float))
+        return np.sqrt(np.maximum(v[..., 0] + v[..., 1], 0.0))
+
     # --- index arrays, for code that needs masks rather than views ---
     @property
     def position_indices(self) -> np.ndarray:

@@ -75,6 +75,7 @@ class OptimiserResult:
     spec: ModelSpec | None = None  # the same, resolved (Prediction.spec)
     wall_time: float = 0.0
     predict_time: float = 0.0
+    variance: np.ndarray | None = None  # (N+1, D) predicted variance of ``states`` (None: the model gives none)
 
 
 class SamplingOptimiser(ABC):
@@ -165,12 +166,13 @@ class SamplingOptimiser(ABC):
                 result.initial_cost = float(costs[0])
             k = int(np.argmin(costs))
             if best is None or costs[k] < best[0]:
-                best = (float(costs[k]), U[k].copy(), states[k].copy(), {n: float(v[k]) for n, v in terms.items()})
+                best = (float(costs[k]), U[k].copy(), states[k].copy(), {n: float(v[k]) for n, v in terms.items()},
+                        None if pred.variance is None else pred.variance[k].copy())
             result.costs.append(best[0])
             w = self.weights(costs)
             mean = self.clip(mean + np.einsum("k,knd->nd", w, U - mean[None]))
             result.iterations = it + 1
-        result.cost, result.controls, result.states, result.terms = best
+        result.cost, result.controls, result.states, result.terms, result.variance = best
         result.mean = mean
         result.wall_time = time.perf_counter() - t_start
         return result

@@ -1,0 +1,52 @@
+"""The planner over real DDS (simulated time) with a model that predicts its variance (``learned_ensemble``): the
+plan message carries it per predicted state, RViz gets one-sigma ellipses along the path, and ``planner/status``
+says when the plan enters an uncertain region (``uncertainty_threshold``)."""
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from parapush_msgs.action import PushObject  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from test_mpc_planner_node import Harness  # noqa: E402
+
+from conftest import BackgroundExecutor, wait_for, wait_future  # noqa: E402
+from parapush_ros.core.scene.spec import load_scene  # noqa: E402
+from parapush_ros.nodes.mpc_planner import MPCPlannerNode  # noqa: E402
+from parapush_ros.ros.conversions import state_variance_to_array  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+SCENE = "four_cylinders"  # the learned models' scene family
+PARAMETERS = dict(scene=SCENE, model="learned_ensemble", samples=6, iterations=1, control_duration=1.0,
+                  uncertainty_threshold=1e-4, state_timeout=2.0, control_rate=50.0, use_sim_time=True)
+
+
+def test_plans_carry_the_variance_markers_show_it_and_status_says_uncertain(ros_context):
+    scene = load_scene(SCENE)
+    with BackgroundExecutor(ros_context) as ex:
+        ex.add(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in PARAMETERS.items()]))
+        h = Harness(ex.add(rclpy.create_node("mpc_planner_variance_test")), scene)
+        try:
+            assert h.client.wait_for_server(timeout_sec=30.0)
+            h.publish_static(scene.initial_state())
+            goal = PushObject.Goal(target_object="target", goal_x=0.25, goal_y=-0.05, yaw_tolerance=-1.0)
+            handle = wait_future(h.client.send_goal_async(goal), timeout=30.0, what="goal response")
+            assert handle.accepted
+            wait_for(lambda: h.plans, timeout=60.0, what="a plan")
+            plan = h.plans[0]
+            assert plan.model == "learned_ensemble" and len(plan.predicted_variance) == len(plan.predicted_states) == 4
+            var = np.array([state_variance_to_array(v, scene) for v in plan.predicted_variance])
+            sigma = scene.layout.object_position_sigma(var)  # (4 steps, 4 objects)
+            assert np.all(np.isfinite(sigma)) and sigma[-1, 0] > 1e-4  # the pushed target
+            assert np.all(np.diff(sigma[:, 0]) >= 0.0)  # accumulates along the plan
+            wait_for(lambda: any(m.ns == "plan/sigma" for a in h.markers for m in a.markers), timeout=30.0,
+                     what="sigma markers")
+            ellipses = [m for a in h.markers for m in a.markers if m.ns == "plan/sigma"][:16]
+            assert len(ellipses) == 16 and max(m.scale.x for m in ellipses) > 2e-4
+            wait_for(lambda: any(s.startswith("uncertain region") for s in h.status), timeout=30.0,
+                     what="'uncertain region' on planner/status")
+            line = next(s for s in h.status if s.startswith("uncertain region"))
+            assert "'target'" in line and "uncertainty_threshold 0.1 mm" in line
+            wait_future(handle.cancel_goal_async(), timeout=30.0, what="cancel")
+            wait_future(handle.get_result_async(), timeout=60.0, what="result after cancel")
+        finally:
+            h.close()

@@ -368,6 +368,8 @@ def test_goal_pose_starts_a_push(harness):
     ("max_actions", 20_000, r"parameter max_actions: must be in \[1, 10000\]"),
     ("state_timeout", float("inf"), "parameter state_timeout: must be finite and > 0"),
     ("position_tolerance", -0.01, "parameter position_tolerance: must be finite and >= 0"),
+    ("uncertainty_threshold", -0.01, "parameter uncertainty_threshold: must be finite and >= 0"),
+    ("parareal_variance_threshold", -1.0, "parareal_variance_threshold: must be >= 0 m"),
 ])
 def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, words):
     with pytest.raises((ValueError, KeyError), match=words):

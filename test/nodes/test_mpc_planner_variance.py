@@ -13,6 +13,7 @@ from conftest import BackgroundExecutor, wait_for, wait_future  # noqa: E402
 from parapush_ros.core.scene.spec import load_scene  # noqa: E402
 from parapush_ros.nodes.mpc_planner import MPCPlannerNode  # noqa: E402
 from parapush_ros.ros.conversions import state_variance_to_array  # noqa: E402
+from parapush_ros.ros.node import bring_up  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 SCENE = "four_cylinders"  # the learned models' scene family
@@ -23,7 +24,7 @@ PARAMETERS = dict(scene=SCENE, model="learned_ensemble", samples=6, iterations=1
 def test_plans_carry_the_variance_markers_show_it_and_status_says_uncertain(ros_context):
     scene = load_scene(SCENE)
     with BackgroundExecutor(ros_context) as ex:
-        ex.add(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in PARAMETERS.items()]))
+        ex.add(bring_up(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in PARAMETERS.items()])))
         h = Harness(ex.add(rclpy.create_node("mpc_planner_variance_test")), scene)
         try:
             assert h.client.wait_for_server(timeout_sec=30.0)

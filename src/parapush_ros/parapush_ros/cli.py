@@ -18,9 +18,10 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_parser(sub)
     from . import fidelity  # noqa: PLC0415
     fidelity.add_parser(sub)
-    from .learning import datagen, train, train_primitive  # noqa: PLC0415 (torch is imported only when they run)
+    from .learning import datagen, train, train_ensemble, train_primitive  # noqa: PLC0415 (torch: only when they run)
     datagen.add_parser(sub)
     train.add_parser(sub)
+    train_ensemble.add_parser(sub)
     from . import demonstrations_cli  # noqa: PLC0415
     demonstrations_cli.add_parser(sub)
     from . import teleop  # noqa: PLC0415 (rclpy is imported only when `teleop` runs)
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench_dgoc.add_parser(bsub, outputs)
     from .bench import uncertainty as bench_uncertainty  # noqa: PLC0415
     bench_uncertainty.add_parser(bsub, outputs)
+    from .bench import adaptive as bench_adaptive  # noqa: PLC0415
+    bench_adaptive.add_parser(bsub, outputs)
     return p
 
 

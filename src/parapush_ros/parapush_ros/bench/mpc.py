@@ -157,7 +157,8 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
     for i, scene in enumerate(scenes, start=args.first_scene):  # absolute index: a split run matches a whole one
         wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
             i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
-        predictor = Predictor(scene, coarse=args.coarse, threads=args.threads or None)
+        predictor = Predictor(scene, coarse=args.coarse, threads=args.threads or None,
+                              variance_threshold=args.parareal_variance_threshold)
         planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
         world = SimWorld(scene, wc)
         t0 = time.perf_counter()
@@ -327,7 +328,8 @@ def run(args) -> dict:
           + (f"; real time: planning while pushing, up to {config.sampling.iterations} iterations until the switch "
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
     res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene,
-           "models": models, "coarse": args.coarse, "worlds": worlds, "realtime": args.realtime,
+           "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
+           "worlds": worlds, "realtime": args.realtime,
            "plan_margin_s": args.plan_margin,
            "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
            "planner": {**asdict(config), "model": config.model.name}, "weights": weights.as_dict(),
@@ -443,6 +445,9 @@ def add_parser(sub, parent):
     p.add_argument("--coarse", default=None, choices=names(COARSE),
                    help="coarse model of 'coarse' and of Parareal (default: obstacle analytical, multi_object "
                         "learned)")
+    p.add_argument("--parareal-variance-threshold", type=float, default=0.0,
+                   help="uncertainty-aware Parareal (m of position sigma; needs --coarse learned_ensemble): a "
+                        "trajectory stops iterating once the coarse model is that sure of its slices left; 0 = off")
     p.add_argument("--mismatch", action="store_true",
                    help="also run in a world with other friction/masses and observation noise")
     p.add_argument("--worlds", default=None, help="comma-separated worlds to run: nominal, mismatch (overrides "

@@ -147,7 +147,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
                                            source="parameters weights.*")
         if not (math.isfinite(p["control_rate"]) and p["control_rate"] > 0.0):
             raise ValueError(f"parameter control_rate: must be finite and > 0, got {p['control_rate']}")
-        for name in ("stop_hold", "position_tolerance"):
+        for name in ("stop_hold", "position_tolerance", "uncertainty_threshold"):
             if not (math.isfinite(p[name]) and p[name] >= 0.0):
                 raise ValueError(f"parameter {name}: must be finite and >= 0, got {p[name]}")
         try:  # the push loop's settings, checked once here: a goal never finds a bad one

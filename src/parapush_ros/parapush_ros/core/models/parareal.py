@@ -18,6 +18,14 @@ A batch of M trajectories is solved together: each fine sweep is ONE batched cal
 all trajectories, spread over the fine model's threads; each coarse sweep is N batched calls. With K = N (or
 after all slices are exact) the result equals the serial fine rollout bitwise.
 
+Uncertainty-aware Parareal (paper 004's ensembles, one step further; ``variance_threshold``): with a coarse model
+that predicts its variance (``learned_ensemble``), a trajectory stops iterating -- before the first fine sweep, or
+after any -- as soon as the coarse variance of its slices that are not yet exact, summed, gives every object a
+position sigma of at most ``variance_threshold``: where the coarse model is sure (the pusher far from every object,
+an object pushed the way the training data pushed it), fine slices buy nothing. The others iterate on to
+``max_iterations``. The result carries that remaining variance, accumulated along the trajectory (zero on the
+exact prefix). ``parapush bench adaptive`` measures accuracy against cost.
+
 ``schedule="pipelined"`` (one trajectory, fixed K, tolerance 0) drops the barrier between sweeps: the fine solve
 of slice n for iteration k+1 is submitted the moment its start value x_n^k is known, while earlier slices of
 iteration k are still running. Same operations on the same values, so the result is bitwise the batched one;
@@ -47,6 +55,8 @@ class PararealResult:
     coarse_slices: int = 0
     wall_time: float = 0.0
     history: list | None = None  # optional list of (M, N+1, D) iterates, iteration 0 first
+    trajectory_iterations: np.ndarray | None = None  # (M,) fine sweeps each trajectory took part in
+    variance: np.ndarray | None = None  # (M, N+1, D) with ``variance_threshold``: the coarse variance left (below)
 
 
 class Parareal:
@@ -63,13 +73,23 @@ class Parareal:
 
     def solve(self, x0, controls, dt: float, max_iterations: int, tolerance: float = 0.0,
               yaw_tolerance: float | None = None, keep_history: bool = False,
-              schedule: str = "batched") -> PararealResult:
+              schedule: str = "batched", variance_threshold: float = 0.0) -> PararealResult:
         """Solve one trajectory (x0 (D,), controls (N, 2)) or a batch (x0 (M, D), controls (M, N, 2)).
 
         ``tolerance`` (m) and ``yaw_tolerance`` (rad, default: tolerance / 0.05 m, i.e. the same arc length at
         the rim of a 5 cm object) bound the change between iterates below which a slice counts as converged.
         ``schedule``: "batched" (a barrier after each fine sweep) or "pipelined" (see the module docstring).
+        ``variance_threshold`` (m, needs a coarse model with ``propagate_with_variance``): uncertainty-aware
+        stopping, see "Uncertainty-aware Parareal" in the module docstring; 0 = off.
         """
+        if variance_threshold:
+            if schedule != "batched":
+                raise ValueError("parareal: variance_threshold needs schedule 'batched'")
+            if not hasattr(self.coarse, "propagate_with_variance"):
+                raise ValueError(f"parareal: variance_threshold needs a coarse model that predicts its variance; "
+                                 f"{getattr(self.coarse, 'name', type(self.coarse).__name__)!r} does not")
+            if not variance_threshold > 0.0:
+                raise ValueError(f"parareal: variance_threshold must be >= 0 m, got {variance_threshold}")
         if schedule == "pipelined":
             return self._solve_pipelined(x0, controls, dt, max_iterations, tolerance, yaw_tolerance, keep_history)
         if schedule != "batched":
@@ -96,16 +116,23 @@ class Parareal:
         X = np.empty((M, N + 1, L.dim))
         X[:, 0] = x0
         G = np.empty((M, N, L.dim))  # cached C(X[:, n], u_n) of the current iterate
+        unsure = variance_threshold > 0.0
+        GV = np.zeros((M, N, L.dim)) if unsure else None  # the coarse variance of each slice of the iterate
+        coarse = self._coarse_with_variance(GV) if unsure else lambda x, u, dt, where: self.coarse.propagate(x, u, dt)
         for n in range(N):
-            G[:, n] = self.coarse.propagate(X[:, n], controls[:, n], dt)
+            G[:, n] = coarse(X[:, n], controls[:, n], dt, np.s_[:, n])
             X[:, n + 1] = G[:, n]
         Fv = np.empty((M, N, L.dim))  # fine result of slice n from the current X[:, n]
         start = np.zeros(M, dtype=int)  # first slice not yet converged, per trajectory
         exact = np.zeros(M, dtype=int)  # leading slices bitwise equal to the serial fine model
+        sweeps = np.zeros(M, dtype=int)
         result = PararealResult(states=X, iterations=0, coarse_slices=M * N,
                                 history=[X.copy()] if keep_history else None)
+        sure = np.zeros(M, dtype=bool)  # stopped because the coarse model is sure of the slices left
         for k in range(1, max_iterations + 1):
-            active = np.flatnonzero(start < N)
+            if unsure:
+                sure |= self._sure(GV, start, variance_threshold)
+            active = np.flatnonzero((start < N) & ~sure)
             if active.size == 0:
                 break
             # one batched fine sweep over every unconverged slice of every trajectory
@@ -120,12 +147,13 @@ class Parareal:
                 X[first, n + 1] = Fv[first, n]
                 rest = active[start[active] < n]
                 if rest.size:
-                    g_new = self.coarse.propagate(X[rest, n], controls[rest, n], dt)
+                    g_new = coarse(X[rest, n], controls[rest, n], dt, (rest, n))
                     result.coarse_slices += rest.size
                     corrected = g_new + Fv[rest, n] - G[rest, n]
                     G[rest, n] = g_new
                     X[rest, n + 1], _ = project_feasible(self.scene, corrected, self.projection_tolerance)
             exact[active] = np.maximum(exact[active], start[active] + 1)
+            sweeps[active] += 1
             dpos, dyaw = L.pose_change(X[active], X_old[active])  # (A, N+1)
             result.position_change.append(float(dpos.max()))
             result.yaw_change.append(float(dyaw.max()))
@@ -133,10 +161,15 @@ class Parareal:
             self._advance_prefix(X, Fv, start, active, dpos, dyaw, tolerance, yaw_tol)
             if keep_history:
                 result.history.append(X.copy())
-        result.converged = start >= N
+        result.converged = (start >= N) | sure
         result.exact_slices = exact
+        result.trajectory_iterations = sweeps
+        if unsure:  # what the coarse model is unsure of past the exact prefix, accumulated along the trajectory
+            left = np.where(np.arange(N)[None, :, None] >= exact[:, None, None], GV, 0.0)
+            result.variance = np.concatenate([np.zeros((M, 1, L.dim)), np.cumsum(left, axis=1)], axis=1)
         result.wall_time = time.perf_counter() - t_start
         if single:
+            result.variance = None if result.variance is None else result.variance[0]
             result.states = X[0]
             if keep_history:
                 result.history = [h[0] for h in result.history]
@@ -220,6 +253,21 @@ class Parareal:
             result.yaw_change.append(float(dyaw.max()))
         result.wall_time = time.perf_counter() - t_start
         return result
+
+    def _coarse_with_variance(self, GV):
+        """A coarse call ``(x, u, dt, where)`` that also stores the slices' variance in ``GV[where]``."""
+        def call(x, u, dt, where):
+            states, var = self.coarse.propagate_with_variance(x, u, dt)
+            GV[where] = var
+            return states
+        return call
+
+    def _sure(self, GV, start, threshold) -> np.ndarray:
+        """(M,) bool: the coarse variance of the slices not yet exact (from ``start`` on), summed, gives every
+        object a position sigma of at most ``threshold``."""
+        N = GV.shape[1]
+        left = np.where(np.arange(N)[None, :, None] >= start[:, None, None], GV, 0.0).sum(axis=1)  # (M, D)
+        return self.layout.object_position_sigma(left).max(axis=-1, initial=0.0) <= threshold
 
     @staticmethod
     def _advance_prefix(X, Fv, start, active, dpos, dyaw, tolerance, yaw_tol):

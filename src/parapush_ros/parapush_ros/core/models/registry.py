@@ -85,6 +85,10 @@ register_model("learned", ".learned:LearnedCoarseModel.load", COARSE,
                "MLP of paper 001, trained on the fine model (the four_cylinders family)",
                {"path": ModelOption("", "weights file for the learned coarse model; empty = the shipped weights",
                                     parameter="learned_weights")})
+register_model("learned_ensemble", ".learned.ensemble:LearnedEnsembleModel.load", COARSE,
+               "the learned coarse model as an E-MDN ensemble (paper 004): predicts its variance too",
+               {"path": ModelOption("", "weights file for the learned ensemble; empty = the shipped weights",
+                                    parameter="learned_ensemble_weights")})
 register_model("quasistatic", ".quasistatic_coarse:QuasiStaticCoarseModel", COARSE,
                "quasi-static pusher-slider with limit surface and motion cone (paper 003; one box slider only)")
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics",
@@ -176,6 +180,10 @@ def parameter_descriptions() -> dict[str, tuple[object, str]]:
                                        f"{' | '.join(names(COARSE))}"),
         "fine_model": (DEFAULT_FINE, f"fine model (inside Parareal): {' | '.join(names(FINE))}"),
     }
+    out["parareal_variance_threshold"] = (
+        0.0, "uncertainty-aware Parareal (m): a trajectory stops iterating once the coarse model's variance of its "
+             "slices not yet exact gives every object a position sigma <= this; needs a coarse model with a "
+             "variance (learned_ensemble); 0 = fixed K")
     for e in MODELS.values():
         for option, o in e.options.items():
             out[e.parameter(option)] = (o.default, o.description)
@@ -205,8 +213,12 @@ class Predictor:
     it (the fine model)."""
 
     def __init__(self, scene: Scene, coarse: str = DEFAULT_COARSE, iterations: int = 1, tolerance: float = 0.0,
-                 threads: int | None = None, options: dict | None = None, fine: str = DEFAULT_FINE):
+                 threads: int | None = None, options: dict | None = None, fine: str = DEFAULT_FINE,
+                 variance_threshold: float = 0.0):
         self.default_coarse = entry(coarse, COARSE, "coarse_model").name
+        if not variance_threshold >= 0.0:
+            raise ValueError(f"parareal_variance_threshold: must be >= 0 m, got {variance_threshold}")
+        self.variance_threshold = float(variance_threshold)  # uncertainty-aware Parareal (0: fixed K)
         self.default_fine = entry(fine, FINE, "fine_model").name
         self.scene = scene
         self.default_iterations = int(iterations)
@@ -224,7 +236,8 @@ class Predictor:
         options = {e.name: {o: p[e.parameter(o)] for o in e.options if e.parameter(o) in p and o != "threads"}
                    for e in MODELS.values()}
         return cls(scene, coarse=p["coarse_model"], fine=p["fine_model"], threads=p.get("threads") or None,
-                   options={k: v for k, v in options.items() if v}, **kwargs)
+                   options={k: v for k, v in options.items() if v},
+                   variance_threshold=p.get("parareal_variance_threshold", 0.0), **kwargs)
 
     def model(self, name: str) -> Propagator:
         """The registered model ``name`` for this scene (built once)."""
@@ -281,10 +294,10 @@ class Predictor:
             solver = Parareal(self.scene, self.coarse_model(spec.coarse), self.model(spec.fine))
             tol = self.tolerance if tolerance is None else tolerance
             r = solver.solve(x0, controls, dt, min(spec.iterations, controls.shape[1]), tol,
-                             keep_history=keep_history)
+                             keep_history=keep_history, variance_threshold=self.variance_threshold)
             done = replace(spec, iterations=r.iterations)
             pred = Prediction(r.states, done.name, r.iterations, r.position_change, r.yaw_change,
-                              fine_slices=r.fine_slices, spec=done, history=r.history)
+                              fine_slices=r.fine_slices, spec=done, history=r.history, variance=r.variance)
         else:
             m = self.model(spec.kind)
             variance = None

@@ -116,7 +116,7 @@ class LearnedCoarseModel:
             if not todo.any():
                 break
             rows = encode(x, u, todo, self.object_velocities)
-            apply_outputs(rows, out, self._predict(rows.features))
+            self._apply(rows, out, self._predict(rows.features))
             done |= todo
             if n == 1 or not self.two_pass:
                 break
@@ -127,6 +127,10 @@ class LearnedCoarseModel:
         if self._may_penetrate(out):
             out, _ = project_feasible(self.scene, out, self.projection_tolerance)
         return out
+
+    def _apply(self, rows, out, y):
+        """Write the network outputs of ``rows`` into ``out`` (a subclass with a variance adds its own)."""
+        apply_outputs(rows, out, y)
 
     def _predict(self, features):
         """Network outputs for encoded rows: the weighted mean over the soft slot orders that carry weight

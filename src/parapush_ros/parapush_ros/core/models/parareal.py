@@ -167,6 +167,7 @@ class Parareal:
         if unsure:  # what the coarse model is unsure of past the exact prefix, accumulated along the trajectory
             left = np.where(np.arange(N)[None, :, None] >= exact[:, None, None], GV, 0.0)
             result.variance = np.concatenate([np.zeros((M, 1, L.dim)), np.cumsum(left, axis=1)], axis=1)
+            result.variance[:, 1:, L.n_q:] = left[..., L.n_q:]  # velocities: the slice's own, not a sum
         result.wall_time = time.perf_counter() - t_start
         if single:
             result.variance = None if result.variance is None else result.variance[0]

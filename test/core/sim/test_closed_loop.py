@@ -115,6 +115,24 @@ def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
         assert (p["outcome"], p["actions"], p["path"]) == (w["outcome"], w["actions"], w["path"])
     with pytest.raises(ValueError, match="--first-scene"):
         main(common + ["--scenes", "1", "--first-scene", "-1", "--out", str(tmp_path / "bad")])
+    # the parts merged back: the whole study's runs and outcomes, a run given again replacing the earlier one
+    merged_path = tmp_path / "merged.json"
+    assert main(["bench", "mpc-merge", str(tmp_path / "whole" / "bench_mpc.json"),
+                 str(tmp_path / "part" / "bench_mpc.json"), "--json", str(merged_path)]) == 0
+    merged = json.loads(merged_path.read_text())
+    assert merged["scenes"] == 2 and len(merged["runs"]) == 4
+    assert [r["plan_times"] for r in merged["runs"] if r["scene"] == 1] == [r["plan_times"] for r in part["runs"]]
+    for key, s in whole["summary"].items():
+        assert merged["scenes_per_case"][key] == [0, 1]
+        for k in ("runs", "success_rate", "failures", "mean_actions"):
+            assert merged["summary"][key][k] == s[k], (key, k)
+        assert set(merged["failed"][key]) == {str(r["scene"]) for r in whole["runs"] if f"{r['world']}/{r['model']}"
+                                              == key and r["outcome"] != "reached"}
+    other = dict(part, seed=4)
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="other.json: 'seed' is 4"):
+        main(["bench", "mpc-merge", str(tmp_path / "part" / "bench_mpc.json"), str(tmp_path / "other.json"),
+              "--json", str(merged_path)])
 
 
 def test_bench_mpc_realtime_small(tmp_path):

@@ -29,10 +29,12 @@ samples x slices, each on 1 thread and on all cores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import threading
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -337,38 +339,18 @@ def run(args) -> dict:
            "mismatch": {"spread": args.spread, "position_noise_m": args.obs_noise,
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
            "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
-    rows = []
     path, out = output_paths(args, "mpc")
     for world in (worlds if scenes else []):
         for model in models:
             progress = Progress(len(scenes), f"{world} world, {model}")
             records = run_model(scenes, model, world, replace(config, model=model),
                                 weights, args, progress)
-            s = summarise(records, task["failures"])
-            res["summary"][f"{world}/{model}"] = s
+            res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             res["runs"] += records
-            row = (world, model, f"{100 * s['success_rate']:.0f}%", *s["failures"].values(),
-                   s["mean_actions_success"] or "-")
-            if args.realtime:
-                row += (s["task_time_s"], s["motion_time_s"], s["first_plan_s"], s["idle_fraction"],
-                        s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}",
-                        s["iterations_per_plan"])
-            else:
-                row += (s["plan_time_per_step_s"], s["task_time_s"])
-            if args.task == "multi_object":
-                row += (1e3 * s.get("others_displacement_mean_m", 0.0), 1e3 * s.get("others_displacement_max_m", 0.0))
-            rows.append(row)
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
-    if rows:
+    if res["summary"]:
         span = f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1}" if args.first_scene else ""
-        short = {"hit_obstacle": "hit", "off_table": "off table", "other_in_goal": "other in goal"}
-        columns = ["world", "model", "success", *[short.get(o.value, o.value) for o in task["failures"]],
-                   "actions (ok)"]
-        columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late",
-                     "iterations/plan"]
-                    if args.realtime else ["plan s/step", "task s"])
-        columns += ["others moved mean mm", "max mm"] if args.task == "multi_object" else []
-        print_table(columns, rows, title=f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed}{span})")
+        print_summary(res, f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed}{span})")
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
@@ -388,6 +370,82 @@ def run(args) -> dict:
                           f"iteration: c_f = {sm['c_f_s'] * 1e3:.1f} ms per fine slice, c_c = "
                           f"{sm['c_c_batch_s'] * 1e3:.2f} ms per {sm['coarse']} call on {t['samples']} samples")
     write_json(path, res)
+    return res
+
+
+def print_summary(res: dict, title: str) -> None:
+    """The table of a result's ``summary``: one row per world/model."""
+    task, realtime, rows = TASKS[res["task"]], res["realtime"], []
+    for key, s in res["summary"].items():
+        row = (*key.split("/"), f"{100 * s['success_rate']:.0f}%", *s["failures"].values(),
+               s["mean_actions_success"] or "-")
+        if realtime:
+            row += (s["task_time_s"], s["motion_time_s"], s["first_plan_s"], s["idle_fraction"],
+                    s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}",
+                    s["iterations_per_plan"])
+        else:
+            row += (s["plan_time_per_step_s"], s["task_time_s"])
+        if res["task"] == "multi_object":
+            row += (1e3 * s.get("others_displacement_mean_m", 0.0), 1e3 * s.get("others_displacement_max_m", 0.0))
+        rows.append(row)
+    short = {"hit_obstacle": "hit", "off_table": "off table", "other_in_goal": "other in goal"}
+    columns = ["world", "model", "success", *[short.get(o.value, o.value) for o in task["failures"]], "actions (ok)"]
+    columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late",
+                 "iterations/plan"] if realtime else ["plan s/step", "task s"])
+    columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
+    print_table(columns, rows, title=title)
+
+
+# what the parts of one study must share (the planner's 'model' names only the first model of each part)
+SAME_STUDY = ("task", "seed", "realtime", "coarse", "plan_clock", "plan_margin_s", "max_actions", "mismatch",
+              "weights")
+
+
+def merge(args) -> dict:
+    """``parapush bench mpc-merge``: one result from the JSONs of a study run in parts (``--first-scene``,
+    ``--scenes``, ``--models``, ``--worlds``): the runs of every part, a (scene, world, model) given again in a
+    later file replacing the earlier one (a re-run), re-summarised per world/model as ``bench mpc`` does, with the
+    scenes each covers and why each failure failed. A part of another study (task, seed, settings) is refused."""
+    if not args.files:
+        raise ValueError("files: give the JSON files of the study's parts")
+    first, runs, sources = None, {}, {}
+    for name in args.files:
+        part = json.loads(Path(name).read_text())
+        if "runs" not in part or "task" not in part:
+            raise ValueError(f"{name}: not a 'parapush bench mpc' result (no 'runs' / 'task')")
+        study = {k: part.get(k) for k in SAME_STUDY}
+        study["planner"] = {k: v for k, v in part["planner"].items() if k != "model"}
+        if first is None:
+            first, head = study, part
+        for k, v in study.items():
+            if v != first[k]:
+                raise ValueError(f"{name}: '{k}' is {v!r}, but {args.files[0]} has {first[k]!r} (another study)")
+        for r in part["runs"]:
+            key = (r["scene"], r["world"], r["model"])
+            if key in runs:
+                print(f"bench mpc-merge: scene {key[0]} {key[1]}/{key[2]} of {sources[key]} replaced by {name}")
+            runs[key], sources[key] = r, name
+    failures = TASKS[first["task"]]["failures"]
+    res = {k: head.get(k) for k in ("task", "seed", "realtime", "coarse", "plan_clock", "plan_margin_s", "planner",
+                                    "weights", "max_actions", "mismatch")}
+    res.update(parts=list(args.files), summary={}, scenes_per_case={}, failed={}, runs=[])
+    for world in ("nominal", "mismatch"):
+        for model in dict.fromkeys(m for (_, w, m) in runs if w == world):
+            recs = [runs[k] for k in sorted(runs) if k[1:] == (world, model)]
+            key = f"{world}/{model}"
+            res["summary"][key] = summarise(recs, failures)
+            res["scenes_per_case"][key] = [r["scene"] for r in recs]
+            res["failed"][key] = {str(r["scene"]): f"{r['outcome']}: {r['reason']}" for r in recs
+                                  if r["outcome"] != Outcome.REACHED.value}
+            res["runs"] += recs
+    scenes = sorted({k[0] for k in runs})
+    res["scenes"] = len(scenes)
+    print_summary(res, f"bench mpc-merge: {len(args.files)} parts, {len(scenes)} {first['task']} scenes "
+                       f"(seed {first['seed']}{', real time' if first['realtime'] else ''})")
+    for key, failed in res["failed"].items():
+        for scene, why in failed.items():
+            print(f"  {key} scene {scene}: {why}")
+    write_json(output_paths(args, "mpc")[0], res)
     return res
 
 
@@ -488,4 +546,9 @@ def add_parser(sub, parent):
     p.add_argument("--timing-repeats", type=int, default=1)
     p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
     p.set_defaults(func=run)
+    m = sub.add_parser("mpc-merge", parents=[parent], help="merge the JSONs of a 'bench mpc' study run in parts into "
+                                                          "one result (runs, summary per world/model, failures)")
+    m.add_argument("files", nargs="*", help="the parts' JSON files (a later file's run replaces the same "
+                                            "scene/world/model of an earlier one)")
+    m.set_defaults(func=merge)
     return p

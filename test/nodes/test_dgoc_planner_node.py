@@ -1,7 +1,7 @@
 """The planner node with ``planner: dgoc`` end to end through real rclpy (same process, real DDS): a PushObject goal
 *pose* -> one DG-OC plan (published as PushPlan, Path and markers of the pushed faces) -> 100 Hz tracking on
 ``pusher_cmd`` against a MuJoCo world stepped in the test -> feedback -> REACHED; a goal without a yaw is refused
-with a clear outcome.
+with a clear outcome; a cancel while a plan is being solved ends the solve at once.
 
 The world owns the simulated clock (``/clock``) and steps paper 003's block by 10 ms ticks under the latest command.
 While the pusher is commanded to move it advances a tick only once the planner's command for the current clock has
@@ -110,12 +110,14 @@ class World:
 
 
 @pytest.fixture
-def world(ros_context, tmp_path_factory):
+def world(ros_context, tmp_path_factory, request):
+    """The node and the test's world; ``request.param`` (indirect parametrisation) overrides node parameters."""
     library = tmp_path_factory.mktemp("demos")
     d = next(d for d in load_library("block_003") if d.name == "demo_06_0switch")
     Demonstration("first_3_s", d.dt, d.X[:151], d.U[:150], 0, "block_003").save(library / "first_3_s.json")
     params = dict(scene="block_003", planner="dgoc", state_timeout=1.0, tracking_loss_timeout=2.0, stop_hold=0.2,
                   use_sim_time=True, **{"dgoc.demonstrations": str(library), "dgoc.max_iterations": 20})
+    params.update(getattr(request, "param", {}))
     with BackgroundExecutor(ros_context) as ex:
         ex.add(bring_up(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])))
         w = World(ex.add(rclpy.create_node("dgoc_planner_test")))
@@ -159,3 +161,19 @@ def test_a_goal_without_a_yaw_is_refused_with_a_clear_outcome(world):
     assert res.status == GoalStatus.STATUS_ABORTED and res.result.outcome == PushObject.Result.FAILED
     assert "goal.yaw_tolerance: the dgoc planner pushes to a goal pose" in res.result.message
     assert not world.plans
+
+
+# the shipped library of 10 full (7 s) demonstrations, each goal planned from all 10 at once and up to 200 DDP
+# iterations per stage: a solve of about 15 CPU-s (measured), so the cancel arrives while it runs
+@pytest.mark.parametrize("world", [{"dgoc.demonstrations": "block_003", "dgoc.k": 10, "dgoc.max_iterations": 200}],
+                         indirect=True)
+def test_a_cancel_while_planning_ends_the_solve_at_once(world):
+    w = world
+    handle = w.send(*GOAL, yaw_tolerance=0.1)
+    wait_for(lambda: any(s.startswith("DG-OC: planning") for s in w.status), timeout=60.0, what="planning status")
+    wait_future(handle.cancel_goal_async(), timeout=30.0, what="cancel response")
+    res = wait_future(handle.get_result_async(), timeout=60.0, what="push result")
+    assert res.status == GoalStatus.STATUS_CANCELED and res.result.actions_executed == 0, res.result.message
+    assert "cancelled by the client (while planning: the solve stopped after" in res.result.message
+    assert not w.plans  # the solve gave up: no plan was published or tracked
+    assert all(m.twist.linear.x == 0.0 and m.twist.linear.y == 0.0 for _, m in w.cmds)

@@ -5,7 +5,7 @@ import pytest
 
 from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider
 from parapush_ros.core.planning.ddp.costs import DGOCCost, DGOCWeights
-from parapush_ros.core.planning.ddp.solver import BatchedDDP, DDPSettings
+from parapush_ros.core.planning.ddp.solver import BatchedDDP, DDPSettings, SolveStopped
 
 MODEL = QuasiStaticPusherSlider(size=(0.12, 0.12), mass=0.11, mu_g=0.35, mu_p=0.3, pusher_radius=0.005, dt=0.02)
 
@@ -139,3 +139,23 @@ def test_the_corner_keep_out_holds_the_pusher_off_the_corners():
     # its gradient moves the pusher back towards the middle of the face
     lx = cost.derivatives(X, np.zeros((1, len(along) - 1, 2)))[0]
     assert lx[0, 3, 4] > 0.0 and lx[0, 0, 4] == 0.0
+
+
+def test_a_solve_asked_to_stop_ends_within_one_iteration():
+    """``should_stop`` is asked before every iteration: a stop requested after the 3rd ends the solve with
+    ``SolveStopped`` before a 4th (a cancel or shutdown does not wait for the whole solve); never asked to, the same
+    problem runs on (it needs more than 3 iterations)."""
+    targets = np.array([[0.12, 0.03, 0.3], [0.1, -0.03, -0.4]])
+    x0 = np.tile([0, 0, 0, -0.066, 0, 0, 0.0], (2, 1))
+    ddp = BatchedDDP(MODEL, DGOCCost(MODEL, targets, DGOCWeights()), DDPSettings(max_iterations=8))
+    asked = []
+
+    def should_stop():
+        asked.append(len(asked))
+        return len(asked) > 3
+
+    with pytest.raises(SolveStopped, match="after 3 iteration") as stopped:
+        ddp.solve(x0, np.zeros((2, 40, 2)), should_stop=should_stop)
+    assert stopped.value.iterations == 3 and len(asked) == 4
+    r = ddp.solve(x0, np.zeros((2, 40, 2)), should_stop=lambda: False)
+    assert r.iterations.max() > 3

@@ -104,6 +104,34 @@ def test_cancel_and_pre_emption_stop_the_pusher_at_once(rough_planner):
     assert not commands_between(io, 1.0 + 0.011, 10.0)
 
 
+class StopWhenPlanning(WorldIO):
+    """The world's IO, plus a stop requested from outside as soon as the loop says it is planning (the DDP has not
+    started: only its own check of ``stopping`` can end the solve before the plan is made)."""
+
+    def __init__(self, world, reason, **kwargs):
+        super().__init__(world, plan_clock=frozen_clock, **kwargs)
+        self.reason, self.session = reason, None
+
+    def report_status(self, text, level="info"):
+        super().report_status(text, level)
+        if text.startswith("DG-OC: planning") and self.session is not None:
+            self.session.stop(Outcome.ABORTED, self.reason)
+
+
+def test_a_stop_while_planning_ends_the_solve_at_once(planner):
+    """Cancel, pre-emption, e-stop or shutdown during a DDP solve of seconds: the solve ends within one iteration
+    (here before its first: the stop came first), no plan is made or tracked, the pusher is stopped, the outcome is
+    the stop's."""
+    io = StopWhenPlanning(SimWorld(SCENE), "cancelled by the client")
+    s = DGOCSession(planner, io, goal_for(SCENE, "block", **GOAL), DGOCSessionConfig())
+    io.session = s
+    res = s.run()
+    assert res.outcome is Outcome.ABORTED
+    assert res.reason.startswith("cancelled by the client (while planning: the solve stopped after 0 DDP iteration")
+    assert not res.plans and res.actions == 0 and res.ticks == 0
+    assert io.schedule is None and all(np.all(u == 0) for _, _, u in io.executed)
+
+
 def test_goals_and_settings_are_checked():
     planner = DGOCPushPlanner.__new__(DGOCPushPlanner)  # never used: the goal check comes first
     with pytest.raises(ValueError, match="needs a yaw"):

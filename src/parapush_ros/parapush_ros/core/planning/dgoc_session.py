@@ -19,7 +19,9 @@ The pusher stops while the planner thinks (a plan takes seconds): before every p
 
 A stale or invalid state stops the pusher at once and pauses the push; it resumes (re-planned from rest) if a
 valid state comes back within ``tracking_loss_timeout``, else it fails. ``stop`` (cancel, pre-emption through
-``session.PushArbiter``) ends it at once. Outcomes come from the one ``OutcomeMonitor``, on every state the IO saw.
+``session.PushArbiter``, a node's deactivation or shutdown) ends it at once, also while a plan is being solved (the
+DDP asks ``stopping`` before every iteration: seconds of planning end within one iteration). Outcomes come from the
+one ``OutcomeMonitor``, on every state the IO saw.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from ..scene.spec import Scene
 from .ddp.costs import DGOCWeights
 from .ddp.demonstrations import DemonstrationError, load_library
 from .ddp.dgoc import METHODS, PLAN_DT, DGOCPlanner
-from .ddp.solver import DDPSettings
+from .ddp.solver import DDPSettings, SolveStopped
 from .ddp.tracking import PlanTracker, TrackingConfig, replan
 from .outcome import Outcome, OutcomeMonitor
 from .session import EPS, ControlSchedule, Observation, PushIO, SessionResult
@@ -162,24 +164,26 @@ class DGOCPushPlanner:
         _, faces, modes = model.rollout_info(X[0], U)
         return np.where(modes == SEPARATION, -1, faces)
 
-    def plan(self, x, goal: Goal, clock) -> DGOCPlan:
-        """The whole DG-OC plan (``config.method``) from scene state ``x`` to ``goal``'s pose."""
+    def plan(self, x, goal: Goal, clock, should_stop=None) -> DGOCPlan:
+        """The whole DG-OC plan (``config.method``) from scene state ``x`` to ``goal``'s pose; ``should_stop``: see
+        ``BatchedDDP.solve`` (raises ``SolveStopped``)."""
         index = goal.object_index
         p = self.planner(index)
         x0 = self.model_state(x, index)
         target = np.array([goal.position[0], goal.position[1], goal.yaw])
         t0 = clock()
-        r = p.plan(x0[None], target[None], self.config.method, k=self.config.k)
+        r = p.plan(x0[None], target[None], self.config.method, k=self.config.k, should_stop=should_stop)
         demo = p.demos[int(r.demo[0])].name if r.demo[0] >= 0 else ""
         return DGOCPlan(r.X[0], r.U[0], r.K[0], PLAN_DT, self._faces(p.model, r.X[0], r.U[0]), r.target[0],
                         "dgoc", self.config.method, demo, clock() - t0)
 
-    def replan(self, x, goal: Goal, tracker: PlanTracker, t: float, clock) -> DGOCPlan:
+    def replan(self, x, goal: Goal, tracker: PlanTracker, t: float, clock, should_stop=None) -> DGOCPlan:
         """WS-DDP from the tracked state (``tracking.replan``), warm-started with the rest of the current plan."""
         p = self.planner(goal.object_index)
         target = np.array([goal.position[0], goal.position[1], goal.yaw])
         t0 = clock()
-        new = replan(p.model, self.model_state(x, goal.object_index), tracker, t, target, self.tracking, self.weights)
+        new = replan(p.model, self.model_state(x, goal.object_index), tracker, t, target, self.tracking, self.weights,
+                     should_stop)
         return DGOCPlan(new.X, new.U, new.K, PLAN_DT, self._faces(p.model, new.X, new.U), target, "replan", "ws", "",
                         clock() - t0)
 
@@ -355,9 +359,15 @@ class DGOCSession:
             f"planning {self.goal_text()} (plan {res.actions + 1}/{self.monitor.max_actions})"
         self._status(f"DG-OC: {what}, {self.monitor.distance(x) * 1e3:.0f} mm to go")
         c0 = io.plan_clock()
+        stopping = lambda: self.stopping  # noqa: E731 - asked by the DDP before every iteration
         try:
-            plan = (self.planner.plan(x, self.goal, io.plan_clock) if tracker is None else
-                    self.planner.replan(x, self.goal, tracker, t, io.plan_clock))
+            plan = (self.planner.plan(x, self.goal, io.plan_clock, stopping) if tracker is None else
+                    self.planner.replan(x, self.goal, tracker, t, io.plan_clock, stopping))
+        except SolveStopped as e:  # only a stop request stops a solve
+            with self._lock:
+                outcome, reason = self._stop
+            raise _Stop(outcome, f"{reason} (while planning: the solve stopped after {e.iterations} DDP "
+                                 f"iteration(s) of its stage, {io.plan_clock() - c0:.2f} s into it)") from None
         except (ModelDiverged, ValueError, np.linalg.LinAlgError) as e:
             raise _Stop(Outcome.FAILED, f"planning failed: {e}") from None
         if not (np.all(np.isfinite(plan.U)) and np.all(np.isfinite(plan.K))):

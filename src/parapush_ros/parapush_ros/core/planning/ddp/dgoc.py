@@ -114,17 +114,18 @@ class DGOCPlanner:
             X[:, t + 1] = self.model.step(X[:, t], u)
         return X, U
 
-    def _solve(self, x0, U0, target, demo=None, X0=None) -> DDPResult:
+    def _solve(self, x0, U0, target, demo=None, X0=None, should_stop=None) -> DDPResult:
         cost = DGOCCost(self.model, target, self.weights, *(demo or (None, None, None)))
-        return BatchedDDP(self.model, cost, self.settings).solve(x0, U0, X0=X0)
+        return BatchedDDP(self.model, cost, self.settings).solve(x0, U0, X0=X0, should_stop=should_stop)
 
     # ------------------------------------------------------------------------------------ methods
-    def plan(self, x0, targets, method: str = "ws", k: int = 1) -> Plan:
+    def plan(self, x0, targets, method: str = "ws", k: int = 1, should_stop=None) -> Plan:
         """Plan from states ``x0`` (B, 7) to slider poses ``targets`` (B, 3) with ``method`` in zs/ds/dp/ws (ws =
-        the DP -> WS framework); ``k`` nearest demonstrations per target (not for zs)."""
-        return self.plan_methods(x0, targets, (method,), k)[method]
+        the DP -> WS framework); ``k`` nearest demonstrations per target (not for zs). ``should_stop``: see
+        ``BatchedDDP.solve`` (``SolveStopped`` within one DDP iteration)."""
+        return self.plan_methods(x0, targets, (method,), k, should_stop)[method]
 
-    def plan_methods(self, x0, targets, methods=METHODS, k: int = 1) -> dict:
+    def plan_methods(self, x0, targets, methods=METHODS, k: int = 1, should_stop=None) -> dict:
         """Several methods on the same problems: {method: Plan}. WS continues from DP's solution (DP is solved
         once if both are asked for); WS's ``solve_time`` and ``iterations`` include DP's (the framework's)."""
         for m in methods:
@@ -138,7 +139,7 @@ class DGOCPlanner:
             t0 = time.perf_counter()
             tz = targets.copy()
             tz[:, 2] = unwrap_near(tz[:, 2], x0[:, 2])
-            r = self._solve(x0, np.zeros((b, self.horizon, 2)), tz)
+            r = self._solve(x0, np.zeros((b, self.horizon, 2)), tz, should_stop=should_stop)
             out["zs"] = Plan(r.X, r.U, r.K, r.cost, tz, np.full(b, -1), r.iterations, time.perf_counter() - t0)
         if not set(methods) & {"ds", "dp", "ws"}:
             return out
@@ -166,16 +167,17 @@ class DGOCPlanner:
 
         if "ds" in methods:
             t0 = time.perf_counter()
-            out["ds"] = best_of_k(self._solve(xb, U0, tb, X0=X0), t_init + time.perf_counter() - t0)
+            rds = self._solve(xb, U0, tb, X0=X0, should_stop=should_stop)
+            out["ds"] = best_of_k(rds, t_init + time.perf_counter() - t0)
         if "dp" in methods or "ws" in methods:
             t0 = time.perf_counter()
-            rdp = self._solve(xb, U0, tb, demo=(ref_X, ref_U, self.face_masks[idx]), X0=X0)
+            rdp = self._solve(xb, U0, tb, demo=(ref_X, ref_U, self.face_masks[idx]), X0=X0, should_stop=should_stop)
             t_dp = t_init + time.perf_counter() - t0
             if "dp" in methods:
                 out["dp"] = best_of_k(rdp, t_dp)
             if "ws" in methods:
                 t0 = time.perf_counter()
-                rws = self._solve(xb, rdp.U, tb, X0=rdp.X)
+                rws = self._solve(xb, rdp.U, tb, X0=rdp.X, should_stop=should_stop)
                 rws.iterations = rws.iterations + rdp.iterations
                 out["ws"] = best_of_k(rws, t_dp + time.perf_counter() - t0)
         return {m: out[m] for m in methods}

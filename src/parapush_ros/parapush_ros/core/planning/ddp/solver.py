@@ -9,6 +9,10 @@ in the cost (paper 003's soft-thresholding).
 Each problem keeps its own Levenberg-Marquardt damping ``mu``, line-search step and convergence flag; all line-search
 step sizes are tried in one batched rollout. The result carries the local policy u = u* + K (x - x*) that the
 tracking controller uses.
+
+A solve of a long horizon takes seconds; ``solve(should_stop=...)`` asks the callback before every iteration and
+raises ``SolveStopped`` when it says so (a cancel, a pre-emption, an e-stop or a shutdown ends a plan within one
+iteration instead of after the whole solve).
 """
 from __future__ import annotations
 
@@ -25,6 +29,14 @@ class DDPResult:
     cost: np.ndarray  # (B,)
     iterations: np.ndarray  # (B,) iterations each problem took
     converged: np.ndarray  # (B,) bool
+
+
+class SolveStopped(Exception):
+    """A solve ended early because its ``should_stop`` callback asked for it (its result is thrown away)."""
+
+    def __init__(self, iterations: int):
+        super().__init__(f"DDP stopped after {iterations} iteration(s)")
+        self.iterations = iterations
 
 
 @dataclass(frozen=True)
@@ -106,9 +118,10 @@ class BatchedDDP:
             vxx = 0.5 * (vxx + vxx.transpose(0, 2, 1))
         return k, K, dv1, dv2, ok
 
-    def solve(self, x0, U0, X0=None, active=None) -> DDPResult:
+    def solve(self, x0, U0, X0=None, active=None, should_stop=None) -> DDPResult:
         """Solve B problems from ``x0`` (B, n) with initial controls ``U0`` (B, T, m). ``X0``, if given, must be the
-        rollout of ``U0`` (it saves one rollout)."""
+        rollout of ``U0`` (it saves one rollout). ``should_stop()``, if given, is asked before every iteration; when
+        it returns true the solve raises ``SolveStopped``."""
         s = self.settings
         U = np.array(U0, dtype=float)
         X = self.rollout(x0, U) if X0 is None else np.array(X0, dtype=float)
@@ -120,7 +133,9 @@ class BatchedDDP:
         iterations = np.zeros(b, dtype=int)
         K = np.zeros(U.shape + (X.shape[-1],))
         alphas = np.asarray(s.alphas)
-        for _ in range(s.max_iterations):
+        for it in range(s.max_iterations):
+            if should_stop is not None and should_stop():
+                raise SolveStopped(it)
             idx = np.flatnonzero(~done)
             if len(idx) == 0:
                 break

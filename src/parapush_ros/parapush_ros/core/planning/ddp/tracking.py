@@ -125,12 +125,13 @@ def correction_guesses(model, x, steps: int, offsets=CORRECTION_OFFSETS, speed: 
 
 
 def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config: TrackingConfig,
-           weights: DGOCWeights = DGOCWeights()) -> PlanTracker:
+           weights: DGOCWeights = DGOCWeights(), should_stop=None) -> PlanTracker:
     """DDP from the measured state ``x`` with the demonstration-free (WS-DDP) cost, from several initial guesses
     solved as one batch, the cheapest kept: the current plan's policy u*_j + K_j (x_j - x*_j) rolled out on the model
     from ``x`` for the rest of the plan (plus ``extra_time_s`` at rest, at least ``min_replan_s``), and
     ``correction_guesses`` (a new contact on each face). The policy alone cannot find a new contact (measured: at a
-    plan's end it re-planned to standing still); returns the tracker of the new plan."""
+    plan's end it re-planned to standing still); returns the tracker of the new plan. ``should_stop``: see
+    ``BatchedDDP.solve``."""
     _, i = tracker.reference(t)
     i = min(i, len(tracker.U))
     extra = int(round(config.extra_time_s / tracker.dt))
@@ -151,7 +152,7 @@ def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config:
     tgt[2] = unwrap_near(tgt[2], tracker.X[-1, 2])
     cost = DGOCCost(model, np.repeat(tgt[None], len(U0), 0), weights)
     r = BatchedDDP(model, cost, DDPSettings(max_iterations=config.replan_iterations)).solve(
-        np.repeat(x[None], len(U0), 0), U0, X0=X0)
+        np.repeat(x[None], len(U0), 0), U0, X0=X0, should_stop=should_stop)
     best = int(np.argmin(r.cost))
     new = PlanTracker(r.X[best], r.U[best], r.K[best], tracker.dt, config)
     new.v_cmd = tracker.v_cmd.copy()

@@ -108,8 +108,10 @@ def test_bench_support_small(tmp_path):
 
 
 def test_bench_dgoc_small(tmp_path):
-    out = run(tmp_path, "bench", "dgoc", "--targets", "2", "--scenes", "block_003", "--max-iterations", "3",
-              "--single", "1", "--track", "1", "--compare-mpc", "1", "--mpc-actions", "1")
+    """A chunk (target 1 of 3) with tracking and the MPC comparison, then merged with the chunk of target 0."""
+    out = run(tmp_path, "bench", "dgoc", "--targets", "3", "--first-target", "1", "--count", "1", "--scenes",
+              "block_003", "--max-iterations", "3", "--single", "1", "--track", "1", "--compare-mpc", "1",
+              "--mpc-actions", "1")
     res = json.loads((out / "bench_dgoc.json").read_text())
     methods = res["scenes"]["block_003"]["methods"]
     assert set(methods) == {"zs", "ds", "dp", "ws"}
@@ -130,6 +132,30 @@ def test_bench_dgoc_small(tmp_path):
         times = compare[m]
         assert len(times["runs"]) == 1 and times["task_time_s"]["mean"] > times["planning_time_s"]["mean"]
     assert compare["mpc"]["runs"][0]["actions"] == 1 and compare["mpc_model"] == "fine"
+    # the chunk is target 1 of the seed's 3, with the perturbation a whole run gives it
+    from parapush_ros.bench.dgoc import draw_targets, perturbations, start_state
+    from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider
+    from parapush_ros.core.scene.spec import load_scene
+    scene = load_scene("block_003")
+    x0 = start_state(scene)
+    assert res["first_target"] == 1 and res["count"] == 1 and res["scenes"]["block_003"]["target_indices"] == [1]
+    np.testing.assert_allclose(res["scenes"]["block_003"]["targets"], draw_targets(3, 0, x0[:3])[1:2])
+    np.testing.assert_allclose(kick, perturbations(QuasiStaticPusherSlider.from_scene(scene), x0, 3, 0)[1:2])
+    # merged with target 0 (planned only): statistics of both targets, tracking of target 1
+    run(tmp_path / "c0", "bench", "dgoc", "--targets", "3", "--count", "1", "--scenes", "block_003",
+        "--max-iterations", "3", "--single", "0", "--json", str(tmp_path / "c0.json"))
+    c0 = json.loads((tmp_path / "c0.json").read_text())
+    run(tmp_path / "m", "bench", "dgoc", "--merge", f"{out / 'bench_dgoc.json'},{tmp_path / 'c0.json'}")
+    merged = json.loads((tmp_path / "m" / "out" / "bench_dgoc.json").read_text())["scenes"]["block_003"]
+    assert merged["target_indices"] == [0, 1] and merged["tracking"]["tracked_target_indices"] == [1]
+    for m in ("zs", "ws"):
+        both = c0["scenes"]["block_003"]["methods"][m]["succeeded"] + methods[m]["succeeded"]
+        assert merged["methods"][m]["succeeded"] == both
+        assert merged["methods"][m]["success_rate"] == pytest.approx(np.mean(both))
+    assert merged["tracking"]["cases"]["nominal"]["succeeded"] == tracking["cases"]["nominal"]["succeeded"]
+    assert len(merged["compare_mpc"]["mpc"]["runs"]) == 1
+    with pytest.raises(ValueError, match="overlap"):
+        run(tmp_path / "m2", "bench", "dgoc", "--merge", f"{tmp_path / 'c0.json'},{tmp_path / 'c0.json'}")
 
 
 def test_demos_command_writes_a_loadable_library(tmp_path):
@@ -145,5 +171,13 @@ def test_demos_command_writes_a_loadable_library(tmp_path):
 def test_bench_dgoc_refuses_more_tracked_targets_than_targets(tmp_path):
     with pytest.raises(ValueError, match="--track"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--track", "2")
+    with pytest.raises(ValueError, match="--track: must be from 0 to the targets of this run \\(1\\)"):
+        run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "4", "--track", "2")
+    with pytest.raises(ValueError, match="--first-target"):
+        run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "5")
+    with pytest.raises(ValueError, match="--count"):
+        run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "3", "--count", "3")
+    with pytest.raises(ValueError, match="--merge: cannot read"):
+        run(tmp_path, "bench", "dgoc", "--merge", str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="--mpc-model"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--compare-mpc", "1", "--mpc-model", "nonsense")

@@ -22,10 +22,18 @@ ways: DG-OC (one target planned alone, DP -> WS, then tracked at 100 Hz with re-
 planner of paper 000 (``--mpc-model``, fine or Parareal-1; a goal disc of 1 cm and a yaw tolerance of 0.1 rad,
 1 s controls, up to ``--mpc-actions`` actions). Per method: success, planning time (wall, re-plans included),
 execution time (simulated), their sum, and the final pose error (JSON ``compare_mpc``).
+
+A long study runs in chunks: ``--first-target F --count C`` plans, tracks and compares only targets F..F+C-1 of the
+seed's ``--targets`` (the same targets and perturbations as in one run; ``--track`` and ``--compare-mpc`` count
+from F), and ``--merge A.json,B.json,...`` combines chunk files of one seed into the result of the union (every
+statistic recomputed from the per-target errors each file keeps; plan times per target are the chunks' batch
+times summed over the targets, so batches of different size mix).
 """
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -78,14 +86,21 @@ def success(err: np.ndarray) -> np.ndarray:
     return (err[:, 0] < SUCCESS_XY) & (err[:, 1] < SUCCESS_XY) & (err[:, 2] < SUCCESS_YAW)
 
 
-def method_stats(plan, n: int) -> dict:
-    err = plan.final_error()
+def error_stats(err) -> dict:
+    """Success rate, mean and std of the (n, 3) final errors |x|, |y| (m), |yaw| (rad), and the per-target errors
+    (kept so that chunks can be merged)."""
+    err = np.asarray(err, dtype=float).reshape(-1, 3)
     ok = success(err)
-    return {"success_rate": float(ok.mean()), "solve_time_s": plan.solve_time / n, "batch_time_s": plan.solve_time,
+    return {"success_rate": float(ok.mean()),
             "final_err_x_cm": {"mean": float(err[:, 0].mean() * 100), "std": float(err[:, 0].std() * 100)},
             "final_err_y_cm": {"mean": float(err[:, 1].mean() * 100), "std": float(err[:, 1].std() * 100)},
             "final_err_theta_rad": {"mean": float(err[:, 2].mean()), "std": float(err[:, 2].std())},
-            "iterations_mean": float(plan.iterations.mean()), "succeeded": ok.tolist()}
+            "succeeded": ok.tolist(), "final_err": err.tolist()}
+
+
+def method_stats(plan, n: int) -> dict:
+    return {**error_stats(plan.final_error()), "solve_time_s": plan.solve_time / n, "batch_time_s": plan.solve_time,
+            "iterations_mean": float(plan.iterations.mean()), "iterations": plan.iterations.tolist()}
 
 
 def bench_scene(name: str, args) -> dict:
@@ -95,11 +110,13 @@ def bench_scene(name: str, args) -> dict:
     settings = DDPSettings(max_iterations=args.max_iterations)
     planner = DGOCPlanner(model, demos, DGOCWeights(), settings)
     x0 = start_state(scene)
-    targets = draw_targets(args.targets, args.seed, x0[:3])
-    print(f"\nbench dgoc: {name}: {args.targets} targets, {len(demos)} demonstrations, horizon {planner.horizon} "
-          f"steps of {PLAN_DT} s, k = {args.k} ...", flush=True)
+    first, last = chunk(args)
+    targets = draw_targets(args.targets, args.seed, x0[:3])[first:last]
+    print(f"\nbench dgoc: {name}: targets {first}..{last - 1} of {args.targets}, {len(demos)} demonstrations, "
+          f"horizon {planner.horizon} steps of {PLAN_DT} s, k = {args.k} ...", flush=True)
     plans = planner.plan_methods(np.repeat(x0[None], len(targets), 0), targets, METHODS, k=args.k)
-    res = {"demonstrations": [d.name for d in demos], "targets": targets, "methods": {}}
+    res = {"demonstrations": [d.name for d in demos], "targets": targets,
+           "target_indices": list(range(first, last)), "methods": {}}
     for m in METHODS:
         res["methods"][m] = {"name": METHOD_NAMES[m], **method_stats(plans[m], len(targets))}
         res["methods"][m]["demo_used"] = plans[m].demo.tolist()
@@ -119,6 +136,11 @@ def bench_scene(name: str, args) -> dict:
     if args.compare_mpc:
         res["compare_mpc"] = compare_mpc(scene, planner, x0, targets[:args.compare_mpc], args)
     return res
+
+
+def chunk(args) -> tuple[int, int]:
+    """[first, last) target indices of this run."""
+    return args.first_target, args.first_target + (args.count or args.targets - args.first_target)
 
 
 def perturbations(model, x0, n: int, seed: int) -> np.ndarray:
@@ -155,8 +177,11 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
           f"cases {', '.join(TRACK_CASES)} ...", flush=True)
     out = {"c_scale": scale, "config": cfg.__dict__, "planned_success_rate": float(success(plan.final_error()[
         :len(targets)]).mean()), "cases": {}}
+    first, _ = chunk(args)
     for case, world_cfg in TRACK_CASES.items():
-        kicks = perturbations(model, x0, len(targets), args.seed) if case == "perturbed" else None
+        # drawn for all targets of the seed, so that a chunk's targets get the perturbations of a whole run
+        kicks = perturbations(model, x0, args.targets, args.seed)[first:first + len(targets)] \
+            if case == "perturbed" else None
         errs, replans, feedback = [], [], []
         for i, tgt in enumerate(tqdm(targets, desc=f"tracking {case}", unit="target")):
             world = SimWorld(scene, world_cfg)
@@ -166,19 +191,21 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
             replans.append(run.replans)
             feedback.append(run.feedback_share)
         err = np.array(errs)
+        out["cases"][case] = tracking_case(err, replans, feedback)
+        out["cases"][case].update({**({"perturbations": kicks} if kicks is not None else {}),
+                                   "world": world_cfg.__dict__})
         ok = success(err)
-        out["cases"][case] = {
-            "tracked_success_rate": float(ok.mean()),
-            "final_err_x_cm": {"mean": float(err[:, 0].mean() * 100), "std": float(err[:, 0].std() * 100)},
-            "final_err_y_cm": {"mean": float(err[:, 1].mean() * 100), "std": float(err[:, 1].std() * 100)},
-            "final_err_theta_rad": {"mean": float(err[:, 2].mean()), "std": float(err[:, 2].std())},
-            "replans_mean": float(np.mean(replans)), "feedback_share_mean": float(np.mean(feedback)),
-            "succeeded": ok.tolist(), **({"perturbations": kicks} if kicks is not None else {}),
-            "world": world_cfg.__dict__}
         print(f"  {case}: tracked success {ok.mean() * 100:.0f} %, final error x {err[:, 0].mean() * 100:.2f} cm, "
               f"y {err[:, 1].mean() * 100:.2f} cm, yaw {err[:, 2].mean():.3f} rad, {np.mean(replans):.2f} re-plans",
               flush=True)
     return out
+
+
+def tracking_case(err, replans, feedback) -> dict:
+    stats = error_stats(err)
+    return {"tracked_success_rate": stats.pop("success_rate"), **stats, "replans_mean": float(np.mean(replans)),
+            "replans": [int(r) for r in replans], "feedback_share_mean": float(np.mean(feedback)),
+            "feedback_share": [float(f) for f in feedback]}
 
 
 def _errors(final, target) -> np.ndarray:
@@ -240,12 +267,21 @@ def compare_mpc(scene, planner, x0, targets, args) -> dict:
 
 
 def run(args) -> dict:
+    if args.merge:
+        return merge(args)
     if args.targets < 1:
         raise ValueError(f"--targets: must be >= 1, got {args.targets}")
-    if not 0 <= args.track <= args.targets:
-        raise ValueError(f"--track: must be from 0 to --targets ({args.targets}), got {args.track}")
-    if not 0 <= args.compare_mpc <= args.targets:
-        raise ValueError(f"--compare-mpc: must be from 0 to --targets ({args.targets}), got {args.compare_mpc}")
+    if not 0 <= args.first_target < args.targets:
+        raise ValueError(f"--first-target: must be from 0 to --targets - 1 ({args.targets - 1}), got "
+                         f"{args.first_target}")
+    if not 0 <= args.count <= args.targets - args.first_target:
+        raise ValueError(f"--count: must be from 0 (the rest) to {args.targets - args.first_target}, got {args.count}")
+    first, last = chunk(args)
+    if not 0 <= args.track <= last - first:
+        raise ValueError(f"--track: must be from 0 to the targets of this run ({last - first}), got {args.track}")
+    if not 0 <= args.compare_mpc <= last - first:
+        raise ValueError(f"--compare-mpc: must be from 0 to the targets of this run ({last - first}), got "
+                         f"{args.compare_mpc}")
     if args.mpc_actions < 1:
         raise ValueError(f"--mpc-actions: must be >= 1, got {args.mpc_actions}")
     if args.compare_mpc:
@@ -260,15 +296,22 @@ def run(args) -> dict:
     results = {}
     for name in scenes:
         results[name] = bench_scene(name, args)
-    payload = {"targets": args.targets, "seed": args.seed, "k": args.k, "max_iterations": args.max_iterations,
-               "dt": PLAN_DT, "horizon_s": HORIZON_S,
+    payload = {"targets": args.targets, "first_target": first, "count": last - first, "seed": args.seed, "k": args.k,
+               "max_iterations": args.max_iterations, "dt": PLAN_DT, "horizon_s": HORIZON_S,
                "task_space": {"x_m": [-TASK_HALF, TASK_HALF], "y_m": [-TASK_HALF, TASK_HALF],
                               "yaw_rad": [-np.pi, np.pi], "relative_to": "slider start pose"},
                "success_rule": f"|dx| < {SUCCESS_XY * 100:g} cm and |dy| < {SUCCESS_XY * 100:g} cm and "
                                f"|dyaw| < {SUCCESS_YAW} rad (final slider pose)",
                "weights": DGOCWeights().__dict__, "paper": PAPER,
                "scenes": {n: {k: v for k, v in r.items() if k != "plans"} for n, r in results.items()}}
-    for name, r in results.items():
+    print_tables(payload)
+    write_json(path, payload)
+    _plot(results, out / "dgoc.png")
+    return payload
+
+
+def print_tables(payload: dict):
+    for name, r in payload["scenes"].items():
         if "compare_mpc" in r:
             c = r["compare_mpc"]
             print_table(["method", "success", "plan s", "execution s", "task s", "x cm", "y cm", "theta rad"],
@@ -295,9 +338,77 @@ def run(args) -> dict:
                          f"{s['final_err_theta_rad']['mean']:.3f} / {s['final_err_theta_rad']['std']:.3f}",
                          f"{s['solve_time_s']:.2f}", f"{s.get('single_solve_time_s', float('nan')):.1f}"])
         print_table(["method", "success", "paper", "x cm (mean/std)", "y cm", "theta rad", "s/target (batch)",
-                     "s single"], rows, title=f"{name}: paper 003 Table II on the quasi-static model")
+                     "s single"], rows, title=f"{name}: paper 003 Table II on the quasi-static model "
+                                          f"({len(r['target_indices'])} targets)")
+
+
+MERGE_SAME = ("targets", "seed", "k", "max_iterations", "dt", "horizon_s", "weights")
+
+
+def merge(args) -> dict:
+    """``--merge``: chunk files of one study -> the result of their union (statistics recomputed per target)."""
+    parts = []
+    for f in (f.strip() for f in args.merge.split(",") if f.strip()):
+        try:
+            parts.append(json.loads(Path(f).read_text()))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--merge: cannot read {f}: {e}") from None
+        for key in ("first_target", "scenes"):
+            if key not in parts[-1]:
+                raise ValueError(f"--merge: {f} is not a chunk of bench dgoc (no {key!r})")
+    if not parts:
+        raise ValueError("--merge: give the chunk JSON files, comma-separated")
+    for key in MERGE_SAME:
+        if any(p[key] != parts[0][key] for p in parts):
+            raise ValueError(f"--merge: the files differ in {key!r}: they are not chunks of one study")
+    parts.sort(key=lambda p: p["first_target"])
+    scenes = [n for n in parts[0]["scenes"] if all(n in p["scenes"] for p in parts)]
+    merged = {}
+    for name in scenes:
+        rs = [p["scenes"][name] for p in parts]
+        idx = [i for r in rs for i in r["target_indices"]]
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"--merge: {name}: the chunks overlap (a target index appears twice)")
+        m = {"demonstrations": rs[0]["demonstrations"], "target_indices": idx,
+             "targets": [t for r in rs for t in r["targets"]], "methods": {}}
+        for meth in METHODS:
+            ms = [r["methods"][meth] for r in rs]
+            n = sum(len(x["succeeded"]) for x in ms)
+            it = [i for x in ms for i in x["iterations"]]
+            m["methods"][meth] = {"name": METHOD_NAMES[meth], **error_stats([e for x in ms for e in x["final_err"]]),
+                                  "solve_time_s": sum(x["batch_time_s"] for x in ms) / n,
+                                  "batch_time_s": [x["batch_time_s"] for x in ms],
+                                  "iterations_mean": float(np.mean(it)), "iterations": it,
+                                  "demo_used": [d for x in ms for d in x["demo_used"]]}
+            for key in ("single_solve_time_s", "single_solve_cpu_s"):
+                vals = [x[key] for x in ms if key in x]
+                if vals:
+                    m["methods"][meth][key] = float(np.mean(vals))
+        tracked = [r for r in rs if "tracking" in r]
+        if tracked:
+            m["tracking"] = {"c_scale": tracked[0]["tracking"]["c_scale"], "config": tracked[0]["tracking"]["config"],
+                             "tracked_target_indices": [i for r in tracked for i in r["target_indices"][
+                                 :len(r["tracking"]["cases"]["nominal"]["succeeded"])]], "cases": {}}
+            for case in TRACK_CASES:
+                cs = [r["tracking"]["cases"][case] for r in tracked]
+                m["tracking"]["cases"][case] = {
+                    **tracking_case([e for c in cs for e in c["final_err"]], [v for c in cs for v in c["replans"]],
+                                    [v for c in cs for v in c["feedback_share"]]), "world": cs[0]["world"],
+                    **({"perturbations": [k for c in cs for k in c["perturbations"]]} if case == "perturbed" else {})}
+        compared = [r["compare_mpc"] for r in rs if "compare_mpc" in r]
+        if compared:
+            m["compare_mpc"] = {**{k: compared[0][k] for k in ("mpc_model", "mpc_actions", "mpc_sampling")},
+                                "targets": [t for c in compared for t in c["targets"]]}
+            for w in ("dgoc", "mpc"):
+                m["compare_mpc"][w] = _summary([row for c in compared for row in c[w]["runs"]])
+        merged[name] = m
+    first = parts[0]
+    payload = {**{k: first[k] for k in MERGE_SAME}, "merged_from": [p.get("command", "") for p in parts],
+               "task_space": first["task_space"], "success_rule": first["success_rule"], "paper": PAPER,
+               "scenes": merged}
+    print_tables(payload)
+    path, _ = output_paths(args, "dgoc")
     write_json(path, payload)
-    _plot(results, out / "dgoc.png")
     return payload
 
 
@@ -325,6 +436,11 @@ def add_parser(sub, parent):
     p = sub.add_parser("dgoc", parents=[parent], help="paper 003 Table II: ZS/DS/DP/WS-DDP on the quasi-static model",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", type=int, default=100, help="random target poses per scene (default 100)")
+    p.add_argument("--first-target", type=int, default=0,
+                   help="run only the targets from this index on (a chunk of a long study; default 0)")
+    p.add_argument("--count", type=int, default=0, help="targets in this chunk (default 0: up to --targets)")
+    p.add_argument("--merge", default="",
+                   help="comma-separated chunk JSON files of one study: write their merged result (nothing is run)")
     p.add_argument("--scenes", default="block_003,box_slider", help="comma-separated box scenes")
     p.add_argument("--k", type=int, default=1, help="nearest demonstrations planned from per target (default 1)")
     p.add_argument("--max-iterations", type=int, default=60, help="DDP iterations per stage (default 60)")

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from parapush_ros import bringup
 from parapush_ros.cli import main
 from parapush_ros.core.config import ConfigError
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
@@ -143,6 +144,9 @@ def test_bench_mpc_realtime_small(tmp_path):
     res = json.loads((out / "bench_mpc.json").read_text())
     sampling = res["planner"]["sampling"]
     assert res["realtime"] and sampling["control_duration"] == 0.5 and sampling["samples"] == 4
+    # what is not given is the planner node's setting (config/mpc_planner.yaml), read from its files
+    node = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {})
+    assert sampling["horizon"] == node["horizon"] == 4
     s = res["summary"]["nominal/coarse"]
     for key in ("success_rate", "failures", "actions", "task_time_s", "motion_time_s", "idle_fraction",
                 "plan_latency_p95_s", "plan_latency_max_s", "late_plans", "first_plan_s"):

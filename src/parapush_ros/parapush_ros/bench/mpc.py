@@ -20,7 +20,8 @@ differ randomly from the planner's scene, observed with noise.
 the pusher moves, anytime plans due at the next switch, a late plan never stops the pusher) in simulated time, each
 plan's latency charged to the world as measured (wall time on this machine). Per world/model it reports task time,
 motion time, the idle fraction after the first plan, plan latency (p95, max) and late plans. Unless given, the
-optimiser settings are ``REALTIME_SETTINGS`` (chosen by measurement on 2 cores, see the README).
+optimiser settings are the planner node's (``realtime_settings``: ``config/mpc_planner.yaml``, chosen by measurement
+on 2 cores, see the README), so the bench measures what the node runs.
 
 Timing study (``--timing``, on by default): one optimiser iteration (all samples x N slices) of each model timed
 as samples one after another (how paper 000 ran, with Parareal parallel across time only) and as ONE batch of
@@ -63,12 +64,22 @@ TASKS = {  # per task: default models, default coarse model inside Parareal, the
 }
 FAILURES = TASKS["obstacle"]["failures"]
 TASK_TIME_LIMIT = 20.0  # s of pushing before a timeout (paper 000: 20 actions of 1 s) unless --max-actions is given
-# --realtime: planning fits the control period on 2 cores (see README "Real-time pushing"); iterations is a cap,
-# the anytime deadline decides how many run
 # how planning time is measured: wall time, or this process's CPU time spread over the cores (what the plans would
 # take on an otherwise idle machine: on a shared one, wall time also counts everyone else's jobs)
 PLAN_CLOCKS = {"wall": time.perf_counter, "cpu": lambda: time.process_time() / default_threads()}
-REALTIME_SETTINGS = dict(samples=12, iterations=4, horizon=4, control_duration=1.0)
+# --realtime: the optimiser settings the planner node runs with (planning fits the control period on 2 cores, see
+# README "Real-time pushing"); iterations is a cap, the anytime deadline decides how many run
+REALTIME_KEYS = ("samples", "iterations", "horizon", "control_duration")
+
+
+def realtime_settings() -> dict:
+    """The mpc_planner node's ``REALTIME_KEYS`` in simulation (``config/mpc_planner.yaml`` and the sim overlay over
+    ``ros/params.py``'s defaults): read from the node's own files, so the bench and the node cannot drift apart."""
+    from .. import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
+    node = bringup.spec("mpc_planner")
+    values = {k: v.default for k, v in node.param_spec().items()}
+    values.update(bringup.node_parameters(node, "sim", {}))
+    return {k: values[k] for k in REALTIME_KEYS}
 
 
 def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
@@ -301,7 +312,7 @@ def run(args) -> dict:
     for w in worlds:
         if w not in ("nominal", "mismatch"):
             raise ValueError(f"--worlds: unknown world {w!r} (expected nominal and/or mismatch)")
-    defaults = REALTIME_SETTINGS if args.realtime else {k: getattr(SamplingConfig, k) for k in REALTIME_SETTINGS}
+    defaults = realtime_settings() if args.realtime else {k: getattr(SamplingConfig, k) for k in REALTIME_KEYS}
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -524,15 +535,15 @@ def add_parser(sub, parent):
     p.add_argument("--plan-margin", type=float, default=0.0,
                    help="--realtime: seconds before the switch by which a plan is due")
     p.add_argument("--samples", type=int, default=None,
-                   help=f"default {SamplingConfig.samples}; --realtime: {REALTIME_SETTINGS['samples']}")
+                   help=f"default {SamplingConfig.samples}; --realtime: the planner node's (config/mpc_planner.yaml)")
     p.add_argument("--iterations", type=int, default=None,
-                   help=f"default {SamplingConfig.iterations}; --realtime: at most {REALTIME_SETTINGS['iterations']}, "
-                        f"as many as fit before the switch")
+                   help=f"default {SamplingConfig.iterations}; --realtime: at most the planner node's "
+                        f"(config/mpc_planner.yaml), as many as fit before the switch")
     p.add_argument("--horizon", type=int, default=None,
-                   help=f"default {SamplingConfig.horizon}; --realtime: {REALTIME_SETTINGS['horizon']}")
+                   help=f"default {SamplingConfig.horizon}; --realtime: the planner node's (config/mpc_planner.yaml)")
     p.add_argument("--control-duration", "--dt", type=float, default=None,
                    help=f"seconds each planned control is held, default {SamplingConfig.control_duration}; "
-                        f"--realtime: {REALTIME_SETTINGS['control_duration']}")
+                        f"--realtime: the planner node's (config/mpc_planner.yaml)")
     p.add_argument("--nominal-speed", type=float, default=ProposalConfig.nominal_speed)
     p.add_argument("--approach-speed", type=float, default=ProposalConfig.approach_speed)
     p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=ProposalConfig.primitive,

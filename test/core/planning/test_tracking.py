@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
+from parapush_ros.core.models.quasistatic import (QuasiStaticPusherSlider, fine_c_scale, from_scene_state,
+                                                  to_scene_states)
 from parapush_ros.core.planning.ddp.demonstrations import load_library
 from parapush_ros.core.planning.ddp.dgoc import PLAN_DT, DGOCPlanner
 from parapush_ros.core.planning.ddp.solver import DDPSettings
-from parapush_ros.core.planning.ddp.tracking import (PlanTracker, TrackingConfig, replan, track_in_world,
-                                                     world_to_model)
+from parapush_ros.core.planning.ddp.tracking import PlanTracker, TrackingConfig, replan, track_in_world
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.world import SimWorld, WorldConfig
 
@@ -33,12 +33,15 @@ def test_error_filter_uses_the_gains_only_outside_the_trust_region():
 def test_world_state_maps_to_the_model_state_and_a_hand_can_displace_the_slider():
     scene = load_scene("block_003")
     world = SimWorld(scene, WorldConfig())
-    x = world_to_model(world.x)
+    x = from_scene_state(world.layout, world.x)
     np.testing.assert_allclose(x, [0, 0, 0, -0.066, 0, 0, 0], atol=1e-12)
+    np.testing.assert_array_equal(to_scene_states(world.layout, x[None], world.x)[0], world.x)  # and back
+    with pytest.raises(ValueError, match="scene state: expected last dimension 10"):
+        from_scene_state(world.layout, x)
     world.displace_object(0, (0.01, -0.02, 0.1))
-    np.testing.assert_allclose(world_to_model(world.x)[:5], [0.01, -0.02, 0.1, -0.066, 0.0], atol=1e-12)
+    np.testing.assert_allclose(from_scene_state(world.layout, world.x)[:5], [0.01, -0.02, 0.1, -0.066, 0.0], atol=1e-12)
     world.execute(np.zeros(2), 0.05)
-    np.testing.assert_allclose(world_to_model(world.x)[:3], [0.01, -0.02, 0.1], atol=1e-3)
+    np.testing.assert_allclose(from_scene_state(world.layout, world.x)[:3], [0.01, -0.02, 0.1], atol=1e-3)
 
 
 @pytest.fixture(scope="module")

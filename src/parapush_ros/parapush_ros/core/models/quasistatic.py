@@ -52,11 +52,32 @@ def fine_c_scale(scene) -> float:
 
 
 STATE_DIM, CONTROL_DIM = 7, 2
+# the parts of a model state (see the module docstring): index a state with these, not with numbers
+SLIDER_POSE, PUSHER_POS, PUSHER_VEL = slice(0, 3), slice(3, 5), slice(5, 7)
 STICK, SLIDE_UP, SLIDE_DOWN, SEPARATION = 0, 1, 2, 3
 MODE_NAMES = ("sticking", "sliding_up", "sliding_down", "separation")
 FACE_NAMES = ("-x", "-y", "+x", "+y")
 _FACE_COS = np.array([1.0, 0.0, -1.0, 0.0])  # cos(phi_f), phi_f = f pi / 2
 _FACE_SIN = np.array([0.0, 1.0, 0.0, -1.0])
+
+
+def from_scene_state(layout, x, index: int = 0) -> np.ndarray:
+    """Scene state(s) (``core.scene.state.StateLayout`` ``layout``, last axis) -> model state(s) of object ``index``:
+    [its pose, pusher position, pusher velocity]."""
+    x = layout.check(x, "scene state")
+    return np.concatenate([layout.object_poses(x)[..., index, :], layout.pusher_pos(x), layout.pusher_vel(x)], -1)
+
+
+def to_scene_states(layout, X, like, index: int = 0) -> np.ndarray:
+    """Model states (T, 7) -> scene states (T, D): object ``index`` and the pusher from ``X``, the other objects
+    where they are in scene state ``like``, at rest."""
+    X = np.asarray(X, dtype=float)
+    out = np.repeat(layout.check(like, "scene state")[None], len(X), 0)
+    layout.object_vels(out)[...] = 0.0
+    layout.object_poses(out)[:, index] = X[:, SLIDER_POSE]
+    layout.pusher_pos(out)[...] = X[:, PUSHER_POS]
+    layout.pusher_vel(out)[...] = X[:, PUSHER_VEL]
+    return out
 
 
 def mean_distance_rectangle(a: float, b: float) -> float:

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..config import ConfigError, finite, knob, require
 from ..models.base import ModelDiverged
-from ..models.quasistatic import SEPARATION, QuasiStaticPusherSlider, fine_c_scale
+from ..models.quasistatic import (SEPARATION, QuasiStaticPusherSlider, fine_c_scale, from_scene_state,
+                                  to_scene_states)
 from ..scene.spec import Scene
 from .ddp.costs import DGOCWeights
 from .ddp.demonstrations import DemonstrationError, load_library
@@ -146,19 +147,11 @@ class DGOCPushPlanner:
 
     def model_state(self, x, index: int) -> np.ndarray:
         """Scene state -> quasi-static model state [slider pose of object ``index``, pusher position, velocity]."""
-        L = self.scene.layout
-        x = np.asarray(x, dtype=float)
-        return np.concatenate([L.object_poses(x)[index], L.pusher_pos(x), L.pusher_vel(x)])
+        return from_scene_state(self.scene.layout, x, index)
 
     def scene_states(self, X, like, index: int) -> np.ndarray:
         """Model states (T+1, 7) -> scene states, the other objects where they are in ``like`` (at rest)."""
-        L = self.scene.layout
-        out = np.repeat(np.asarray(like, dtype=float)[None], len(X), 0)
-        L.object_vels(out)[...] = 0.0
-        L.object_poses(out)[:, index] = X[:, :3]
-        L.pusher_pos(out)[...] = X[:, 3:5]
-        L.pusher_vel(out)[...] = X[:, 5:7]
-        return out
+        return to_scene_states(self.scene.layout, X, like, index)
 
     def _faces(self, model, X, U) -> np.ndarray:
         _, faces, modes = model.rollout_info(X[0], U)

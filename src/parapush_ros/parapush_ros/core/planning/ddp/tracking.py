@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...models.quasistatic import PUSHER_POS, PUSHER_VEL, SLIDER_POSE, from_scene_state
 from ...scene.state import unwrap_near, wrap_angle
 from .costs import DGOCCost, DGOCWeights
 from .scripted import Push, Switch, perform
@@ -45,13 +46,10 @@ class TrackingConfig:
     goal_tolerance: tuple = (0.005, 0.05)
 
 
-def world_to_model(xw: np.ndarray) -> np.ndarray:
-    """Planar scene state of one pusher and one object -> quasi-static model state."""
-    return np.array([xw[2], xw[3], xw[4], xw[0], xw[1], xw[5], xw[6]])
-
-
 def error_norm(e: np.ndarray) -> float:
-    return float(np.sqrt(e[0] ** 2 + e[1] ** 2 + (YAW_LENGTH * e[2]) ** 2 + e[3] ** 2 + e[4] ** 2))
+    """The trust-region norm of a model-state error: slider position, yaw times ``YAW_LENGTH``, pusher position."""
+    pose, pusher = e[SLIDER_POSE], e[PUSHER_POS]
+    return float(np.sqrt(pose[0] ** 2 + pose[1] ** 2 + (YAW_LENGTH * pose[2]) ** 2 + pusher @ pusher))
 
 
 class PlanTracker:
@@ -59,7 +57,7 @@ class PlanTracker:
 
     def __init__(self, X, U, K, dt: float, config: TrackingConfig = TrackingConfig()):
         self.X, self.U, self.K, self.dt, self.config = X, U, K, dt, config
-        self.v_cmd = X[0, 5:7].copy()
+        self.v_cmd = X[0, PUSHER_VEL].copy()
         self.outside_since = None  # when the error last went beyond the re-plan radius
         self.feedback_ticks = 0
         self.ticks = 0
@@ -101,8 +99,10 @@ class PlanTracker:
 
 def nearest_face(model, x) -> int:
     """The slider face (0..3 = -x, -y, +x, +y) the pusher centre of model state ``x`` lies furthest outside of."""
-    c, s = np.cos(x[2]), np.sin(x[2])
-    dx, dy = x[3] - x[0], x[4] - x[1]
+    sx, sy, yaw = x[SLIDER_POSE]
+    px, py = x[PUSHER_POS]
+    c, s = np.cos(yaw), np.sin(yaw)
+    dx, dy = px - sx, py - sy
     rx, ry = c * dx + s * dy, c * dy - s * dx
     a, b = model.size[0] / 2.0, model.size[1] / 2.0
     return int(np.argmax([-rx - a, -ry - b, rx - a, ry - b]))
@@ -142,14 +142,14 @@ def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config:
         if i + j < len(tracker.U):
             U0[0, j] = tracker.U[i + j] + tracker.K[i + j] @ (xj - tracker.X[i + j])
         else:
-            U0[0, j] = -xj[5:7] / 0.2  # come to rest
+            U0[0, j] = -xj[PUSHER_VEL] / 0.2  # come to rest
         xj = model.step(xj[None], U0[:, j])[0]
     X0 = model.rollout(x, U0[0])[None]
     if config.correction_guesses:
         Xg, Ug = correction_guesses(model, x, n)
         X0, U0 = np.concatenate([X0, Xg]), np.concatenate([U0, Ug])
     tgt = np.asarray(target, dtype=float).copy()
-    tgt[2] = unwrap_near(tgt[2], tracker.X[-1, 2])
+    tgt[2] = unwrap_near(tgt[2], tracker.X[-1, SLIDER_POSE][2])  # target = slider pose (x, y, yaw)
     cost = DGOCCost(model, np.repeat(tgt[None], len(U0), 0), weights)
     r = BatchedDDP(model, cost, DDPSettings(max_iterations=config.replan_iterations)).solve(
         np.repeat(x[None], len(U0), 0), U0, X0=X0, should_stop=should_stop)
@@ -177,7 +177,7 @@ class TrackedRun:
 
 def missed(x, target, tolerance) -> bool:
     """Whether the slider pose of model state ``x`` is further than ``tolerance`` (m, rad) from ``target``."""
-    d = np.abs(np.asarray(x[:3], dtype=float) - np.asarray(target, dtype=float))
+    d = np.abs(np.asarray(x[SLIDER_POSE], dtype=float) - np.asarray(target, dtype=float))
     return bool(d[0] > tolerance[0] or d[1] > tolerance[0] or abs(wrap_angle(x[2] - target[2])) > tolerance[1])
 
 
@@ -195,7 +195,7 @@ def track_in_world(model, world, plan_X, plan_U, plan_K, dt: float, target, conf
         if not perturbed and t >= perturb[0] - 1e-9:
             world.displace_object(0, perturb[1])
             perturbed = True
-        x = world_to_model(world.x)
+        x = from_scene_state(world.layout, world.x)
         at_end = t >= tracker.duration + config.settle_s / 2 - 1e-9 and missed(x, target, config.goal_tolerance)
         if (tracker.wants_replan(t) or at_end) and replans < config.max_replans:
             ticks_total += tracker.ticks
@@ -210,7 +210,7 @@ def track_in_world(model, world, plan_X, plan_U, plan_K, dt: float, target, conf
         t += dt_c
     ticks_total += tracker.ticks
     feedback += tracker.feedback_ticks
-    final = world.x[2:5].copy()
+    final = world.layout.object_poses(world.x)[0].copy()
     err = np.abs(final - np.asarray(target, dtype=float))
     err[2] = abs(wrap_angle(final[2] - target[2]))
     return TrackedRun(final, err, replans, feedback / max(ticks_total, 1), np.array(path), replan_time, dt_c)

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from parapush_ros.core.config import ConfigError
 from parapush_ros.core.models.quasistatic import (QuasiStaticPusherSlider, fine_c_scale, from_scene_state,
                                                   to_scene_states)
 from parapush_ros.core.planning.ddp.demonstrations import load_library
@@ -28,6 +29,20 @@ def test_error_filter_uses_the_gains_only_outside_the_trust_region():
     np.testing.assert_allclose(outside.command(t, big), X[0, 5:7] + 0.01 * (U[1] + K[1] @ (big - ref)))
     assert inside.feedback_ticks == 0 and outside.feedback_ticks == 1
     np.testing.assert_array_equal(inside.command(T * 0.02 + 0.01, small), 0.0)  # after the plan: stop
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("rate_hz", 0.0, "^rate_hz: must be > 0, got 0.0"),
+    ("trust_radius", -0.001, "^trust_radius: must be >= 0"),
+    ("v_max", float("nan"), "^v_max: must be > 0"),
+    ("max_replans", 1.5, "^max_replans: must be an integer >= 0"),
+    ("replan_iterations", 0, "^replan_iterations: must be an integer >= 1"),
+    ("correction_guesses", "yes", "^correction_guesses: must be true or false"),
+    ("goal_tolerance", (0.005,), "^goal_tolerance: must be"),
+])
+def test_tracking_config_names_the_bad_field(field, value, words):
+    with pytest.raises(ConfigError, match=words):
+        TrackingConfig(**{field: value})
 
 
 def test_world_state_maps_to_the_model_state_and_a_hand_can_displace_the_slider():

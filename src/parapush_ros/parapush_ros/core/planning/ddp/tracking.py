@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...config import finite, require, require_each, whole
 from ...models.quasistatic import PUSHER_POS, PUSHER_VEL, SLIDER_POSE, from_scene_state
 from ...scene.state import unwrap_near, wrap_angle
 from .costs import DGOCCost, DGOCWeights
@@ -44,6 +45,18 @@ class TrackingConfig:
     feedback_max: float = 2.0  # m/s^2: the feedback term K e is clipped to this per axis (large errors: re-plan)
     # at the plan's end, a slider pose further than this from the target (m, rad) is corrected by a re-plan
     goal_tolerance: tuple = (0.005, 0.05)
+
+    def __post_init__(self):
+        require_each(self, ("rate_hz", "replan_radius", "min_replan_s", "v_max", "feedback_max"),
+                     lambda v: finite(v) and v > 0.0, "> 0")
+        require_each(self, ("trust_radius", "replan_after_s", "extra_time_s", "settle_s"),
+                     lambda v: finite(v) and v >= 0.0, ">= 0")
+        require_each(self, ("max_replans",), lambda v: whole(v) and v >= 0, "an integer >= 0")
+        require_each(self, ("replan_iterations",), lambda v: whole(v) and v >= 1, "an integer >= 1")
+        require_each(self, ("correction_guesses",), lambda v: isinstance(v, bool), "true or false")
+        tol = self.goal_tolerance
+        require(isinstance(tol, (tuple, list)) and len(tol) == 2 and all(finite(t) and t > 0.0 for t in tol),
+                "goal_tolerance", tol, "(position m, yaw rad), both > 0")
 
 
 def error_norm(e: np.ndarray) -> float:

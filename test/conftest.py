@@ -11,6 +11,7 @@ Fixtures / helpers for ROS tests:
   wait_for           poll a predicate until it holds or a timeout passes (no fixed sleeps)
   wait_sim           wait until a given span of simulated time has passed
   wait_future        wait for an rclpy Future completed by the background executor and return its result
+  lifecycle_state    the label of a lifecycle node's current state
   (autouse)          no thread a test started may outlive it (idle pool workers excepted)
 """
 import fcntl
@@ -114,6 +115,11 @@ def wait_future(future, timeout=5.0, what="future"):
     if exc is not None:
         raise exc
     return future.result()
+
+
+def lifecycle_state(node) -> str:
+    """The label of a lifecycle node's current state: unconfigured, inactive, active or finalized."""
+    return node._state_machine.current_state[1]
 
 
 class Recorder:

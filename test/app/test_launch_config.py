@@ -225,10 +225,10 @@ def test_launch_file_runs_against_stand_in_launch_modules(monkeypatch, mode):
 
 
 def test_lifecycle_flag_matches_the_node_classes():
-    from parapush_ros.ros.node import is_lifecycle
+    from rclpy.lifecycle import LifecycleNode
 
     for spec in bringup.NODES:
-        assert spec.lifecycle == is_lifecycle(spec.node_class()), spec.name
+        assert spec.lifecycle == issubclass(spec.node_class(), LifecycleNode), spec.name
 
 
 def test_installed_share_holds_launch_config_and_rviz():

@@ -10,12 +10,11 @@ from rclpy.action import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
-from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa: E402
+from conftest import BackgroundExecutor, lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros import bringup  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
 from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
 from parapush_ros.sim_runner import SimStack  # noqa: E402
-from parapush_ros.ros.node import lifecycle_state  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)

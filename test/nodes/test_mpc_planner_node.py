@@ -30,7 +30,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
-from conftest import BackgroundExecutor, wait_for, wait_future, wait_sim  # noqa: E402
+from conftest import BackgroundExecutor, lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.ros import topics  # noqa: E402
 from parapush_ros.ros.conversions import array_to_scene_state  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
@@ -38,7 +38,7 @@ from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
 from parapush_ros.core.sim.world import SimWorld  # noqa: E402
 from parapush_ros.core.scene.spec import load_scene  # noqa: E402
 from parapush_ros.nodes.mpc_planner import MPCPlannerNode  # noqa: E402
-from parapush_ros.ros.node import bring_up, lifecycle_state  # noqa: E402
+from parapush_ros.ros.node import bring_up  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 STATUS_LOG = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)

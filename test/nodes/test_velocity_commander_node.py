@@ -24,9 +24,9 @@ from std_srvs.srv import Trigger  # noqa: E402
 from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 
-from conftest import wait_for, wait_future, wait_sim  # noqa: E402
+from conftest import lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
-from parapush_ros.ros.node import bring_up, lifecycle_state  # noqa: E402
+from parapush_ros.ros.node import bring_up  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)

@@ -114,11 +114,6 @@ class ManagedEntities:
         """Drop the node's references to what configure made (the entities themselves are destroyed)."""
 
 
-def lifecycle_state(node) -> str:
-    """The label of a lifecycle node's current state: unconfigured, inactive, active or finalized."""
-    return node._state_machine.current_state[1]
-
-
 def bring_up(node):
     """Configure, then activate a lifecycle node (what the launch files do with events), in the caller's thread;
     returns the node. ``RuntimeError`` names the node and the transition that failed (its log says why)."""
@@ -129,9 +124,3 @@ def bring_up(node):
         if ret != TransitionCallbackReturn.SUCCESS:
             raise RuntimeError(f"{node.get_name()}: {name} failed ({ret.to_label()}); see its log")
     return node
-
-
-def is_lifecycle(node_or_class) -> bool:
-    from rclpy.lifecycle import LifecycleNode  # noqa: PLC0415
-    cls = node_or_class if isinstance(node_or_class, type) else type(node_or_class)
-    return issubclass(cls, LifecycleNode)

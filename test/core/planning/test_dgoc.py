@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.models.quasistatic import SEPARATION, QuasiStaticPusherSlider
-from parapush_ros.core.planning.ddp.demonstrations import (Demonstration, DemonstrationError, load_demonstration,
-                                                           load_library, nearest)
+from parapush_ros.core.planning.ddp.demonstrations import (COLUMNS, Demonstration, DemonstrationError,
+                                                           load_demonstration, load_library, nearest)
 from parapush_ros.core.planning.ddp.dgoc import PLAN_DT, DGOCPlanner, face_switch_mask
 from parapush_ros.core.planning.ddp.scripted import Push, Switch, perform
 from parapush_ros.core.planning.ddp.solver import DDPSettings
@@ -63,6 +63,14 @@ def test_file_round_trip_and_errors_name_the_field(tmp_path):
     broken(lambda b: b.pop("dt"), r"bad.json: dt: missing required key")
     broken(lambda b: b.__setitem__("dt", -1), r"bad.json: dt: must be a positive number")
     broken(lambda b: b["columns"].reverse(), r"bad.json: columns: must be")
+    # the full format of earlier files (t and the slider velocities too) still loads, t checked
+    full = dict(data, columns=list(COLUMNS), rows=[[i * PLAN_DT, *r[:3], 0.0, 0.0, 0.0, *r[3:]]
+                                                   for i, r in enumerate(data["rows"])])
+    (tmp_path / "full.json").write_text(json.dumps(full))
+    old = load_demonstration(tmp_path / "full.json")
+    np.testing.assert_array_equal(old.X, back.X)
+    np.testing.assert_array_equal(old.U, back.U)
+    data = full
     broken(lambda b: b["rows"][3].__setitem__(0, 7.0), r"bad.json: rows: column t must advance")
     broken(lambda b: b["rows"][3].__setitem__(4, "x"), r"bad.json: rows: must be a list of rows of numbers")
     broken(lambda b: b["rows"][3].pop(), r"bad.json: rows: must be")

@@ -4,12 +4,16 @@ A demonstration is one push of a box slider from rest, recorded as a time series
 velocities and accelerations. On disk it is a small JSON file (``config/demonstrations/<scene>/*.json``)::
 
     {"name": ..., "scene": ..., "dt": 0.02, "face_switches": 1, "source": "how it was made",
-     "columns": ["t", "slider_x", "slider_y", "slider_theta", "slider_vx", "slider_vy", "slider_omega",
-                 "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay"],
+     "columns": ["slider_x", "slider_y", "slider_theta", "pusher_x", "pusher_y", "pusher_vx", "pusher_vy",
+                 "pusher_ax", "pusher_ay"],
      "rows": [[...], ...]}
 
 in the frame of the slider's start pose (the slider starts at the origin with zero yaw; ``to_start`` moves it to any
 start pose). ``pusher_a*`` of a row is the acceleration applied from that row to the next (zero on the last row).
+Row i is at time i dt. The full format of earlier files (``COLUMNS``: also the time ``t`` and the slider velocities
+``slider_vx``, ``slider_vy``, ``slider_omega``) is read as well; those columns are derivable (from dt and the poses),
+DG-OC does not use them, so ``save`` leaves them out. The pusher velocities stay: derived from the accelerations
+they would differ from the recorded ones in the last digits.
 """
 from __future__ import annotations
 
@@ -23,7 +27,10 @@ from ...scene.assets import shipped
 from ...scene.state import wrap_angle
 
 COLUMNS = ("t", "slider_x", "slider_y", "slider_theta", "slider_vx", "slider_vy", "slider_omega",
-           "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay")
+           "pusher_x", "pusher_y", "pusher_vx", "pusher_vy", "pusher_ax", "pusher_ay")  # the full format
+# what ``save`` writes: the model state and the acceleration (t and the slider velocities are derivable)
+STORED_COLUMNS = ("slider_x", "slider_y", "slider_theta", "pusher_x", "pusher_y", "pusher_vx", "pusher_vy",
+                  "pusher_ax", "pusher_ay")
 YAW_LENGTH = 0.1  # m per rad: how k-NN weighs a yaw difference against a position difference
 
 
@@ -51,14 +58,12 @@ class Demonstration:
         return self.X[-1, :3]
 
     def rows(self) -> np.ndarray:
-        t = np.arange(len(self.X)) * self.dt
-        slider_v = np.gradient(self.X[:, :3], self.dt, axis=0)
-        acc = np.vstack([self.U, np.zeros((1, 2))])
-        return np.column_stack([t, self.X[:, :3], slider_v, self.X[:, 3:7], acc])
+        """The rows of ``STORED_COLUMNS``: the model state and the acceleration applied from it (zero on the last)."""
+        return np.column_stack([self.X, np.vstack([self.U, np.zeros((1, 2))])])
 
     def save(self, path) -> None:
         data = {"name": self.name, "scene": self.scene, "dt": self.dt, "face_switches": self.face_switches,
-                "source": self.source, **({"meta": self.meta} if self.meta else {}), "columns": list(COLUMNS),
+                "source": self.source, **({"meta": self.meta} if self.meta else {}), "columns": list(STORED_COLUMNS),
                 "rows": [[float(f"{v:.7g}") for v in r] for r in self.rows()]}
         text = json.dumps(data, indent=None, separators=(",", ":"))
         Path(path).write_text(text.replace('"rows":[[', '"rows":[\n[').replace("],[", "],\n[") + "\n")
@@ -92,8 +97,9 @@ def load_demonstration(path) -> Demonstration:
     for key in ("name", "dt", "face_switches", "columns", "rows"):
         if key not in data:
             fail(key, "missing required key")
-    if list(data["columns"]) != list(COLUMNS):
-        fail("columns", f"must be {list(COLUMNS)}")
+    columns = data["columns"]
+    if not isinstance(columns, list) or columns not in (list(STORED_COLUMNS), list(COLUMNS)):
+        fail("columns", f"must be {list(STORED_COLUMNS)} (or the full format {list(COLUMNS)})")
     dt = data["dt"]
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0:
         fail("dt", f"must be a positive number, got {dt!r}")
@@ -101,13 +107,13 @@ def load_demonstration(path) -> Demonstration:
         rows = np.asarray(data["rows"], dtype=float)
     except (TypeError, ValueError):
         fail("rows", "must be a list of rows of numbers")
-    if rows.ndim != 2 or rows.shape[1] != len(COLUMNS) or len(rows) < 2:
-        fail("rows", f"must be at least 2 rows of {len(COLUMNS)} numbers, got shape {rows.shape}")
+    if rows.ndim != 2 or rows.shape[1] != len(columns) or len(rows) < 2:
+        fail("rows", f"must be at least 2 rows of {len(columns)} numbers, got shape {rows.shape}")
     if not np.all(np.isfinite(rows)):
         fail("rows", "contain NaN or infinite values")
-    if not np.allclose(np.diff(rows[:, 0]), dt, atol=1e-6):
+    col = {c: i for i, c in enumerate(columns)}
+    if "t" in col and not np.allclose(np.diff(rows[:, col["t"]]), dt, atol=1e-6):
         fail("rows", f"column t must advance by dt = {dt} on every row")
-    col = {c: i for i, c in enumerate(COLUMNS)}
     X = rows[:, [col[c] for c in ("slider_x", "slider_y", "slider_theta", "pusher_x", "pusher_y", "pusher_vx",
                                   "pusher_vy")]]
     U = rows[:-1, [col["pusher_ax"], col["pusher_ay"]]]

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..config import ConfigError, finite, knob, require
 from ..models.base import ModelDiverged
-from ..models.quasistatic import (SEPARATION, QuasiStaticPusherSlider, fine_c_scale, from_scene_state,
+from ..models.quasistatic import (PUSHER_VEL, SEPARATION, QuasiStaticPusherSlider, fine_c_scale, from_scene_state,
                                   to_scene_states)
 from ..scene.spec import Scene
 from .ddp.costs import DGOCWeights
@@ -326,7 +326,7 @@ class DGOCSession:
     # ------------------------------------------------------------------------------------------ helpers
     def _tracker(self, plan: DGOCPlan) -> PlanTracker:
         tracker = PlanTracker(plan.X, plan.U, plan.K, plan.dt, self.config.tracking)
-        tracker.v_cmd = plan.X[0, 5:7].copy()  # the pusher is at rest (or as observed) where the plan starts
+        tracker.v_cmd = plan.X[0, PUSHER_VEL].copy()  # the pusher is at rest (or as observed) where the plan starts
         return tracker
 
     def _count(self, tracker: PlanTracker):

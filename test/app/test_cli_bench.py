@@ -114,7 +114,7 @@ def test_bench_dgoc_small(tmp_path):
               "--mpc-actions", "1")
     res = json.loads((out / "bench_dgoc.json").read_text())
     methods = res["scenes"]["block_003"]["methods"]
-    assert set(methods) == {"zs", "ds", "dp", "ws"}
+    assert set(methods) == {"zs", "ds", "dp", "ws", "dgoc"} and res["escalate_k"] == 3
     for m in methods.values():
         assert 0.0 <= m["success_rate"] <= 1.0 and m["solve_time_s"] > 0 and m["single_solve_time_s"] > 0
         for key in ("final_err_x_cm", "final_err_y_cm", "final_err_theta_rad"):
@@ -177,6 +177,8 @@ def test_bench_dgoc_refuses_more_tracked_targets_than_targets(tmp_path):
         run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "5")
     with pytest.raises(ValueError, match="--count"):
         run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "3", "--count", "3")
+    with pytest.raises(ValueError, match="--methods: unknown method 'ilqr'"):
+        run(tmp_path, "bench", "dgoc", "--targets", "1", "--methods", "ws,ilqr")
     with pytest.raises(ValueError, match="--merge: cannot read"):
         run(tmp_path, "bench", "dgoc", "--merge", str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="--mpc-model"):

@@ -130,3 +130,26 @@ def test_dgoc_methods_on_paper_003_block():
     assert np.all(plans["ws"].demo >= 0) and np.all(plans["zs"].demo == -1)
     with pytest.raises(ValueError, match="unknown method"):
         planner.plan(x0, targets, "xx")
+
+
+def test_a_missed_plan_is_planned_again_from_the_next_nearest_demonstrations():
+    """``plan_escalating``: only targets whose plan misses the tolerance are planned again, from their 2nd and 3rd
+    nearest demonstrations, and each keeps the better plan (within tolerance first, then the cheaper)."""
+    model = model_of("block_003")
+    demos = load_library("block_003")
+    planner = DGOCPlanner(model, demos, settings=DDPSettings(max_iterations=3))
+    targets = np.array([[0.15, 0.05, 0.6], [0.05, -0.15, -2.5]])
+    x0 = np.tile([0, 0, 0, -0.066, 0, 0, 0.0], (2, 1))
+    first = planner.plan(x0, targets, "ws")
+    assert planner.plan_escalating(x0, targets, "ws", escalate_k=3, tolerance=(1.0, 10.0), first=first) is first
+    # 3 iterations leave both short of a 0.1 mm / 0.001 rad tolerance: both are planned again
+    out = planner.plan_escalating(x0, targets, "ws", escalate_k=3, tolerance=(1e-4, 1e-3), first=first)
+    again = planner.plan_methods(x0, targets, ("ws",), ranks=(1, 2))["ws"]
+    ranked = nearest(demos, targets, 3)
+    assert set(again.demo) <= set(ranked[:, 1:].ravel()) and np.all(again.demo != ranked[:, 0])
+    np.testing.assert_array_equal(out.cost, np.minimum(first.cost, again.cost))
+    np.testing.assert_array_equal(out.demo, np.where(again.cost < first.cost, again.demo, first.demo))
+    np.testing.assert_array_equal(out.iterations, first.iterations + again.iterations)
+    assert out.solve_time > first.solve_time
+    with pytest.raises(ValueError, match="neighbour ranks"):
+        planner.plan_methods(x0, targets, ("ws",), ranks=(len(demos),))

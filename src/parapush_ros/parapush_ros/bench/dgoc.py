@@ -7,7 +7,10 @@ slider pose within 1 cm in x and in y and 0.1 rad in yaw of the target. All targ
 batch; ``solve_time_s`` is the batch's wall time divided by the number of targets, ``single_solve_time_s`` the mean
 wall time of ``--single`` targets planned one at a time (``single_solve_cpu_s``: their CPU time, what they take on
 an otherwise idle machine). WS-DDP continues from DP-DDP's solution and its times
-include DP-DDP's (WS-DDP is the DG-OC framework).
+include DP-DDP's (WS-DDP is the DG-OC framework). ``dgoc`` (with ``--escalate-k K`` > k) is WS-DDP as DG-OC plans
+in the stack (``DGOCPlanner.plan_escalating``): the targets whose WS-DDP plan misses the success thresholds are
+planned again from their next nearest demonstrations, up to the K nearest; its times include the first batch.
+``--methods`` restricts the run to some methods (``dgoc`` needs ``ws``).
 
 ``--track N`` then executes the DG-OC plans of the first N targets in MuJoCo (``SimWorld``, the fine model judges)
 with the 100 Hz tracking controller (feedback gains, trust-region error filter, re-planning), in three cases:
@@ -114,28 +117,59 @@ def bench_scene(name: str, args) -> dict:
     targets = draw_targets(args.targets, args.seed, x0[:3])[first:last]
     print(f"\nbench dgoc: {name}: targets {first}..{last - 1} of {args.targets}, {len(demos)} demonstrations, "
           f"horizon {planner.horizon} steps of {PLAN_DT} s, k = {args.k} ...", flush=True)
-    plans = planner.plan_methods(np.repeat(x0[None], len(targets), 0), targets, METHODS, k=args.k)
+    methods = selected_methods(args)
+    x0s = np.repeat(x0[None], len(targets), 0)
+    plans = planner.plan_methods(x0s, targets, [m for m in METHODS if m in methods], k=args.k)
+    if "dgoc" in methods:
+        plans["dgoc"] = escalated(planner, x0s, targets, args, first=plans["ws"])
     res = {"demonstrations": [d.name for d in demos], "targets": targets,
            "target_indices": list(range(first, last)), "methods": {}}
-    for m in METHODS:
-        res["methods"][m] = {"name": METHOD_NAMES[m], **method_stats(plans[m], len(targets))}
+    for m in methods:
+        res["methods"][m] = {"name": ALL_NAMES[m], **method_stats(plans[m], len(targets))}
         res["methods"][m]["demo_used"] = plans[m].demo.tolist()
     if args.single:
-        for m in METHODS:
+        for m in methods:
             times, cpu = [], []
             for t in targets[:args.single]:
                 t0, c0 = time.perf_counter(), time.process_time()
-                planner.plan(x0[None], t[None], m, k=args.k)
+                if m == "dgoc":
+                    escalated(planner, x0[None], t[None], args)
+                else:
+                    planner.plan(x0[None], t[None], m, k=args.k)
                 times.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
             res["methods"][m]["single_solve_time_s"] = float(np.mean(times))
             res["methods"][m]["single_solve_cpu_s"] = float(np.mean(cpu))
     res["plans"] = plans
     if args.track:
-        res["tracking"] = track_scene(scene, planner, x0, targets[:args.track], plans["ws"], args)
+        res["tracking"] = track_scene(scene, planner, x0, targets[:args.track], plans["dgoc" if "dgoc" in plans
+                                                                                      else "ws"], args)
     if args.compare_mpc:
         res["compare_mpc"] = compare_mpc(scene, planner, x0, targets[:args.compare_mpc], args)
     return res
+
+
+ALL_NAMES = {**METHOD_NAMES, "dgoc": "DG-OC (WS, escalated)"}
+
+
+def selected_methods(args) -> list:
+    """The methods of this run, in table order; ``dgoc`` (escalated WS-DDP) when ``--escalate-k`` > ``--k``."""
+    asked = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(METHODS) + ["dgoc"]
+    for m in asked:
+        if m not in ALL_NAMES:
+            raise ValueError(f"--methods: unknown method {m!r} (expected some of {', '.join(ALL_NAMES)})")
+    if ("dgoc" in asked or args.track) and "ws" not in asked:
+        asked.append("ws")  # dgoc continues from it; tracking executes it
+    if args.escalate_k <= args.k:
+        asked = [m for m in asked if m != "dgoc"]
+    return [m for m in ALL_NAMES if m in asked]
+
+
+def escalated(planner, x0s, targets, args, first=None):
+    """WS-DDP from the k nearest, the misses again from the next nearest up to ``--escalate-k`` (DG-OC as the
+    stack plans it); plain WS-DDP when ``--escalate-k`` <= ``--k``."""
+    return planner.plan_escalating(x0s, targets, "ws", args.k, args.escalate_k, (SUCCESS_XY, SUCCESS_YAW),
+                                   first=first)
 
 
 def chunk(args) -> tuple[int, int]:
@@ -168,7 +202,7 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
     if scale != planner.model.c_scale:
         model = QuasiStaticPusherSlider.from_scene(scene, dt=PLAN_DT, c_scale=scale)
         tracked = DGOCPlanner(model, planner.demos, planner.weights, planner.settings)
-        plan = tracked.plan(np.repeat(x0[None], len(targets), 0), targets, "ws", k=args.k)
+        plan = escalated(tracked, np.repeat(x0[None], len(targets), 0), targets, args)
     else:
         model = planner.model
         plan = plan_nominal
@@ -239,7 +273,7 @@ def compare_mpc(scene, planner, x0, targets, args) -> dict:
     rows = {"dgoc": [], "mpc": []}
     for tgt in tqdm(targets, desc="compare-mpc", unit="target"):
         t0 = time.perf_counter()
-        plan = dgoc.plan(x0[None], tgt[None], "ws", k=args.k)
+        plan = escalated(dgoc, x0[None], tgt[None], args)
         t_plan = time.perf_counter() - t0
         run = track_in_world(model, SimWorld(scene), plan.X[0], plan.U[0], plan.K[0], PLAN_DT, tgt,
                              tracking_config(args))
@@ -282,6 +316,9 @@ def run(args) -> dict:
     if not 0 <= args.compare_mpc <= last - first:
         raise ValueError(f"--compare-mpc: must be from 0 to the targets of this run ({last - first}), got "
                          f"{args.compare_mpc}")
+    selected_methods(args)  # names checked before anything runs
+    if args.escalate_k < 1:
+        raise ValueError(f"--escalate-k: must be >= 1, got {args.escalate_k}")
     if args.mpc_actions < 1:
         raise ValueError(f"--mpc-actions: must be >= 1, got {args.mpc_actions}")
     if args.compare_mpc:
@@ -297,7 +334,8 @@ def run(args) -> dict:
     for name in scenes:
         results[name] = bench_scene(name, args)
     payload = {"targets": args.targets, "first_target": first, "count": last - first, "seed": args.seed, "k": args.k,
-               "max_iterations": args.max_iterations, "dt": PLAN_DT, "horizon_s": HORIZON_S,
+               "escalate_k": args.escalate_k, "max_iterations": args.max_iterations, "dt": PLAN_DT,
+               "horizon_s": HORIZON_S,
                "task_space": {"x_m": [-TASK_HALF, TASK_HALF], "y_m": [-TASK_HALF, TASK_HALF],
                               "yaw_rad": [-np.pi, np.pi], "relative_to": "slider start pose"},
                "success_rule": f"|dx| < {SUCCESS_XY * 100:g} cm and |dy| < {SUCCESS_XY * 100:g} cm and "
@@ -329,10 +367,10 @@ def print_tables(payload: dict):
                         title=f"{name}: DG-OC plans tracked in MuJoCo "
                               f"({len(r['tracking']['cases']['nominal']['succeeded'])} targets)")
         rows = []
-        for m in METHODS:
+        for m in (m for m in ALL_NAMES if m in r["methods"]):
             s = r["methods"][m]
-            p = PAPER[m]
-            rows.append([METHOD_NAMES[m], f"{s['success_rate'] * 100:.0f} %", f"{p['success'] * 100:.0f} %",
+            p = PAPER["ws" if m == "dgoc" else m]
+            rows.append([ALL_NAMES[m], f"{s['success_rate'] * 100:.0f} %", f"{p['success'] * 100:.0f} %",
                          f"{s['final_err_x_cm']['mean']:.2f} / {s['final_err_x_cm']['std']:.2f}",
                          f"{s['final_err_y_cm']['mean']:.2f} / {s['final_err_y_cm']['std']:.2f}",
                          f"{s['final_err_theta_rad']['mean']:.3f} / {s['final_err_theta_rad']['std']:.3f}",
@@ -342,7 +380,7 @@ def print_tables(payload: dict):
                                           f"({len(r['target_indices'])} targets)")
 
 
-MERGE_SAME = ("targets", "seed", "k", "max_iterations", "dt", "horizon_s", "weights")
+MERGE_SAME = ("targets", "seed", "k", "escalate_k", "max_iterations", "dt", "horizon_s", "weights")
 
 
 def merge(args) -> dict:
@@ -371,11 +409,11 @@ def merge(args) -> dict:
             raise ValueError(f"--merge: {name}: the chunks overlap (a target index appears twice)")
         m = {"demonstrations": rs[0]["demonstrations"], "target_indices": idx,
              "targets": [t for r in rs for t in r["targets"]], "methods": {}}
-        for meth in METHODS:
+        for meth in (m for m in ALL_NAMES if all(m in r["methods"] for r in rs)):
             ms = [r["methods"][meth] for r in rs]
             n = sum(len(x["succeeded"]) for x in ms)
             it = [i for x in ms for i in x["iterations"]]
-            m["methods"][meth] = {"name": METHOD_NAMES[meth], **error_stats([e for x in ms for e in x["final_err"]]),
+            m["methods"][meth] = {"name": ALL_NAMES[meth], **error_stats([e for x in ms for e in x["final_err"]]),
                                   "solve_time_s": sum(x["batch_time_s"] for x in ms) / n,
                                   "batch_time_s": [x["batch_time_s"] for x in ms],
                                   "iterations_mean": float(np.mean(it)), "iterations": it,
@@ -417,15 +455,17 @@ def _plot(results, path):
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 5), squeeze=False)
     for ax, (name, r) in zip(axes[0], results.items()):
         t = np.asarray(r["targets"])
-        ok = np.asarray(r["methods"]["ws"]["succeeded"])
-        ax.scatter(t[ok, 0], t[ok, 1], c="tab:green", s=12, label="DG-OC reached")
-        ax.scatter(t[~ok, 0], t[~ok, 1], c="tab:red", marker="x", s=20, label="DG-OC missed")
-        X = r["plans"]["ws"].X
-        for i in range(min(len(X), 8)):
-            ax.plot(X[i, :, 0], X[i, :, 1], lw=0.8, alpha=0.6)
+        shown = next((m for m in ("dgoc", "ws") if m in r["methods"]), None)
+        if shown is not None:
+            ok = np.asarray(r["methods"][shown]["succeeded"])
+            ax.scatter(t[ok, 0], t[ok, 1], c="tab:green", s=12, label=f"{ALL_NAMES[shown]} reached")
+            ax.scatter(t[~ok, 0], t[~ok, 1], c="tab:red", marker="x", s=20, label=f"{ALL_NAMES[shown]} missed")
+            X = r["plans"][shown].X
+            for i in range(min(len(X), 8)):
+                ax.plot(X[i, :, 0], X[i, :, 1], lw=0.8, alpha=0.6)
         ax.set_aspect("equal")
-        ax.set_title(f"{name}: " + ", ".join(f"{METHOD_NAMES[m]} {r['methods'][m]['success_rate'] * 100:.0f}%"
-                                             for m in METHODS), fontsize=8)
+        ax.set_title(f"{name}: " + ", ".join(f"{ALL_NAMES[m]} {v['success_rate'] * 100:.0f}%"
+                                             for m, v in r["methods"].items()), fontsize=8)
         ax.set_xlabel("x (m)")
         ax.set_ylabel("y (m)")
         ax.legend(fontsize=7)
@@ -443,6 +483,10 @@ def add_parser(sub, parent):
                    help="comma-separated chunk JSON files of one study: write their merged result (nothing is run)")
     p.add_argument("--scenes", default="block_003,box_slider", help="comma-separated box scenes")
     p.add_argument("--k", type=int, default=1, help="nearest demonstrations planned from per target (default 1)")
+    p.add_argument("--escalate-k", type=int, default=3,
+                   help="row dgoc: WS-DDP's misses planned again from the next nearest demonstrations, up to this "
+                        "many (default 3, as the planner node; <= --k: no dgoc row)")
+    p.add_argument("--methods", default="", help="comma-separated subset of zs,ds,dp,ws,dgoc (default all)")
     p.add_argument("--max-iterations", type=int, default=60, help="DDP iterations per stage (default 60)")
     p.add_argument("--single", type=int, default=2,
                    help="targets also planned one at a time per method, for the single-target time (default 2)")

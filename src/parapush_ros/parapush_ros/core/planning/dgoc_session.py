@@ -54,6 +54,8 @@ class DGOCConfig:
                                    "= config/demonstrations/<scene name>")
     method: str = knob("ws", "DDP variant: ws (the DP -> WS framework, DG-OC) | dp | ds | zs")
     k: int = knob(1, "nearest demonstrations planned from per goal (the cheapest plan wins)")
+    escalate_k: int = knob(3, "a plan that misses the goal's tolerances is planned again from the next nearest "
+                              "demonstrations, up to this many in all (<= k: never)")
     max_iterations: int = knob(40, "DDP iterations per stage")
     max_plans: int = knob(3, "default limit of whole DG-OC plans per push (goals may set their own in max_actions)")
     yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none (RViz /goal_pose) (rad)")
@@ -67,7 +69,7 @@ class DGOCConfig:
 
     def __post_init__(self):
         require(self.method in METHODS, "method", self.method, f"one of {', '.join(METHODS)}")
-        for name in ("k", "max_iterations", "max_plans"):
+        for name in ("k", "escalate_k", "max_iterations", "max_plans"):
             v = getattr(self, name)
             require(isinstance(v, int) and not isinstance(v, bool) and v >= 1, name, v, "an integer >= 1")
         require(finite(self.yaw_tolerance) and self.yaw_tolerance > 0.0, "yaw_tolerance", self.yaw_tolerance, "> 0")
@@ -165,7 +167,9 @@ class DGOCPushPlanner:
         x0 = self.model_state(x, index)
         target = np.array([goal.position[0], goal.position[1], goal.yaw])
         t0 = clock()
-        r = p.plan(x0[None], target[None], self.config.method, k=self.config.k, should_stop=should_stop)
+        r = p.plan_escalating(x0[None], target[None], self.config.method, k=self.config.k,
+                              escalate_k=self.config.escalate_k, tolerance=(goal.radius, goal.yaw_tolerance),
+                              should_stop=should_stop)
         demo = p.demos[int(r.demo[0])].name if r.demo[0] >= 0 else ""
         return DGOCPlan(r.X[0], r.U[0], r.K[0], PLAN_DT, self._faces(p.model, r.X[0], r.U[0]), r.target[0],
                         "dgoc", self.config.method, demo, clock() - t0)

@@ -51,3 +51,38 @@ def test_plans_carry_the_variance_markers_show_it_and_status_says_uncertain(ros_
             wait_future(handle.get_result_async(), timeout=60.0, what="result after cancel")
         finally:
             h.close()
+
+
+def test_alg2_planner_tracks_a_low_uncertainty_path_and_shows_it(ros_context):
+    """``planner: alg2`` (paper 004 Algorithm 2): the heat-map of learned_ensemble, a path round the clutter, the
+    single network tracking it with mppi; RViz gets the way-points, the status the path."""
+    scene = load_scene("clutter_push")
+    params = dict(scene="clutter_push", planner="alg2", model="learned", optimiser="mppi", samples=6, iterations=1,
+                  control_duration=1.0, state_timeout=2.0, control_rate=50.0, use_sim_time=True,
+                  **{"alg2.cell": 0.04, "alg2.pushes": 4, "alg2.iterations": 100})
+    for bad, words in (({"optimiser": "mppi_ua"}, "parameter optimiser: .*mppi_ua"),
+                       ({"alg2.heat_model": "learned"}, "parameter alg2.heat_model: model 'learned' predicts no"),
+                       ({"alg2.cell": 0.0}, "parameter alg2.cell: must be > 0")):
+        with pytest.raises(ValueError, match=words):
+            MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in {**params, **bad}.items()])
+    with BackgroundExecutor(ros_context) as ex:
+        ex.add(bring_up(MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])))
+        h = Harness(ex.add(rclpy.create_node("mpc_planner_alg2_test")), scene)
+        try:
+            assert h.client.wait_for_server(timeout_sec=30.0)
+            h.publish_static(scene.initial_state())
+            goal = PushObject.Goal(target_object="target", goal_x=0.2, goal_y=0.0, yaw_tolerance=-1.0)
+            handle = wait_future(h.client.send_goal_async(goal), timeout=30.0, what="goal response")
+            assert handle.accepted
+            wait_for(lambda: h.plans, timeout=60.0, what="a plan")
+            wait_for(lambda: any(m.ns == "plan/waypoints" for a in h.markers for m in a.markers), timeout=30.0,
+                     what="way-point markers")
+            line = next(m for a in h.markers for m in a.markers if m.ns == "plan/waypoints" and m.id == 0)
+            points = np.array([[p.x, p.y] for p in line.points])
+            assert len(points) == 12 and np.allclose(points[-1], [0.2, 0.0])
+            assert np.linalg.norm(points - np.array(scene.objects[1].pose[:2]), axis=-1).min() > 0.09
+            assert any(s.startswith("alg2: low-uncertainty path") for s in h.status)
+            wait_future(handle.cancel_goal_async(), timeout=30.0, what="cancel")
+            wait_future(handle.get_result_async(), timeout=60.0, what="result after cancel")
+        finally:
+            h.close()

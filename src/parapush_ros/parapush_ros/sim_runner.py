@@ -25,6 +25,9 @@ DGOC_SCENE = "block_003"  # --planner dgoc without --scene: paper 003's block (i
 # --planner dgoc: the velocity_commander lets the tracker's commands through (DG-OC's plans reach 0.15 m/s per axis and
 # the tracker clips at 0.25 m/s; the commander's defaults are 0.1 m/s and 0.5 m/s^2)
 DGOC_COMMANDER_LIMITS = {"max_speed": 0.25, "max_acceleration": 2.0}
+# --planner alg2 (paper 004 Algorithm 2): a clutter scene of the learned models' family, the path tracked by
+# Algorithm 1 (mppi) on the single learned network; the heat-map comes from learned_ensemble (alg2.heat_model)
+ALG2_SCENE, ALG2_MODEL, ALG2_OPTIMISER = "clutter_push", "learned", "mppi"
 
 
 class SimStack:
@@ -116,7 +119,9 @@ def add_parser(sub):
                                                  f"(default: config/mpc_planner.yaml)")
     p.add_argument("--planner", default=None, help="push planner of mpc_planner: mpc | dgoc (paper 003: DDP from "
                                                    "demonstrations to a goal pose, tracked at 100 Hz; default scene "
-                                                   f"{DGOC_SCENE}) (default: config/mpc_planner.yaml)")
+                                                   f"{DGOC_SCENE}) | alg2 (paper 004 Algorithm 2: a low-uncertainty "
+                                                   f"path tracked by mppi; default scene {ALG2_SCENE}, model "
+                                                   f"{ALG2_MODEL}) (default: config/mpc_planner.yaml)")
     p.add_argument("--coarse", default=None, choices=names(COARSE),
                    help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
     p.add_argument("--duration", type=float, default=0.0,
@@ -202,6 +207,11 @@ def run(args) -> dict:
     if args.planner == "dgoc" and not args.scene:
         args.scene = DGOC_SCENE
         print(f"parapush sim: planner dgoc on scene {DGOC_SCENE} (paper 003's block; --scene to change)", flush=True)
+    if args.planner == "alg2":
+        args.scene, args.model = args.scene or ALG2_SCENE, args.model or ALG2_MODEL
+        overrides.setdefault("mpc_planner", {})["optimiser"] = ALG2_OPTIMISER
+        print(f"parapush sim: planner alg2 on scene {args.scene}, model {args.model}, optimiser {ALG2_OPTIMISER} "
+              f"(heat-map: learned_ensemble)", flush=True)
     stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
                       "planner": args.planner or "", "record": args.record or ""}, overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
@@ -303,7 +313,7 @@ class _PushClient:
         out = {"outcome": names.get(r.outcome, str(r.outcome)), "message": r.message,
                "actions": int(r.actions_executed), "final_distance_m": float(r.final_distance),
                "mean_planning_time_s": float(r.mean_planning_time), "planner": self.planner,
-               "model": self.model if self.planner == "mpc" else "quasistatic",
+               "model": self.model if self.planner != "dgoc" else "quasistatic",
                "wall_time_s": time.monotonic() - self.start_wall}
         print("\nparapush sim: push result")
         for k, v in out.items():
@@ -350,7 +360,7 @@ class _PushClient:
         ax.set_xlabel("x (m, table frame)")
         ax.set_ylabel("y (m)")
         ax.legend(loc="upper right")
-        ax.set_title(f"parapush sim: {sc.name}, " + (f"model {self.model}" if self.planner == "mpc" else
+        ax.set_title(f"parapush sim: {sc.name}, " + (f"model {self.model}" if self.planner != "dgoc" else
                                                       f"planner {self.planner}"))
         out = Path(self.args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -83,7 +83,7 @@ def test_algorithm_2_path_avoids_the_heat_and_is_tracked():
     mid = np.linspace(res.path[:-1], res.path[1:], 10).reshape(-1, 2)
     assert np.all(np.linalg.norm(mid - HOLE, axis=-1) > HOLE_R - 0.02)
     mppi = PrimitiveMPPI(model, MPPIConfig(seed=0), var_ref=VAR_OUT)
-    tracker = PathTracker(mppi, res.path, GOAL)
+    tracker = PathTracker(res.path, GOAL)
     path = closed_loop(mppi, START, GOAL, 30, tracker)
     assert np.linalg.norm(path[-1, :2] - GOAL[:2]) < 0.03
     assert in_hole(path) < 0.1

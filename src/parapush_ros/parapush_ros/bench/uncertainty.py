@@ -276,7 +276,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
                     p = low_uncertainty_path(start0[:2], goal[:2], heat, lref,
                                              PathConfig(seed=args.seed, w_smooth=args.w_smooth))
                     alg2 = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
-                tracker = PathTracker(mppi, alg2["path"], goal, reach=args.track_reach)
+                tracker = PathTracker(alg2["path"], goal, reach=args.track_reach)
             ep = run_episode(world, mppi, start, goal, args.max_pushes, tracker=tracker,
                              ua_pushes=args.ua_pushes if method == "ua" else None)
             ep["in_lesion"] = path_in_region(ep["poses"], lesion)

@@ -22,7 +22,10 @@ an object's predicted position sigma exceeds ``uncertainty_threshold`` (and when
 Planners (``planner``, the registry ``core.planning.planners``): ``mpc`` is the sampling MPC above; ``dgoc`` (paper
 003) plans a goal *pose* (a yaw is required) once with DG-OC and tracks it at 100 Hz (``core.planning.dgoc_session``:
 the same action, arbiter, pauses and outcomes; the command timer runs at 100 Hz), publishing the plan as
-``PushPlan``, Path and markers of the pushed faces and face switches; its settings are ``dgoc.<name>``.
+``PushPlan``, Path and markers of the pushed faces and face switches; its settings are ``dgoc.<name>``; ``alg2``
+(paper 004 Algorithm 2, ``core.planning.low_uncertainty``) first plans a low-uncertainty path against a heat-map of
+``alg2.heat_model``'s variance, then the MPC above tracks it way-point by way-point (without an uncertainty term),
+the path shown as markers (ns ``plan/waypoints``); its settings are ``alg2.<name>``.
 
 Lifecycle (``rclpy.lifecycle``): constructed, it only checks its parameters; ``configure`` creates its topics,
 timer and action server, ``activate`` lets it publish and accept goals (the launch files and ``parapush sim`` do
@@ -61,12 +64,14 @@ from ..ros.conversions import (ConversionError, array_to_scene_state, array_to_s
                                scene_state_to_array)
 from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.planning.planners import planner_entry
+from ..core.planning.low_uncertainty import LowUncertaintyConfig, LowUncertaintySession
 from ..core.planning.dgoc_session import DGOCConfig, DGOCPlanReport, DGOCPushPlanner, DGOCSession, DGOCSessionConfig
 from ..core.planning.ddp.tracking import TrackingConfig
 from ..core.config import ConfigError, from_values
 from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
 from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
                                      SessionConfig, SessionResult)
+from ..core.models.base import UncertainPropagator
 from ..core.models.registry import ModelSpec, Predictor
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
@@ -177,6 +182,23 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
             self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
                                       predictor=self.predictor)
+        self.alg2_config = None
+        if self.kind.name == "alg2":  # Algorithm 2 (paper 004): the MPC above tracks a low-uncertainty path
+            try:
+                self.alg2_config = from_values(LowUncertaintyConfig, p, "alg2.")
+            except ConfigError as e:
+                raise ValueError(f"parameter {e if e.name.startswith('alg2.') else e.within('alg2.')}") from None
+            if self.config.optimiser == "mppi_ua":
+                raise ValueError("parameter optimiser: the alg2 planner tracks its path without the uncertainty "
+                                 "term: use mppi (Algorithm 1), not mppi_ua")
+            heat = self.alg2_config.heat_model
+            try:
+                heat_model = self.predictor.model(heat)
+            except (KeyError, ValueError) as e:
+                raise ValueError(f"parameter alg2.heat_model: {e}") from None
+            if not isinstance(heat_model, UncertainPropagator):
+                raise ValueError(f"parameter alg2.heat_model: model {heat!r} predicts no variance; use one that "
+                                 f"does (learned_ensemble)")
 
         self._lock = threading.Lock()
         self._state = None  # (x or None, error message or "", receive time (rclpy Time), stamp (rclpy Time))
@@ -470,6 +492,8 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
                 max_plans=req.max_actions or c.max_plans, state_timeout=p["state_timeout"],
                 tracking_loss_timeout=p["tracking_loss_timeout"], rest_s=c.rest_s, hold=c.hold, max_speed=c.max_speed))
         config = replace(self.session_config, max_actions=req.max_actions or self.session_config.max_actions)
+        if self.alg2_config is not None:
+            return LowUncertaintySession(self.planner, self.io, goal, config, self.alg2_config)
         return PushSession(self.planner, self.io, goal, config)
 
     def _publish_plan(self, report: PlanReport):
@@ -494,9 +518,11 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if variance is not None:
             ms += markers.uncertainty_markers(self.scene, plan.states, variance, header, "plan")
             self._report_uncertainty(plan)
+        session = self.arbiter.current
+        if isinstance(session, LowUncertaintySession) and session.tracker is not None:
+            ms += markers.waypoint_markers(session.tracker.path, header, "plan/waypoints", session.tracker.index)
         self._publish(self.marker_pub, markers.marker_array(ms))
         self._publish(self.path_pub, markers.object_path(self.scene, plan.states, header, goal.object_index))
-        session = self.arbiter.current
         handle = None if session is None else session.tag
         if handle is not None:
             dist = report.distance if math.isfinite(report.distance) else -1.0

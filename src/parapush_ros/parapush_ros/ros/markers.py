@@ -107,6 +107,27 @@ def uncertainty_markers(scene: Scene, states: np.ndarray, variance: np.ndarray, 
     return out
 
 
+def waypoint_markers(points: np.ndarray, header, ns: str, current: int | None = None) -> list:
+    """A planned way-point path (paper 004 Algorithm 2): a line through ``points`` (W, 2) and a small sphere at
+    each way-point, the one aimed at now (``current``) larger."""
+    points = np.asarray(points, dtype=float)
+    line = Marker(header=header, ns=ns, id=0, type=Marker.LINE_STRIP, action=Marker.ADD)
+    line.scale.x = 0.003
+    line.pose.orientation.w = 1.0
+    _color(line, (0.9, 0.9, 0.9), 0.9)
+    line.points = [Point(x=float(p[0]), y=float(p[1]), z=0.004) for p in points]
+    out = [line]
+    for i, p in enumerate(points):
+        d = 0.025 if i == current else 0.012
+        m = Marker(header=header, ns=ns, id=i + 1, type=Marker.SPHERE, action=Marker.ADD)
+        m.scale.x = m.scale.y = m.scale.z = d
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = float(p[0]), float(p[1]), 0.01
+        m.pose.orientation.w = 1.0
+        _color(m, (1.0, 1.0, 1.0) if i == current else (0.9, 0.9, 0.9), 0.9)
+        out.append(m)
+    return out
+
+
 def object_path(scene: Scene, states: np.ndarray, header, object_index: int = 0) -> Path:
     path = Path(header=header)
     for pose in scene.layout.object_poses(np.asarray(states))[:, object_index]:

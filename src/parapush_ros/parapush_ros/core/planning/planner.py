@@ -118,9 +118,13 @@ class MPCPlanner:
 
     def set_goal(self, goal: Goal):
         """Change the goal; the next plan starts from the straight push again."""
+        self.aim(goal)
+        self.reset()
+
+    def aim(self, goal: Goal):
+        """Aim the next plans at ``goal`` keeping the warm start: a way-point along a path, the push goes on."""
         self.task = self.task.with_goal(goal)
         self.optimiser.task = self.task
-        self.reset()
 
     def reset(self):
         """Forget the warm start and the previous control (a new push)."""

@@ -8,6 +8,9 @@ as ``session.PushSession``) plus one ``register_planner`` line here.
 
 * ``mpc``: the sampling MPC (papers 000, 001, 004) of ``planner.MPCPlanner`` in ``session.PushSession``; its
   settings are ``PlannerConfig``'s, declared by their own names.
+* ``alg2``: paper 004's Algorithm 2: a low-uncertainty path against a Monte-Carlo heat-map of an ensemble's
+  variance, tracked by the sampling MPC without the uncertainty term (``low_uncertainty.LowUncertaintySession``);
+  the MPC's settings as for ``mpc``, its own ``alg2.<name>`` from ``LowUncertaintyConfig``.
 * ``dgoc``: demonstration-guided optimal control (paper 003): a whole DDP plan to a goal *pose*, tracked at 100 Hz
   (``dgoc_session.DGOCSession``); settings ``dgoc.<name>`` from ``DGOCConfig``.
 """
@@ -17,6 +20,7 @@ from typing import NamedTuple
 
 from ..config import ConfigError
 from .dgoc_session import DGOCConfig
+from .low_uncertainty import LowUncertaintyConfig
 
 
 class RegisteredPlanner(NamedTuple):
@@ -36,6 +40,9 @@ def register_planner(name: str, description: str, config: type | None = None, ne
 
 
 register_planner("mpc", "sampling MPC with a physics or learned model, re-planned every control (papers 000/001/004)")
+register_planner("alg2", "paper 004 Algorithm 2: a low-uncertainty path (Monte-Carlo heat-map of an ensemble's "
+                         "variance, workspace limits) tracked by the sampling MPC without the uncertainty term",
+                 LowUncertaintyConfig)
 register_planner("dgoc", "demonstration-guided DDP to a goal pose, tracked at 100 Hz (paper 003; box objects)",
                  DGOCConfig, needs_yaw=True)
 

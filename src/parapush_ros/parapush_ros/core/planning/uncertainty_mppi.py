@@ -165,19 +165,29 @@ class HeatMap:
                 ty * ((1 - tx) * v[y0 + 1, x0] + tx * v[y0 + 1, x0 + 1]))
 
 
+def grid_heat_map(extent, cell: float, samples: int, uncertainty_of) -> HeatMap:
+    """The Monte-Carlo heat-map of Algorithm 2 for any model: the mean of ``uncertainty_of(xy)`` ((B, 2) positions,
+    each cell centre repeated ``samples`` times -> (B,) predicted uncertainties, the random part being the
+    caller's: yaws, pushes) per cell of a grid over [-extent, extent]."""
+    xs = np.arange(-extent[0], extent[0] + 1e-9, cell)
+    ys = np.arange(-extent[1], extent[1] + 1e-9, cell)
+    gx, gy = np.meshgrid(xs, ys)
+    xy = np.repeat(np.stack([gx.ravel(), gy.ravel()], -1), samples, axis=0)
+    values = np.asarray(uncertainty_of(xy), dtype=float).reshape(gx.size, samples).mean(1)
+    return HeatMap(xs, ys, values.reshape(gx.shape))
+
+
 def uncertainty_heat_map(model: PrimitiveModel, extent=(0.3, 0.42), cell: float = 0.03, actions: int = 32,
                          seed: int = 0) -> HeatMap:
     """Monte-Carlo mean predicted uncertainty (m^2) over ``actions`` random (yaw, push) pairs per grid cell."""
     rng = np.random.default_rng(seed)
-    xs = np.arange(-extent[0], extent[0] + 1e-9, cell)
-    ys = np.arange(-extent[1], extent[1] + 1e-9, cell)
-    gx, gy = np.meshgrid(xs, ys)
-    n = gx.size
-    poses, acts = random_pushes(rng, n * actions)
-    poses[:, 0] = np.repeat(gx.ravel(), actions)
-    poses[:, 1] = np.repeat(gy.ravel(), actions)
-    _, var = model.predict(poses, acts)
-    return HeatMap(xs, ys, uncertainty(var).reshape(n, actions).mean(1).reshape(gx.shape))
+
+    def uncertainty_of(xy):
+        poses, acts = random_pushes(rng, len(xy))
+        poses[:, :2] = xy
+        return uncertainty(model.predict(poses, acts)[1])
+
+    return grid_heat_map(extent, cell, actions, uncertainty_of)
 
 
 @dataclass
@@ -249,8 +259,7 @@ class PathTracker:
     """Follows way-points with Algorithm 1 (no uncertainty term): the target is the first way-point farther than
     ``reach`` from the box, the last one being the goal pose itself."""
 
-    def __init__(self, mppi: PrimitiveMPPI, path: np.ndarray, goal, reach: float = 0.06):
-        self.mppi = mppi
+    def __init__(self, path: np.ndarray, goal, reach: float = 0.06):
         self.path = np.asarray(path, dtype=float)
         self.goal = np.asarray(goal, dtype=float)
         self.reach = float(reach)
@@ -262,4 +271,4 @@ class PathTracker:
             self.index += 1
         if self.index >= len(self.path) - 1:
             return self.goal
-        return np.array([*self.path[self.index], self.goal[2]])
+        return np.array([*self.path[self.index], *self.goal[2:]])

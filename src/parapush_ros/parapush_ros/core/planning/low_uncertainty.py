@@ -1,0 +1,172 @@
+"""Algorithm 2 of paper 004 in the stack (planner ``alg2``): push along a low-uncertainty path.
+
+On its first plan (and after a goal change) the push loop estimates where the planner's variance model is unsure
+about the target object -- a Monte-Carlo heat-map (``uncertainty_mppi.grid_heat_map``): the target put at every
+cell of a grid over the table (the other objects where they are observed), pushed ``pushes`` times from a random
+side, about at its centre, at the nominal speed for one control; the mean predicted position variance of the
+target per cell, with ``alg2.heat_model`` (an ensemble: ``learned_ensemble``) -- and optimises a way-point path
+from the target to the goal against it under the table's limits (``uncertainty_mppi.low_uncertainty_path``:
+path-integral updates, the ends fixed, the way-points clipped ``margin`` inside the table edges). Cells where the
+target would overlap another object or an obstacle (no model can tell what happens there) count as ``OCCUPIED``
+times the most uncertain free cell: the path keeps clear of them. The learned models see only relative positions,
+so on a free table their heat-map is flat (measured: within 0.8-1.15 of its median on ``clutter_push``) and the
+path bends round the other objects and where the ensemble is unsure of their interactions.
+
+Then the sampling MPC tracks the path: every plan aims at the first way-point farther than ``reach`` from the
+target (``uncertainty_mppi.PathTracker``), the last being the goal; the outcome is judged against the goal itself.
+The tracker is the node's optimiser *without* an uncertainty term (``mppi``: Algorithm 1; ``mppi_ua`` is refused)
+with any model (the single ``learned`` network tracks more accurately than the ensemble).
+
+It is ``session.PushSession`` with two hooks (``_plan`` and ``_apply_goal_change``): the same IO, pauses, outcome
+monitor, real-time or stop-and-plan pushing, cancel and pre-emption.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..config import finite, knob, require
+from ..scene.spec import Scene
+from .session import PushSession
+from .uncertainty_mppi import HeatMap, PathConfig, PathResult, PathTracker, grid_heat_map, low_uncertainty_path
+
+
+OCCUPIED = 10.0  # heat of a cell where the target would overlap something, relative to the most uncertain free one
+
+
+@dataclass(frozen=True)
+class LowUncertaintyConfig:
+    """Settings of the ``alg2`` planner (ROS parameters ``alg2.<name>`` of the planner node)."""
+
+    heat_model: str = knob("learned_ensemble", "model whose predicted variance makes the uncertainty heat-map (it "
+                                               "must predict one: an ensemble)")
+    cell: float = knob(0.03, "heat-map cell size (m)")
+    pushes: int = knob(8, "Monte-Carlo pushes per heat-map cell (random side and direction)")
+    waypoints: int = knob(12, "way-points of the path, start and goal included")
+    iterations: int = knob(150, "path-integral iterations at most")
+    w_smooth: float = knob(10.0, "smoothness weight per m^2 of squared segment lengths (larger: straighter paths)")
+    margin: float = knob(0.08, "the path and the heat-map stay this far inside the table edges (m)")
+    reach: float = knob(0.05, "each plan aims at the first way-point farther than this from the target (m)")
+    seed: int = knob(0, "seed of the heat-map's pushes and of the path's samples")
+
+    def __post_init__(self):
+        for name in ("cell", "reach"):
+            require(finite(getattr(self, name)) and getattr(self, name) > 0.0, name, getattr(self, name), "> 0")
+        require(finite(self.margin) and self.margin >= 0.0, "margin", self.margin, ">= 0")
+        require(finite(self.w_smooth) and self.w_smooth >= 0.0, "w_smooth", self.w_smooth, ">= 0")
+        for name, least in (("pushes", 1), ("waypoints", 2), ("iterations", 1), ("seed", 0)):
+            v = getattr(self, name)
+            require(isinstance(v, int) and not isinstance(v, bool) and v >= least, name, v, f"an integer >= {least}")
+
+
+@dataclass
+class LowUncertaintyPath:
+    """A planned path and what it was planned on."""
+
+    path: PathResult
+    heat: HeatMap
+    var_ref: float  # m^2: the heat-map's median, the unit of the path's uncertainty cost
+    seconds: float  # wall time of heat-map + path
+
+
+def _occupied(scene: Scene, x, object_index: int, xy) -> np.ndarray:
+    """(B,) the target at ``xy`` (B, 2) would overlap another object (as observed in ``x``) or an obstacle."""
+    r = scene.objects[object_index].footprint.bounding_radius
+    others = [(p[:2], scene.objects[j].footprint.bounding_radius)
+              for j, p in enumerate(scene.layout.object_poses(x)) if j != object_index]
+    others += [(np.asarray(o.pose[:2]), o.footprint.bounding_radius) for o in scene.obstacles]
+    hit = np.zeros(len(xy), dtype=bool)
+    for centre, radius in others:
+        hit |= np.linalg.norm(xy - centre, axis=-1) < r + radius
+    return hit
+
+
+def scene_heat_map(predictor, scene: Scene, x, object_index: int, cfg: LowUncertaintyConfig, dt: float,
+                   speed: float) -> HeatMap:
+    """The Monte-Carlo uncertainty heat-map of the target (m^2, see the module docstring)."""
+    L = scene.layout
+    x = L.check(x, "observed state")
+    rng = np.random.default_rng(cfg.seed)
+    contact = scene.objects[object_index].footprint.bounding_radius + scene.pusher.radius + 0.002
+    extent = np.maximum(scene.table.half - cfg.margin, cfg.cell)
+
+    def uncertainty_of(xy):
+        B = len(xy)
+        X = np.repeat(x[None], B, axis=0)
+        L.pusher_vel(X)[...] = 0.0
+        L.object_vels(X)[...] = 0.0
+        L.object_poses(X)[:, object_index, :2] = xy
+        side = rng.uniform(-np.pi, np.pi, B)
+        L.pusher_pos(X)[...] = xy + contact * np.stack([np.cos(side), np.sin(side)], -1)
+        heading = side + np.pi + rng.uniform(-0.5, 0.5, B)  # at the centre, +-0.5 rad
+        U = speed * np.stack([np.cos(heading), np.sin(heading)], -1)[:, None]
+        pred = predictor.predict(X, U, dt, model=cfg.heat_model)
+        if pred.variance is None:
+            raise ValueError(f"alg2.heat_model: model {pred.model!r} predicts no variance; use one that does "
+                             f"(learned_ensemble)")
+        var = L.object_position_sigma(pred.variance[:, -1])[:, object_index] ** 2
+        return np.where(_occupied(scene, x, object_index, xy), np.inf, var)
+
+    heat = grid_heat_map(extent, cfg.cell, cfg.pushes, uncertainty_of)
+    finite_values = heat.values[np.isfinite(heat.values)]
+    top = float(finite_values.max()) if finite_values.size else 1.0
+    heat.values = np.where(np.isfinite(heat.values), heat.values, OCCUPIED * top)
+    return heat
+
+
+def plan_low_uncertainty_path(predictor, scene: Scene, x, goal, cfg: LowUncertaintyConfig, dt: float,
+                              speed: float) -> LowUncertaintyPath:
+    """Algorithm 2 from the observed state ``x`` to ``goal`` (a ``tasks.Goal``)."""
+    t0 = time.perf_counter()
+    heat = scene_heat_map(predictor, scene, x, goal.object_index, cfg, dt, speed)
+    var_ref = float(np.median(heat.values))
+    if not (math.isfinite(var_ref) and var_ref > 0.0):
+        var_ref = max(float(heat.values.max()), 1e-12)
+    lim = np.maximum(scene.table.half - cfg.margin, 0.0)
+    start = scene.layout.object_poses(np.asarray(x, dtype=float))[goal.object_index, :2]
+    end = np.clip(np.asarray(goal.position, dtype=float), -lim, lim)
+    path = low_uncertainty_path(np.clip(start, -lim, lim), end, heat, var_ref,
+                                PathConfig(waypoints=cfg.waypoints, iterations=cfg.iterations, w_smooth=cfg.w_smooth,
+                                           workspace=tuple(lim), seed=cfg.seed))
+    path.path[0], path.path[-1] = start, goal.position  # the true ends (clipping only kept the interior inside)
+    return LowUncertaintyPath(path, heat, var_ref, time.perf_counter() - t0)
+
+
+class LowUncertaintySession(PushSession):
+    """``PushSession`` that plans Algorithm 2's path first and aims every plan at its next way-point."""
+
+    def __init__(self, planner, io, goal, config, path_config: LowUncertaintyConfig = LowUncertaintyConfig(),
+                 monitor=None):
+        super().__init__(planner, io, goal, config, monitor)
+        if getattr(planner.optimiser, "uncertainty_on", False):
+            raise ValueError("optimiser: the alg2 planner tracks its path without the uncertainty term: use mppi "
+                             "(Algorithm 1), not mppi_ua")
+        self.path_config = path_config
+        self.planned: LowUncertaintyPath | None = None
+        self.tracker: PathTracker | None = None
+
+    def _apply_goal_change(self):
+        goal = self.goal
+        super()._apply_goal_change()
+        if self.goal is not goal:  # a new goal: a new path
+            self.tracker = None
+
+    def _plan(self, x, budget=None, deadline=None):
+        self._apply_goal_change()
+        k = self.goal.object_index
+        if self.tracker is None:
+            sampling, proposals = self.planner.config.sampling, self.planner.config.proposals
+            self.planned = plan_low_uncertainty_path(self.planner.predictor, self.planner.scene, x, self.goal,
+                                                     self.path_config, sampling.control_duration,
+                                                     proposals.nominal_speed)
+            p = self.planned.path
+            self.tracker = PathTracker(p.path, np.array(self.goal.position), self.path_config.reach)
+            self._status(f"alg2: low-uncertainty path of {len(p.path)} way-points "
+                         f"({np.sum(np.linalg.norm(np.diff(p.path, axis=0), axis=-1)):.2f} m, uncertainty cost "
+                         f"{p.initial_cost:.3g} -> {p.cost:.3g} of the straight line) in {self.planned.seconds:.1f} s")
+        target = self.tracker.target(self.planner.scene.layout.object_poses(np.asarray(x, dtype=float))[k])
+        self.planner.aim(replace(self.goal, position=(float(target[0]), float(target[1]))))
+        return super()._plan(x, budget, deadline)

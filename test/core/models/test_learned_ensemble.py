@@ -128,11 +128,17 @@ def test_bench_adaptive_small(tmp_path):
     from parapush_ros.cli import main
     out = tmp_path / "out"
     assert main(["bench", "adaptive", "--scenes", "1", "--samples", "2", "--starts", "0", "--contact-pushes", "1",
-                 "--thresholds", "1", "--threads", "1", "--out", str(out)]) == 0
+                 "--thresholds", "1", "--slice-thresholds", "1", "--threads", "1", "--out", str(out)]) == 0
     res = json.loads((out / "bench_adaptive.json").read_text())
     for case in ("planner", "contact"):
         r = res[case]
         assert r["fixed_K0"]["fine_slices_per_trajectory"] == 0.0 and r["fixed_K2"]["fine_slices_per_trajectory"] == 7
         assert r["adaptive_1mm"]["fine_slices_per_trajectory"] <= 7 and r["fixed_K2"]["mean_rms_mm"] >= 0.0
         assert set(res[f"{case}_verdict"]["adaptive_1mm"]) == {"cost_vs_fixed_K2", "error_vs_fixed_K2", "wins"}
+        for m in ("slice_gate_1mm", "hybrid_slice_gate_1mm", "hybrid_adaptive_1mm"):
+            assert r[m]["fine_slices_per_trajectory"] <= 7 and m in res[f"{case}_verdict"]
+        c = r["correlation"]  # how well the ensemble's sigma tells the coarse error
+        assert c["object_slices"] == r["trajectories"] * 4 * 4 and set(c["ensemble"]) >= {
+            "spearman_sigma_vs_error", "auroc_error_gt_1mm", "within_1sigma"}
+        assert set(c["trajectory"]) == {f"spearman_sigma_vs_fixed_K{k}_error" for k in range(3)}
     assert res["planner"]["trajectories"] == 2 and (out / "adaptive.png").stat().st_size > 1000

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.models.emdn_config import EMDNConfig
 from ..core.models.push_primitive import WORKSPACE
 from ..learning.train_primitive import DEFAULT_EPOCHS
 from .common import output_paths, print_table, pyplot, save_figure, write_json
@@ -39,7 +40,7 @@ COUNTS = {
     "samples": (4096, 1, "pushes in the dataset (4096: with 1024 the members still disagree where there are data, "
                          "lesion variance ratio 2.8 instead of 9, see README)"),
     "epochs": (DEFAULT_EPOCHS, 1, "E-MDN training epochs"),
-    "members": (5, 1, "E-MDN ensemble members"),
+    "members": (EMDNConfig.members, 1, "E-MDN ensemble members"),
     "gp_max": (300, 1, "GP training pushes at most (exact GP: O(n^3))"),
     "goals": (10, 0, "Exp. 2 goal poses (episodes) per learned model"),
     "fine_goals": (10, 0, "Exp. 2 goal poses with the fine model (the first of the same list; slow: MuJoCo)"),
@@ -168,7 +169,6 @@ def _calibration(args, data, result) -> dict:
     """Exp. 1: E-MDN, single MDN and GP trained on the same pushes, scored on held-out ones (``result
     ["calibration"]``). Returns what the later steps use: the test split, the E-MDN config, the E-MDN and its
     variance reference, the GP."""
-    from ..core.models.ensemble_mdn import EMDNConfig  # noqa: PLC0415
     from ..core.models.gp import GPRegressor  # noqa: PLC0415
     from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.models.push_primitive import PrimitiveModel
-from parapush_ros.core.planning.uncertainty_mppi import (MPPIConfig, PathConfig, PathTracker, PrimitiveMPPI,
+from parapush_ros.core.planning.uncertainty_mppi import (PathConfig, PathTracker, PrimitiveMPPI, PrimitiveMPPIConfig,
                                                          low_uncertainty_path, uncertainty_heat_map)
 
 HOLE = np.array([0.0, 0.0])  # centre of the uncertain disc
@@ -46,7 +46,7 @@ START, GOAL = np.array([0.0, -0.28, 0.0]), np.array([0.0, 0.28, 0.0])
 
 
 def test_plain_mppi_reaches_the_goal_straight_through():
-    mppi = PrimitiveMPPI(KinematicPrimitive(), MPPIConfig(seed=0), var_ref=VAR_OUT)
+    mppi = PrimitiveMPPI(KinematicPrimitive(), PrimitiveMPPIConfig(seed=0), var_ref=VAR_OUT)
     path = closed_loop(mppi, START, GOAL, 30)
     assert np.linalg.norm(path[-1, :2] - GOAL[:2]) < 0.02
     assert len(path) <= 21  # 0.56 m in 4.5 cm pushes: 13 at best
@@ -54,7 +54,7 @@ def test_plain_mppi_reaches_the_goal_straight_through():
 
 
 def test_uncertainty_term_detours_around_the_uncertain_disc():
-    mppi = PrimitiveMPPI(KinematicPrimitive(), MPPIConfig(seed=0, w_unc=0.05), var_ref=VAR_OUT)
+    mppi = PrimitiveMPPI(KinematicPrimitive(), PrimitiveMPPIConfig(seed=0, w_unc=0.05), var_ref=VAR_OUT)
     path = closed_loop(mppi, START, GOAL, 40)
     assert np.linalg.norm(path[-1, :2] - GOAL[:2]) < 0.02
     assert in_hole(path) == 0.0
@@ -62,11 +62,11 @@ def test_uncertainty_term_detours_around_the_uncertain_disc():
 
 def test_exploration_decay_and_config_errors():
     with pytest.raises(ValueError, match="decay"):
-        MPPIConfig(decay=0.0)
+        PrimitiveMPPIConfig(decay=0.0)
     with pytest.raises(ValueError, match="var_ref"):
         PrimitiveMPPI(KinematicPrimitive(), var_ref=0.0)
-    a = PrimitiveMPPI(KinematicPrimitive(), MPPIConfig(seed=3)).plan(START, GOAL)
-    b = PrimitiveMPPI(KinematicPrimitive(), MPPIConfig(seed=3)).plan(START, GOAL)
+    a = PrimitiveMPPI(KinematicPrimitive(), PrimitiveMPPIConfig(seed=3)).plan(START, GOAL)
+    b = PrimitiveMPPI(KinematicPrimitive(), PrimitiveMPPIConfig(seed=3)).plan(START, GOAL)
     np.testing.assert_array_equal(a.actions, b.actions)  # seeded
     assert a.samples_evaluated == 3 * 48 + 1 and a.poses.shape == (7, 3) and a.variance.shape == (6,)
 
@@ -82,7 +82,7 @@ def test_algorithm_2_path_avoids_the_heat_and_is_tracked():
     assert np.all(np.abs(res.path) <= np.array(PathConfig().workspace) + 1e-12)
     mid = np.linspace(res.path[:-1], res.path[1:], 10).reshape(-1, 2)
     assert np.all(np.linalg.norm(mid - HOLE, axis=-1) > HOLE_R - 0.02)
-    mppi = PrimitiveMPPI(model, MPPIConfig(seed=0), var_ref=VAR_OUT)
+    mppi = PrimitiveMPPI(model, PrimitiveMPPIConfig(seed=0), var_ref=VAR_OUT)
     tracker = PathTracker(res.path, GOAL)
     path = closed_loop(mppi, START, GOAL, 30, tracker)
     assert np.linalg.norm(path[-1, :2] - GOAL[:2]) < 0.03

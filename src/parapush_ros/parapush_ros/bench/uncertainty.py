@@ -224,7 +224,7 @@ def _exp2(args, world, trained, episodes, result):
     from tqdm import tqdm  # noqa: PLC0415
 
     from ..core.models.push_primitive import EMDNPrimitive, GPPrimitive  # noqa: PLC0415
-    from ..core.planning.uncertainty_mppi import MPPIConfig, PrimitiveMPPI  # noqa: PLC0415
+    from ..core.planning.uncertainty_mppi import PrimitiveMPPI, PrimitiveMPPIConfig  # noqa: PLC0415
 
     emdn_ref = trained["emdn_ref"]
     models = {"fine": (world, 1.0), "emdn": (EMDNPrimitive(trained["emdn"], None, emdn_ref), emdn_ref),
@@ -232,8 +232,9 @@ def _exp2(args, world, trained, episodes, result):
     exp2 = {}
     for name, (model, ref) in models.items():
         n_goals = args.fine_goals if name == "fine" else args.goals
-        mcfg = MPPIConfig(seed=args.seed, samples=args.fine_samples, horizon=3, decay_steps=2) if name == "fine" else \
-            MPPIConfig(seed=args.seed)
+        mcfg = PrimitiveMPPIConfig(seed=args.seed)
+        if name == "fine":
+            mcfg = PrimitiveMPPIConfig(seed=args.seed, samples=args.fine_samples, horizon=3, decay_steps=2)
         rows = []
         goals = exp2_goals(n_goals, args.seed)
         for goal in tqdm(goals, desc=f"exp2 {name}", unit="episode"):
@@ -254,8 +255,8 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
     """Exp. 3/4: plain MPPI, uncertainty-averse MPPI and Algorithm 2 across the lesion (``result["exp34"]``)."""
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ..core.planning.uncertainty_mppi import (MPPIConfig, PathConfig, PathTracker,  # noqa: PLC0415
-                                                  PrimitiveMPPI, low_uncertainty_path)
+    from ..core.planning.uncertainty_mppi import (PathConfig, PathTracker, PrimitiveMPPI,  # noqa: PLC0415
+                                                  PrimitiveMPPIConfig, low_uncertainty_path)
 
     lref = result["lesion"]["var_ref"]
     rng = np.random.default_rng([args.seed, 34])
@@ -269,7 +270,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
         for e in tqdm(range(args.episodes), desc=f"exp3/4 {method}", unit="episode"):
             start = np.asarray(start0) + rng.normal(0.0, [0.01, 0.01, 0.1]) * (e > 0)
             w_unc = args.w_unc if method == "ua" else 0.0
-            mppi = PrimitiveMPPI(lesioned, MPPIConfig(seed=args.seed + e, w_unc=w_unc), var_ref=lref)
+            mppi = PrimitiveMPPI(lesioned, PrimitiveMPPIConfig(seed=args.seed + e, w_unc=w_unc), var_ref=lref)
             tracker = None
             if method == "alg2":
                 if alg2 is None:
@@ -282,7 +283,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
             ep["in_lesion"] = path_in_region(ep["poses"], lesion)
             rows.append(ep)
             episodes.setdefault(f"exp34_{method}", []).append(ep["poses"])
-        exp34[method] = {**_summary(rows, start0, [goal] * len(rows), MPPIConfig().w_rot),
+        exp34[method] = {**_summary(rows, start0, [goal] * len(rows), PrimitiveMPPIConfig().w_rot),
                          "path_in_lesion_fraction": float(np.mean([r["in_lesion"] for r in rows])) if rows else None}
     if alg2:
         exp34["alg2"]["path"] = alg2["path"]

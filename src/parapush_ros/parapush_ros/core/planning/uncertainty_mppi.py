@@ -1,8 +1,8 @@
 """Uncertainty-averse push planning with push primitives (paper 004 Sec. V-B and V-C).
 
-``PrimitiveMPPI`` is Algorithm 1: MPPI over sequences of T push primitives a_t = (phi_t, c_t) (object frame, see
-``core/models/push_primitive.py``), rolled out with a ``PrimitiveModel``'s mean (eq. 5), each step's predicted
-variance (eq. 6) entering the running cost (eq. 11):
+``PrimitiveMPPI`` (settings ``PrimitiveMPPIConfig``) is Algorithm 1: MPPI over sequences of T push primitives
+a_t = (phi_t, c_t) (object frame, see ``core/models/push_primitive.py``), rolled out with a ``PrimitiveModel``'s
+mean (eq. 5), each step's predicted variance (eq. 6) entering the running cost (eq. 11):
 
     q(s_t, a_t, var_t) = |p_t - g| + w_rot |yaw_t - yaw_g| + w_unc var_t / var_ref   (+ a workspace penalty)
     phi(s_T) = w_final (|p_T - g| + w_rot |yaw_T - yaw_g|)                               (eq. 12)
@@ -11,8 +11,10 @@ where var_t is the position variance of the step (``push_primitive.uncertainty``
 typical variance on its own training data (so ``w_unc`` is dimensionless: 1 means "one reference variance costs
 as much as a metre of distance"). Samples: N perturbed copies of the current sequence, the perturbation std
 starting at ``std`` and multiplied by ``decay`` after each of the L inner iterations (exploration decay, eq. 10);
-weights exp(-(S - S_min) / lambda) (eq. 8); update = weighted mean of the perturbations (eq. 9). The first action
-is executed, the sequence shifted, the new last action initialised to the straight push at the goal.
+weights exp(-(S - S_min) / lambda) (eq. 8, ``optimisers.mppi.mppi_weights``: the same as the scene-state MPPI
+optimiser's, which plans pusher velocities instead of primitives); update = weighted mean of the perturbations
+(eq. 9). The first action is executed, the sequence shifted, the new last action initialised to the straight push
+at the goal.
 
 ``uncertainty_heat_map`` is the Monte-Carlo map of Algorithm 2: the mean predicted variance over random yaws and
 pushes at each cell of a grid of box positions. ``low_uncertainty_path`` is Algorithm 2: a way-point path from
@@ -28,11 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..models.push_primitive import PrimitiveModel, random_pushes, uncertainty, valid_action
+from .optimisers.mppi import mppi_weights
 from ..scene.state import wrap_angle
 
 
 @dataclass
-class MPPIConfig:
+class PrimitiveMPPIConfig:
     """Algorithm 1 settings (defaults: tuned on the box_slider pushes of ``parapush bench uncertainty``)."""
     samples: int = 48  # N
     horizon: int = 6  # T pushes
@@ -80,11 +83,11 @@ class PrimitiveMPPI:
     """Algorithm 1 on a ``PrimitiveModel``; ``plan(pose, goal)`` -> PlanResult; keeps its sequence between calls
     (receding horizon) until ``reset``."""
 
-    def __init__(self, model: PrimitiveModel, cfg: MPPIConfig | None = None, var_ref: float = 1.0):
+    def __init__(self, model: PrimitiveModel, cfg: PrimitiveMPPIConfig | None = None, var_ref: float = 1.0):
         if not (np.isfinite(var_ref) and var_ref > 0.0):
             raise ValueError(f"MPPI var_ref: must be > 0, got {var_ref!r}")
         self.model = model
-        self.cfg = cfg or MPPIConfig()
+        self.cfg = cfg or PrimitiveMPPIConfig()
         self.var_ref = float(var_ref)
         self.rng = np.random.default_rng(self.cfg.seed)
         self.mean = None
@@ -128,8 +131,7 @@ class PrimitiveMPPI:
             poses, unc = self.rollout(pose, U)
             S = self.costs(poses, unc, goal, w_unc)
             evaluated += len(U)
-            w = np.exp(-(S - S.min()) / c.temperature)
-            w /= w.sum()
+            w = mppi_weights(S, c.temperature)
             delta = U - self.mean[None]  # the perturbations as applied (after making the actions valid)
             delta[..., 0] = wrap_angle(delta[..., 0])
             self.mean = valid_action(self.mean + np.einsum("k,ktd->td", w, delta))

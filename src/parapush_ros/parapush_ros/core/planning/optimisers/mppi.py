@@ -21,6 +21,14 @@ class MPPIConfig:
         require(finite(self.decay) and 0.0 < self.decay <= 1.0, "decay", self.decay, "in (0, 1]")
 
 
+def mppi_weights(costs, temperature: float) -> np.ndarray:
+    """MPPI's sample weights (paper 004 eq. 8): exp(-(S - S_min) / lambda), normalised; a non-finite cost weighs
+    0. Shared by this optimiser and the push-primitive MPPI (``planning.uncertainty_mppi``)."""
+    s = np.where(np.isfinite(costs), costs, np.inf)
+    w = np.exp(-(s - s.min()) / temperature)
+    return w / w.sum()
+
+
 class MPPI(SamplingOptimiser):
     Config = MPPIConfig
 
@@ -28,6 +36,4 @@ class MPPI(SamplingOptimiser):
         return float(np.sqrt(self.sampling.exploration_variance * self.config.decay ** iteration))
 
     def weights(self, costs):
-        s = np.where(np.isfinite(costs), costs, np.inf)
-        w = np.exp(-(s - s.min()) / self.config.temperature)
-        return w / w.sum()
+        return mppi_weights(costs, self.config.temperature)

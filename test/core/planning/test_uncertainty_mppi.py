@@ -3,6 +3,7 @@ simple analytical push primitive whose variance is high in a known disc: fast an
 import numpy as np
 import pytest
 
+from parapush_ros.core.config import ConfigError
 from parapush_ros.core.models.push_primitive import PrimitiveModel
 from parapush_ros.core.planning.uncertainty_mppi import (PathConfig, PathTracker, PrimitiveMPPI, PrimitiveMPPIConfig,
                                                          low_uncertainty_path, uncertainty_heat_map)
@@ -87,3 +88,16 @@ def test_algorithm_2_path_avoids_the_heat_and_is_tracked():
     path = closed_loop(mppi, START, GOAL, 30, tracker)
     assert np.linalg.norm(path[-1, :2] - GOAL[:2]) < 0.03
     assert in_hole(path) < 0.1
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("waypoints", 1, "^waypoints: must be an integer >= 2"),
+    ("iterations", 2.5, "^iterations: must be an integer >= 1"),
+    ("temperature", 0.0, "^temperature: must be > 0, got 0.0"),
+    ("std", -0.01, "^std: must be >= 0"),
+    ("decay", 1.5, r"^decay: must be in \(0, 1\]"),
+    ("workspace", (0.28,), "^workspace: must be"),
+])
+def test_path_config_names_the_bad_field(field, value, words):
+    with pytest.raises(ConfigError, match=words):
+        PathConfig(**{field: value})

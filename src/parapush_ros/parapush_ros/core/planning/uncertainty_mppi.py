@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import finite, require, require_each, whole
 from ..models.push_primitive import PrimitiveModel, random_pushes, uncertainty, valid_action
 from .optimisers.mppi import mppi_weights
 from ..scene.state import wrap_angle
@@ -205,6 +206,17 @@ class PathConfig:
     workspace: tuple = (0.28, 0.34)  # |x|, |y| limits of the way-points (m): the box stays on the table
     tolerance: float = 1e-5  # stop when the cost improves by less than this over 10 iterations
     seed: int = 0
+
+    def __post_init__(self):
+        require_each(self, ("samples", "iterations"), lambda v: whole(v) and v >= 1, "an integer >= 1")
+        require_each(self, ("waypoints",), lambda v: whole(v) and v >= 2, "an integer >= 2 (the ends included)")
+        require_each(self, ("seed",), whole, "an integer")
+        require_each(self, ("temperature",), lambda v: finite(v) and v > 0.0, "> 0")
+        require_each(self, ("std", "w_smooth", "tolerance"), lambda v: finite(v) and v >= 0.0, ">= 0")
+        require_each(self, ("decay",), lambda v: finite(v) and 0.0 < v <= 1.0, "in (0, 1]")
+        ws = self.workspace
+        require(isinstance(ws, (tuple, list)) and len(ws) == 2 and all(finite(v) and v > 0.0 for v in ws),
+                "workspace", ws, "(|x|, |y|) limits in m, both > 0")
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``parapush datagen --primitive``: random push primitives of the box (paper 004) from MuJoCo.
 
-Each sample: a box pose drawn uniformly over the workspace (|x| <= 0.25 m, |y| <= 0.35 m, any yaw), a push
+Each sample: a box pose drawn uniformly over the workspace (``push_primitive.WORKSPACE``, any yaw), a push
 (a face drawn uniformly, the direction within +-40 deg of its inward normal, the contact location c uniform in
 [0, 1]) and the pose after the 1 s, 5 cm push (``core/models/push_primitive.py``). Poses are independent (not
 chained as on a robot), so the workspace is covered evenly and any region can be lesioned out later (training and

@@ -32,7 +32,11 @@ PUSH_SPEED = 0.05  # m/s
 PUSH_DURATION = 1.0  # s: a 5 cm push
 CONTACT_GAP = 0.001  # m between pusher and face at the start
 MAX_OBLIQUE = np.radians(40.0)  # largest angle between the push and the face's inward normal
-WORKSPACE = (0.3, 0.35)  # m: |x|, |y| bounds of the box centre in the data (table half size 0.4 x 0.5)
+# The push-primitive workspace (box_slider's table: half size 0.4 x 0.5 m), |x|, |y| bounds of the box centre (m),
+# written here once for the data, the planners (``planning.uncertainty_mppi``) and the bench:
+WORKSPACE = (0.3, 0.35)  # where the data's pushes start
+PLANNING_LIMITS = (0.3, 0.42)  # Algorithm 1's poses (beyond: a penalty per m) and the extent of the heat map
+PATH_LIMITS = (0.28, 0.34)  # Algorithm 2's way-points: the box stays on the table, inside the data's workspace
 PLACE_SPACING = 0.1  # m between the nodes of the position encoding
 PLACE_EXTENT = (0.4, 0.4)  # m: |x|, |y| covered by nodes (positions beyond are clamped to the border)
 PLACE_INIT = 1.5  # std of the E-MDN's first-layer weights of the place features (EMDNConfig.unscaled_init)

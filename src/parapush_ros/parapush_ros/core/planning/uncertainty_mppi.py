@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import finite, require, require_each, whole
-from ..models.push_primitive import PrimitiveModel, random_pushes, uncertainty, valid_action
+from ..models.push_primitive import (PATH_LIMITS, PLANNING_LIMITS, PrimitiveModel, random_pushes, uncertainty,
+                                     valid_action)
 from .optimisers.mppi import mppi_weights
 from ..scene.state import wrap_angle
 
@@ -47,7 +48,7 @@ class PrimitiveMPPIConfig:
     w_rot: float = 0.05  # m per rad of yaw error (0.05: 10 deg weigh like 9 mm)
     w_final: float = 2.0  # terminal cost weight
     w_unc: float = 0.0  # uncertainty weight of eq. 11 (0: plain MPPI)
-    workspace: tuple = (0.3, 0.42)  # |x|, |y| limits of the box centre (m); outside costs w_out per m
+    workspace: tuple = PLANNING_LIMITS  # |x|, |y| limits of the box centre (m); outside costs w_out per m
     w_out: float = 20.0
     seed: int = 0
 
@@ -180,7 +181,7 @@ def grid_heat_map(extent, cell: float, samples: int, uncertainty_of) -> HeatMap:
     return HeatMap(xs, ys, values.reshape(gx.shape))
 
 
-def uncertainty_heat_map(model: PrimitiveModel, extent=(0.3, 0.42), cell: float = 0.03, actions: int = 32,
+def uncertainty_heat_map(model: PrimitiveModel, extent=PLANNING_LIMITS, cell: float = 0.03, actions: int = 32,
                          seed: int = 0) -> HeatMap:
     """Monte-Carlo mean predicted uncertainty (m^2) over ``actions`` random (yaw, push) pairs per grid cell."""
     rng = np.random.default_rng(seed)
@@ -203,7 +204,7 @@ class PathConfig:
     decay: float = 0.99  # std factor per iteration
     temperature: float = 0.05  # of the normalised cost
     w_smooth: float = 30.0  # per m^2 of squared segment lengths (keeps the path short and even)
-    workspace: tuple = (0.28, 0.34)  # |x|, |y| limits of the way-points (m): the box stays on the table
+    workspace: tuple = PATH_LIMITS  # |x|, |y| limits of the way-points (m)
     tolerance: float = 1e-5  # stop when the cost improves by less than this over 10 iterations
     seed: int = 0
 

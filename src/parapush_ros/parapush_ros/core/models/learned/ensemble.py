@@ -25,7 +25,7 @@ import numpy as np
 from ...scene.assets import shipped
 from ..base import batch_arguments
 from .encoding import _SLOT_ORDER_COLS, MIRROR_IN, MIRROR_OUT, SLOT_ORDER_MIN_WEIGHT, Rows, slot_order_weights
-from .family import F_IN, F_OUT, LearnedModelError
+from .family import F_IN, F_OUT, LearnedModelError, read_weights_file
 from .model import LearnedCoarseModel
 
 FORMAT = "parapush-learned-ensemble/1"
@@ -63,24 +63,8 @@ class LearnedEnsembleModel(LearnedCoarseModel):
     @classmethod
     def load(cls, scene, path=None, **kwargs) -> "LearnedEnsembleModel":
         path = Path(path) if path else default_weights_path()
-        if not path.is_file():
-            raise LearnedModelError(f"learned ensemble weights not found: {path}")
-        try:
-            import torch  # noqa: PLC0415
-
-            from ..ensemble_mdn import EnsembleMDN  # noqa: PLC0415
-        except ImportError as e:
-            raise LearnedModelError(f"reading {path.name} needs torch ({e})") from None
-        try:
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # corrupt or foreign file: say which
-            raise LearnedModelError(f"{path}: not a readable weights file ({e})") from None
-        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-            got = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
-            raise LearnedModelError(f"{path}: format is {got!r}, expected {FORMAT!r}")
-        for key in ("emdn", "meta"):
-            if key not in blob:
-                raise LearnedModelError(f"{path}: missing field {key!r}")
+        blob = read_weights_file(path, FORMAT, ("emdn", "meta"), "learned ensemble")
+        from ..ensemble_mdn import EnsembleMDN  # noqa: PLC0415 (torch: read_weights_file found it)
         try:
             emdn = EnsembleMDN.from_state(blob["emdn"], str(path))
         except (ValueError, KeyError, RuntimeError) as e:

@@ -30,6 +30,28 @@ class LearnedModelError(ValueError):
     """A weights file is unusable here: missing, malformed, or made for another scene family."""
 
 
+def read_weights_file(path: Path, fmt: str, fields: tuple[str, ...], what: str) -> dict:
+    """The dict saved in a weights file of format ``fmt`` with ``fields`` present; ``LearnedModelError`` naming the
+    file and what is wrong otherwise (missing, not torch's, another format, a field missing)."""
+    if not path.is_file():
+        raise LearnedModelError(f"{what} weights not found: {path}")
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError as e:
+        raise LearnedModelError(f"reading {path.name} needs torch ({e})") from None
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt or foreign file: say which
+        raise LearnedModelError(f"{path}: not a readable weights file ({e})") from None
+    if not isinstance(blob, dict) or blob.get("format") != fmt:
+        got = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
+        raise LearnedModelError(f"{path}: format is {got!r}, expected {fmt!r}")
+    for key in fields:
+        if key not in blob:
+            raise LearnedModelError(f"{path}: missing field {key!r}")
+    return blob
+
+
 def family_scene(n_objects: int, base: Scene | None = None) -> Scene:
     """The member of the training family with ``n_objects`` cylinders (the first n of ``four_cylinders``)."""
     if not 1 <= int(n_objects) <= MAX_OBJECTS:

@@ -30,7 +30,8 @@ from ...scene.spec import Scene
 from ..base import batch_arguments
 from .encoding import (_SLOT_ORDER_COLS, CHAIN_MARGIN, MIRROR_IN, MIRROR_OUT, SLOT_ORDER_MIN_WEIGHT,
                        SLOT_ORDER_SOFTNESS, _split, apply_outputs, encode, gate, slot_order_weights, swept_reach)
-from .family import F_OUT, FORMAT, LearnedModelError, check_family, default_weights_path, uses_object_velocities
+from .family import (F_OUT, FORMAT, LearnedModelError, check_family, default_weights_path, read_weights_file,
+                     uses_object_velocities)
 from .network import MLP, mlp_from_state_dict
 
 
@@ -71,22 +72,7 @@ class LearnedCoarseModel:
     def load(cls, scene: Scene, path=None, **kwargs) -> "LearnedCoarseModel":
         """Load weights (``None``: the shipped ones) and check they fit ``scene``."""
         path = Path(path) if path else default_weights_path()
-        if not path.is_file():
-            raise LearnedModelError(f"learned coarse model weights not found: {path}")
-        try:
-            import torch  # noqa: PLC0415
-        except ImportError as e:
-            raise LearnedModelError(f"reading {path.name} needs torch ({e})") from None
-        try:
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # corrupt or foreign file: say which
-            raise LearnedModelError(f"{path}: not a readable weights file ({e})") from None
-        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-            got = blob.get("format") if isinstance(blob, dict) else type(blob).__name__
-            raise LearnedModelError(f"{path}: format is {got!r}, expected {FORMAT!r}")
-        for key in ("state_dict", "norm", "meta"):
-            if key not in blob:
-                raise LearnedModelError(f"{path}: missing field {key!r}")
+        blob = read_weights_file(path, FORMAT, ("state_dict", "norm", "meta"), "learned coarse model")
         return cls(scene, mlp_from_state_dict(blob["state_dict"], blob["norm"]), blob["meta"], source=path.name,
                    **kwargs)
 

@@ -183,3 +183,20 @@ def test_bench_dgoc_refuses_more_tracked_targets_than_targets(tmp_path):
         run(tmp_path, "bench", "dgoc", "--merge", str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="--mpc-model"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--compare-mpc", "1", "--mpc-model", "nonsense")
+
+
+def test_bench_dgoc_merge_refuses_chunks_compared_with_another_mpc(tmp_path):
+    """Chunks whose DG-OC-vs-MPC comparison ran another MPC (--mpc-model, --mpc-actions) are another study: their
+    MPC rows would be summarised as one."""
+    chunk = {"targets": 2, "seed": 0, "k": 1, "escalate_k": 3, "max_iterations": 3, "dt": 0.02, "horizon_s": 7.0,
+             "weights": {}, "task_space": {}, "success_rule": "", "command": ""}
+    row = {"final_err": [0.001, 0.001, 0.01], "planning_time_s": 1.0, "execution_time_s": 5.0, "task_time_s": 6.0}
+    files = []
+    for first, model in ((0, "fine"), (1, "parareal1")):
+        scene = {"demonstrations": [], "target_indices": [first], "targets": [[0.1, 0.0, 0.0]], "methods": {},
+                 "compare_mpc": {"mpc_model": model, "mpc_actions": 1, "mpc_sampling": {}, "targets": [],
+                                 "dgoc": {"runs": [row]}, "mpc": {"runs": [row]}}}
+        files.append(tmp_path / f"c{first}.json")
+        files[-1].write_text(json.dumps({**chunk, "first_target": first, "scenes": {"block_003": scene}}))
+    with pytest.raises(ValueError, match="--merge: block_003: the chunks' MPC comparisons differ in 'mpc_model'"):
+        run(tmp_path, "bench", "dgoc", "--merge", ",".join(str(f) for f in files))

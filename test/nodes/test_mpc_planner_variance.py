@@ -63,6 +63,30 @@ def test_plans_carry_the_variance_markers_show_it_and_status_says_uncertain(ros_
         assert "'target'" in line and "uncertainty_threshold 0.1 mm" in line
 
 
+def test_certain_again_is_said_only_within_the_push_that_was_uncertain(ros_context):
+    """A push that ended in an uncertain region must not make the next push's first (certain) plan report
+    'certain again': each push starts certain."""
+    from types import SimpleNamespace
+    node = MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in PARAMETERS.items()])
+    try:
+        status = []
+        node._set_status = status.append
+        L = node.scene.layout
+        unsure, sure = np.zeros((2, L.dim)), np.zeros((2, L.dim))
+        L.object_poses(unsure)[1, 0, :2] = 1e-6  # sigma 1.4 mm > uncertainty_threshold 0.1 mm
+        node.arbiter.current = SimpleNamespace()  # a push ...
+        node._report_uncertainty(SimpleNamespace(variance=unsure))
+        node._report_uncertainty(SimpleNamespace(variance=sure))
+        assert [s.split(":")[0] for s in status] == ["uncertain region", "certain again"]
+        node._report_uncertainty(SimpleNamespace(variance=unsure))  # ... that ends uncertain
+        node.arbiter.current = SimpleNamespace()  # the next push
+        node._report_uncertainty(SimpleNamespace(variance=sure))
+        assert [s.split(":")[0] for s in status] == ["uncertain region", "certain again", "uncertain region"]
+    finally:
+        node.arbiter.current = None
+        node.destroy_node()
+
+
 def test_alg2_planner_tracks_a_low_uncertainty_path_and_shows_it(ros_context):
     """``planner: alg2`` (paper 004 Algorithm 2): the heat-map of learned_ensemble, a path round the clutter, the
     single network tracking it with mppi; RViz gets the way-points, the status the path."""

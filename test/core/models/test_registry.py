@@ -114,3 +114,19 @@ def test_predictor_from_node_parameters_builds_the_named_models():
         pred.close()
     with pytest.raises(ValueError, match="coarse_model: 'teapot'"):
         Predictor.from_parameters(scene, {**p, "coarse_model": "teapot"})
+
+
+def test_a_variance_threshold_is_refused_without_a_coarse_variance_or_when_not_finite():
+    """parareal_variance_threshold > 0 with a coarse model that predicts no variance would fail every Parareal
+    prediction (every plan of the planner node); it is refused when the predictor is made, as an infinite one is
+    (it would silently turn Parareal-K into the coarse model)."""
+    scene = load_scene("four_cylinders")
+    with pytest.raises(ValueError, match="parareal_variance_threshold: .* coarse_model 'analytical' does not"):
+        Predictor(scene, coarse="analytical", variance_threshold=1e-3)
+    for bad in (float("inf"), float("nan"), -1e-3):
+        with pytest.raises(ValueError, match="parareal_variance_threshold: must be >= 0 m"):
+            Predictor(scene, coarse="learned_ensemble", variance_threshold=bad)
+    pred = Predictor(scene, coarse="learned_ensemble", variance_threshold=1e-3)
+    assert pred.variance_threshold == 1e-3
+    pred.close()
+    Predictor(scene, coarse="analytical", variance_threshold=0.0).close()  # off: any coarse model

@@ -145,3 +145,29 @@ def test_goals_and_settings_are_checked():
     assert set(PLANNERS) >= {"mpc", "dgoc"} and planner_entry("dgoc").needs_yaw
     with pytest.raises(ConfigError, match="^planner: 'x' is not one of mpc, alg2, dgoc"):
         planner_entry("x")
+
+
+def test_a_plan_that_ends_outside_the_goal_disc_is_planned_again(monkeypatch):
+    """Escalation judges a plan as the outcome monitor judges the push: 8 mm off on each axis is inside the 10 mm
+    goal radius per axis but 11.3 mm from the goal, a miss: the next nearest demonstrations are tried too."""
+    from parapush_ros.core.planning.ddp.dgoc import Plan
+    push = DGOCPushPlanner(SCENE, DGOCConfig(max_iterations=1, escalate_k=3))
+    p = push.planner(0)
+    calls = []
+
+    def plan_methods(x0, targets, methods, k=1, should_stop=None, ranks=None):
+        calls.append(None if ranks is None else list(ranks))
+        b = len(targets)
+        X = np.repeat(np.asarray(x0, dtype=float)[:, None], 3, axis=1)
+        X[:, -1, :3] = targets
+        if ranks is None:  # the nearest demonstration's plan: 8 mm short along x and y
+            X[:, -1, :2] -= 0.008
+        plan = Plan(X, np.zeros((b, 2, 2)), np.zeros((b, 2, 2, 7)), np.ones(b), np.array(targets, dtype=float),
+                    np.zeros(b, dtype=int) if ranks is None else np.ones(b, dtype=int), np.ones(b, dtype=int), 0.0)
+        return {methods[0]: plan}
+
+    monkeypatch.setattr(p, "plan_methods", plan_methods)
+    goal = goal_for(SCENE, "block", **GOAL)  # radius 0.01
+    plan = push.plan(SCENE.initial_state(), goal, frozen_clock)
+    assert calls == [None, [1, 2]]
+    assert np.hypot(*plan.final_error[:2]) <= goal.radius and plan.demonstration == p.demos[1].name

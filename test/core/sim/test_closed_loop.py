@@ -136,6 +136,23 @@ def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
               "--json", str(merged_path)])
 
 
+def test_bench_mpc_merge_refuses_parts_with_another_parareal_variance_threshold(tmp_path):
+    """Parts planned with another uncertainty-aware Parareal threshold are another study; parts written before the
+    option existed ran with it off and merge with parts that have it at 0."""
+    part = dict(task="obstacle", seed=0, realtime=False, coarse="analytical", plan_clock="wall", plan_margin_s=0.0,
+                mismatch={}, weights={}, planner={"model": "parareal1"}, runs=[])
+    files = {}
+    for name, extra in (("old", {}), ("off", {"parareal_variance_threshold": 0.0}),
+                        ("on", {"parareal_variance_threshold": 0.002})):
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps({**part, **extra}))
+    merged = tmp_path / "merged.json"
+    assert main(["bench", "mpc-merge", str(files["old"]), str(files["off"]), "--json", str(merged)]) == 0
+    assert json.loads(merged.read_text())["parareal_variance_threshold"] == 0.0
+    with pytest.raises(ValueError, match="off.json: 'parareal_variance_threshold' is 0.0, but .*on.json has 0.002"):
+        main(["bench", "mpc-merge", str(files["on"]), str(files["off"]), "--json", str(merged)])
+
+
 def test_bench_mpc_realtime_small(tmp_path):
     """``--realtime``: the same scenes pushed by the real-time loop, planning charged in simulated time."""
     out = tmp_path / "out"

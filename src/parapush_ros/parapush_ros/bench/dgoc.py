@@ -435,6 +435,10 @@ def merge(args) -> dict:
                     **({"perturbations": [k for c in cs for k in c["perturbations"]]} if case == "perturbed" else {})}
         compared = [r["compare_mpc"] for r in rs if "compare_mpc" in r]
         if compared:
+            for k in ("mpc_model", "mpc_actions", "mpc_sampling"):  # the MPC side must be the same MPC
+                if any(c[k] != compared[0][k] for c in compared):
+                    raise ValueError(f"--merge: {name}: the chunks' MPC comparisons differ in {k!r}: they are "
+                                     f"not chunks of one study")
             m["compare_mpc"] = {**{k: compared[0][k] for k in ("mpc_model", "mpc_actions", "mpc_sampling")},
                                 "targets": [t for c in compared for t in c["targets"]]}
             for w in ("dgoc", "mpc"):

@@ -425,6 +425,8 @@ def merge(args) -> dict:
         if "runs" not in part or "task" not in part:
             raise ValueError(f"{name}: not a 'parapush bench mpc' result (no 'runs' / 'task')")
         study = {k: part.get(k) for k in SAME_STUDY}
+        # parts written before the option existed ran with it off
+        study["parareal_variance_threshold"] = part.get("parareal_variance_threshold", 0.0)
         study["planner"] = {k: v for k, v in part["planner"].items() if k != "model"}
         if first is None:
             first, head = study, part
@@ -439,6 +441,7 @@ def merge(args) -> dict:
     failures = TASKS[first["task"]]["failures"]
     res = {k: head.get(k) for k in ("task", "seed", "realtime", "coarse", "plan_clock", "plan_margin_s", "planner",
                                     "weights", "max_actions", "mismatch")}
+    res["parareal_variance_threshold"] = first["parareal_variance_threshold"]
     res.update(parts=list(args.files), summary={}, scenes_per_case={}, failed={}, runs=[])
     for world in ("nominal", "mismatch"):
         for model in dict.fromkeys(m for (_, w, m) in runs if w == world):

@@ -207,7 +207,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.arbiter = PushArbiter()  # one push at a time, the newest wins
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
-        self._uncertain = False  # the last plan's predicted sigma exceeded uncertainty_threshold
+        self._uncertain_in = None  # the push whose last plan's predicted sigma exceeded uncertainty_threshold
 
         self._active = False
         self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
@@ -557,8 +557,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
 
     def _report_uncertainty(self, plan):
         """``planner/status`` (and a warning) when the plan's predicted position sigma of an object exceeds
-        ``uncertainty_threshold``, and again when the planner leaves the uncertain region."""
+        ``uncertainty_threshold``, and again when the planner leaves the uncertain region (within the same push:
+        a new push starts certain). Called on the push's own thread."""
         threshold = self.p["uncertainty_threshold"]
+        session = self.arbiter.current
         sigma = self.scene.layout.object_position_sigma(plan.variance)  # (N+1, n_objects)
         step, k = np.unravel_index(int(np.argmax(sigma)), sigma.shape)
         uncertain = threshold > 0.0 and sigma[step, k] > threshold
@@ -567,10 +569,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
                     f"{self.scene.objects[k].name!r} at step {step} > uncertainty_threshold {1e3 * threshold:.1f} mm")
             self._set_status(text)
             self.get_logger().warning(text, throttle_duration_sec=1.0)
-        elif self._uncertain:
+        elif session is not None and self._uncertain_in is session:
             self._set_status(f"certain again: predicted position sigma <= {1e3 * sigma.max():.1f} mm "
                              f"(uncertainty_threshold {1e3 * threshold:.1f} mm)")
-        self._uncertain = uncertain
+        self._uncertain_in = session if uncertain else None
 
     def _publish_computing(self, start: float, x_start: np.ndarray):
         """Real time: where the plan being computed starts (the state predicted for the next switch), faint, beside

@@ -12,6 +12,7 @@ prediction -> plan message. Spec names: a registered model (``analytical``, ``le
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -216,8 +217,8 @@ class Predictor:
                  threads: int | None = None, options: dict | None = None, fine: str = DEFAULT_FINE,
                  variance_threshold: float = 0.0):
         self.default_coarse = entry(coarse, COARSE, "coarse_model").name
-        if not variance_threshold >= 0.0:
-            raise ValueError(f"parareal_variance_threshold: must be >= 0 m, got {variance_threshold}")
+        if not (math.isfinite(variance_threshold) and variance_threshold >= 0.0):
+            raise ValueError(f"parareal_variance_threshold: must be >= 0 m and finite, got {variance_threshold}")
         self.variance_threshold = float(variance_threshold)  # uncertainty-aware Parareal (0: fixed K)
         self.default_fine = entry(fine, FINE, "fine_model").name
         self.scene = scene
@@ -228,6 +229,11 @@ class Predictor:
         for name in self.options:
             entry(name, where="model options")
         self._models = {}
+        if self.variance_threshold > 0.0 and not isinstance(self.coarse_model(), UncertainPropagator):
+            # checked here, once: otherwise every Parareal prediction (every plan) fails with it
+            raise ValueError(f"parareal_variance_threshold: {self.variance_threshold} m needs a coarse model that "
+                             f"predicts its variance (learned_ensemble); coarse_model {self.default_coarse!r} "
+                             f"does not")
 
     @classmethod
     def from_parameters(cls, scene: Scene, p: dict, **kwargs) -> "Predictor":

@@ -167,9 +167,13 @@ class DGOCPushPlanner:
         x0 = self.model_state(x, index)
         target = np.array([goal.position[0], goal.position[1], goal.yaw])
         t0 = clock()
+        radius, yaw_tolerance = goal.radius, goal.yaw_tolerance
+
+        def missed(err):  # as the outcome monitor judges the goal: a disc of goal.radius (not a square), the yaw
+            return (np.hypot(err[:, 0], err[:, 1]) > radius) | (err[:, 2] > yaw_tolerance)
+
         r = p.plan_escalating(x0[None], target[None], self.config.method, k=self.config.k,
-                              escalate_k=self.config.escalate_k, tolerance=(goal.radius, goal.yaw_tolerance),
-                              should_stop=should_stop)
+                              escalate_k=self.config.escalate_k, should_stop=should_stop, missed=missed)
         demo = p.demos[int(r.demo[0])].name if r.demo[0] >= 0 else ""
         return DGOCPlan(r.X[0], r.U[0], r.K[0], PLAN_DT, self._faces(p.model, r.X[0], r.U[0]), r.target[0],
                         "dgoc", self.config.method, demo, clock() - t0)

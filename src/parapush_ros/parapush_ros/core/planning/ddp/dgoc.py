@@ -129,17 +129,21 @@ class DGOCPlanner:
         return self.plan_methods(x0, targets, (method,), k, should_stop)[method]
 
     def plan_escalating(self, x0, targets, method: str = "ws", k: int = 1, escalate_k: int = 3,
-                        tolerance=(0.01, 0.1), should_stop=None, first: Plan | None = None) -> Plan:
+                        tolerance=(0.01, 0.1), should_stop=None, first: Plan | None = None, missed=None) -> Plan:
         """``plan`` from the k nearest demonstrations; the targets whose plan ends further than ``tolerance`` (m per
         axis, rad) from them are planned again from their next nearest demonstrations, up to the ``escalate_k``
-        nearest, and keep the better plan (within tolerance first, then the cheaper). ``first``: the k-nearest plan
-        if already made. Its ``solve_time`` and ``iterations`` include the second batch."""
+        nearest, and keep the better plan (within tolerance first, then the cheaper). ``missed``, if given, replaces
+        the per-axis test: final errors (B, 3) -> (B,) bool, true where the plan misses (e.g. a goal disc). ``first``:
+        the k-nearest plan if already made. Its ``solve_time`` and ``iterations`` include the second batch."""
+        if missed is None:
+            def missed(err):
+                return _misses(err, tolerance)
         x0 = np.atleast_2d(np.asarray(x0, dtype=float))
         targets = np.atleast_2d(np.asarray(targets, dtype=float))
         plan = first if first is not None else self.plan(x0, targets, method, k, should_stop)
         k = max(1, min(int(k), len(self.demos)))
         more = min(int(escalate_k), len(self.demos)) - k
-        miss = np.flatnonzero(_misses(plan.final_error(), tolerance))
+        miss = np.flatnonzero(missed(plan.final_error()))
         if method == "zs" or more <= 0 or len(miss) == 0:
             return plan
         t0 = time.perf_counter()
@@ -148,8 +152,8 @@ class DGOCPlanner:
         out = Plan(*(np.array(a, copy=True) for a in (plan.X, plan.U, plan.K, plan.cost, plan.target, plan.demo,
                                                       plan.iterations)), plan.solve_time)
         out.iterations[miss] += alt.iterations
-        old_key = np.stack([_misses(plan.final_error()[miss], tolerance), plan.cost[miss]], -1)
-        new_key = np.stack([_misses(alt.final_error(), tolerance), alt.cost], -1)
+        old_key = np.stack([missed(plan.final_error()[miss]), plan.cost[miss]], -1)
+        new_key = np.stack([missed(alt.final_error()), alt.cost], -1)
         better = (new_key[:, 0] < old_key[:, 0]) | ((new_key[:, 0] == old_key[:, 0]) & (new_key[:, 1] < old_key[:, 1]))
         rows, src = miss[better], np.flatnonzero(better)
         for name in ("X", "U", "K", "cost", "target", "demo"):

@@ -7,6 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from parapush_ros.core.models.analytical import AnalyticalCoarseModel
+from parapush_ros.core.models.registry import COARSE, MODELS, register_model
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.planning.session import ControlSchedule, PushArbiter, PushSession, SessionConfig
@@ -251,3 +253,28 @@ def test_a_stop_ends_an_anytime_plan_whose_deadline_never_comes():
     res = session.run()
     assert (res.outcome, res.reason) == (Outcome.ABORTED, "cancelled by the client")
     assert len(iterations) == 3 and io.schedule is None  # the reading after the stop ended the optimiser
+
+
+class UnsureOfNothing(AnalyticalCoarseModel):
+    """A broken variance model: finite states, NaN variance."""
+    name = "unsure_of_nothing"
+
+    def propagate_with_variance(self, x, u, dt):
+        return self.propagate(x, u, dt), np.full(np.shape(x), np.nan)
+
+
+@pytest.fixture
+def nan_variance_model():
+    register_model("unsure_of_nothing", f"{__name__}:UnsureOfNothing", COARSE, "test: NaN variance")
+    yield "unsure_of_nothing"
+    MODELS.pop("unsure_of_nothing")
+
+
+def test_a_plan_with_a_non_finite_variance_fails_the_push_with_the_pusher_stopped(nan_variance_model):
+    """A NaN variance would be published on the plan and judged 'certain' (NaN > threshold is False): the push
+    fails instead, before the plan runs, saying why."""
+    config = PlannerConfig.from_values(dict(model=nan_variance_model, samples=4, iterations=1, control_duration=DT))
+    scene, planner, world, io = setup(config=config)
+    res = PushSession(planner, io, planner.task.goal, SessionConfig()).run()
+    assert res.outcome is Outcome.FAILED and "non-finite predicted states or variance" in res.reason, res.reason
+    assert not io.executed or all(np.all(u == 0.0) for _, _, u in io.executed)

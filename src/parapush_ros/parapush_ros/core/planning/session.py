@@ -396,6 +396,8 @@ class PushSession:
         if not (np.all(np.isfinite(plan.states)) and math.isfinite(plan.cost)):  # published as the predicted path
             raise _Stop(Outcome.FAILED, f"planning failed: the {plan.model} model predicted non-finite states "
                                         f"or cost (cost {plan.cost})")
+        if plan.variance is not None and not np.all(np.isfinite(plan.variance)):  # published, and judged uncertain
+            raise _Stop(Outcome.FAILED, f"planning failed: the {plan.model} model predicted a non-finite variance")
         return plan, io.plan_clock() - c0
 
     def _roll_forward(self, obs: Observation, schedule: ControlSchedule, until: float) -> np.ndarray:

@@ -139,7 +139,7 @@ class SamplingOptimiser(ABC):
         if mean.shape != (s.horizon, 2) or not np.all(np.isfinite(mean)):
             raise ValueError(f"initial controls must be finite with shape ({s.horizon}, 2), got {mean.shape}")
         mean = self.clip(mean)
-        best = None  # (cost, controls, states, terms)
+        best = None  # (cost, controls, states, terms, variance)
         result = OptimiserResult(controls=mean, states=np.empty(0), cost=np.inf, terms={}, initial_cost=np.nan)
         for it in range(s.iterations):
             if deadline is not None and it > 0:
@@ -162,6 +162,9 @@ class SamplingOptimiser(ABC):
             result.predict_calls += 1
             result.samples_evaluated += len(U)
             result.model, result.spec = pred.model, pred.spec
+            if not np.any(np.isfinite(costs)):  # no sample to weigh: say why instead of failing inside weights()
+                raise ValueError(f"the {pred.model} model gave none of the {len(U)} samples a finite cost "
+                                 f"(non-finite predicted states or variance)")
             if it == 0:
                 result.initial_cost = float(costs[0])
             k = int(np.argmin(costs))

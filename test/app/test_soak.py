@@ -32,6 +32,11 @@ def test_state_timeline_judges_stale_and_invalid_states():
     assert tl.unusable_for(1.07, skew=0.02) is None  # usable again within the delivery skew: not judged
     assert tl.unusable_for(1.03, skew=0.005) is None and tl.unusable_for(1.10) is None
     assert tl.unusable_for(1.70) == pytest.approx(1.70 - 1.58)  # stale again
+    # a usable state measured at 1.75 that reached the monitor only at 1.85 (the planner may have had it at once):
+    # a command at 1.80 may rest on it, one at 1.74 may not
+    tl.add(1.85, True, stamp=1.75)
+    assert tl.unusable_for(1.80) is None and tl.unusable_for(1.74) == pytest.approx(1.74 - 1.58)
+    assert tl.bad_since(1.86) is None and tl.bad_since(1.85 + 0.5 + 1e-6) == pytest.approx(2.35)  # stale from r
 
 
 def test_schedule_is_deterministic_given_the_seed_and_covers_every_kind_early():

@@ -25,8 +25,10 @@ What is measured (all times on the sim clock; the monitor node runs with ``use_s
                     throughout [t - A, t + d]. Unusable: the latest scene_state received fails
                     ``scene_state_to_array(require_valid=True)`` (the planner's own test: tracking lost, NaN,
                     missing or unknown objects) or was received more than the planner's ``state_timeout``
-                    earlier. A = 1 / control_rate + 1 / commander rate is the reaction allowance (the planner's
-                    timer notices, the zero is passed on within a commander period); d = 1 / commander rate is the
+                    earlier (a usable one counts from its stamp, when it was measured, if the monitor received it
+                    later: the planner may have had it first). A = 1 / control_rate + 1 / commander rate is the
+                    reaction allowance (the planner's timer notices, the zero is passed on within a commander
+                    period); d = 1 / commander rate is the
                     delivery skew (the same scene_state may reach the monitor that much later than the planner,
                     and ``/clock`` moves in steps). Commands are judged once the monitor's clock is past t + d.
                     ``unsafe_outputs``: the same for the commander's output (the MoveIt Servo twist) with
@@ -371,17 +373,20 @@ def _stamp(msg) -> float:
 
 class StateTimeline:
     """When the scene state was unusable, from the receptions of scene_state (sim time, usable): from a usable
-    reception at r it stays usable until the next reception or r + ``state_timeout`` (stale), whichever is first."""
+    reception at r it stays usable until the next reception or r + ``state_timeout`` (stale), whichever is first.
+    A usable state counts as usable from its stamp (when it was measured) if that is earlier than its reception here:
+    the planner may have received it before this monitor did (under load, by more than any fixed delivery skew), so
+    a command sent after the stamp may rest on it."""
 
     def __init__(self, state_timeout: float, keep: int = 4096):
         self.state_timeout = state_timeout
-        self.receptions = deque(maxlen=keep)
+        self.receptions = deque(maxlen=keep)  # (received, usable, usable from)
         self.changes = []  # (t, usable, measured at) whenever usability changes: the context of a verdict
 
     def add(self, t: float, usable: bool, stamp: float = math.nan):
         if not self.receptions or self.receptions[-1][1] != usable:
             self.changes.append((t, usable, stamp))
-        self.receptions.append((t, usable))
+        self.receptions.append((t, usable, min(t, stamp) if usable and math.isfinite(stamp) else t))
 
     def unusable_for(self, t: float, skew: float = 0.0):
         """How long (s) the state had been unusable at ``t`` if it stayed unusable until ``t + skew``, else None."""
@@ -391,8 +396,10 @@ class StateTimeline:
     def bad_since(self, t: float):
         """Sim time since which the state was unusable at ``t``; None if it was usable (-inf: never usable)."""
         after = None  # the first reception after the last usable one, up to t
-        for r, usable in reversed(self.receptions):
+        for r, usable, start in reversed(self.receptions):
             if r > t:
+                if usable and start <= t:  # measured by t, received here later: the planner may have had it
+                    return None
                 continue
             if usable:
                 end = r + self.state_timeout if after is None else min(after, r + self.state_timeout)

@@ -228,6 +228,10 @@ class Predictor:
         for name in self.options:
             entry(name, where="model options")
         self._models = {}
+        # what every prediction so far cost (a closed-loop bench reads them per run): fine slices computed and
+        # trajectories predicted
+        self.fine_slices = 0
+        self.trajectories = 0
 
     @classmethod
     def from_parameters(cls, scene: Scene, p: dict, **kwargs) -> "Predictor":
@@ -308,6 +312,8 @@ class Predictor:
             fine_slices = controls.shape[0] * controls.shape[1] if MODELS[spec.kind].role == FINE else 0
             pred = Prediction(states, m.name, fine_slices=fine_slices, spec=spec, variance=variance)
         pred.wall_time = time.perf_counter() - t0
+        self.fine_slices += pred.fine_slices
+        self.trajectories += x0.shape[0]
         if single:
             pred.states = pred.states[0]
             pred.variance = None if pred.variance is None else pred.variance[0]

@@ -142,3 +142,36 @@ def test_bench_adaptive_small(tmp_path):
             "spearman_sigma_vs_error", "auroc_error_gt_1mm", "within_1sigma"}
         assert set(c["trajectory"]) == {f"spearman_sigma_vs_fixed_K{k}_error" for k in range(3)}
     assert res["planner"]["trajectories"] == 2 and (out / "adaptive.png").stat().st_size > 1000
+
+
+def test_closed_loop_bench_counts_the_fine_slices_uncertainty_aware_parareal_spends(tmp_path):
+    """The predictor counts the fine slices and trajectories of its predictions; ``bench mpc`` reports them per
+    plan and per trajectory, so fixed K and the variance gate can be compared in closed loop."""
+    import json
+
+    from parapush_ros.cli import main
+    scene = load_scene("four_cylinders")
+    x = scene.initial_state()
+    U = np.zeros((2, 4, 2))
+    U[0], U[1] = (-0.03, 0.0), (0.05, 0.0)  # away from every object (sure), into the target (unsure)
+    counts = {}
+    for t in (0.0, 1e-4):
+        p = Predictor(scene, coarse="learned_ensemble", threads=1, variance_threshold=t)
+        try:
+            pred = p.predict(np.stack([x, x]), U, 1.0, model="parareal2")
+        finally:
+            p.close()
+        assert p.fine_slices == pred.fine_slices and p.trajectories == 2
+        counts[t] = p.fine_slices
+    assert counts == {0.0: 2 * 7, 1e-4: 7}  # fixed K = 2: 4 + 3 per trajectory; the gate skips the sure one
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--task", "multi_object", "--scenes", "1", "--models", "parareal2", "--coarse",
+                 "learned_ensemble", "--parareal-variance-threshold", "0.002", "--max-actions", "1", "--samples", "2",
+                 "--iterations", "1", "--threads", "1", "--no-timing", "--plan-clock", "cpu", "--out", str(out),
+                 "--json", str(out / "mpc.json")]) == 0
+    res = json.loads((out / "mpc.json").read_text())
+    run, s = res["runs"][0], res["summary"]["nominal/parareal2"]
+    assert res["parareal_variance_threshold"] == 0.002 and run["trajectories"] >= 2
+    assert 0 <= run["fine_slices"] <= 7 * run["trajectories"]
+    assert s["fine_slices_per_plan"] == run["fine_slices"] / len(run["plan_times"])
+    assert s["fine_slices_per_trajectory"] == run["fine_slices"] / run["trajectories"] <= 7

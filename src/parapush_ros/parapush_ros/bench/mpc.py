@@ -135,10 +135,22 @@ def summarise(records: list, failures=FAILURES) -> dict:
         "plan_time_per_task_s": float(np.mean([r["planning_time"] for r in records])) if records else None,
         "task_time_s": float(np.mean([r["task_time"] for r in records])) if records else None,
         "task_time_success_s": float(np.mean([r["task_time"] for r in ok])) if ok else None,
+        **fine_slice_summary(records),
         **({"others_displacement_mean_m": float(np.mean(moved)), "others_displacement_max_m": float(np.max(moved))}
            if moved else {}),
         **(realtime_summary(records) if records and records[0]["realtime"] else {}),
     }
+
+
+def fine_slice_summary(records: list) -> dict:
+    """The fine model's work: fine slices per plan and per predicted trajectory (the cost uncertainty-aware
+    Parareal saves; runs of older results without the counts are left out)."""
+    rs = [r for r in records if "fine_slices" in r]
+    plans, trajectories = sum(len(r["plan_times"]) for r in rs), sum(r["trajectories"] for r in rs)
+    if not rs:
+        return {}
+    return {"fine_slices_per_plan": sum(r["fine_slices"] for r in rs) / plans if plans else None,
+            "fine_slices_per_trajectory": sum(r["fine_slices"] for r in rs) / trajectories if trajectories else None}
 
 
 def realtime_summary(records: list) -> dict:
@@ -187,6 +199,7 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
             "wall_time": time.perf_counter() - t0, "world_config": asdict(wc), "realtime": rec.realtime,
             "late_plans": rec.late_plans, "lateness": rec.lateness, "motion_time": rec.motion_time,
             "first_plan_time": rec.first_plan_time, "idle_fraction": rec.idle_fraction,
+            "fine_slices": predictor.fine_slices, "trajectories": predictor.trajectories,
             "path": rec.path[:, :scene.layout.n_q].round(5).tolist(),  # pusher xy + object poses, for the plots
         })
         if args.task == "multi_object":
@@ -395,14 +408,14 @@ def print_summary(res: dict, title: str) -> None:
                     s["plan_latency_p95_s"], s["plan_latency_max_s"], f"{s['late_plans']}/{s['plans']}",
                     s["iterations_per_plan"])
         else:
-            row += (s["plan_time_per_step_s"], s["task_time_s"])
+            row += (s["plan_time_per_step_s"], s["task_time_s"], s.get("fine_slices_per_plan", "-"))
         if res["task"] == "multi_object":
             row += (1e3 * s.get("others_displacement_mean_m", 0.0), 1e3 * s.get("others_displacement_max_m", 0.0))
         rows.append(row)
     short = {"hit_obstacle": "hit", "off_table": "off table", "other_in_goal": "other in goal"}
     columns = ["world", "model", "success", *[short.get(o.value, o.value) for o in task["failures"]], "actions (ok)"]
     columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late",
-                 "iterations/plan"] if realtime else ["plan s/step", "task s"])
+                 "iterations/plan"] if realtime else ["plan s/step", "task s", "fine slices/plan"])
     columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
     print_table(columns, rows, title=title)
 

@@ -229,6 +229,10 @@ class Predictor:
         for name in self.options:
             entry(name, where="model options")
         self._models = {}
+        # what every prediction so far cost (a closed-loop bench reads them per run): fine slices computed and
+        # trajectories predicted
+        self.fine_slices = 0
+        self.trajectories = 0
         if self.variance_threshold > 0.0 and not isinstance(self.coarse_model(), UncertainPropagator):
             # checked here, once: otherwise every Parareal prediction (every plan) fails with it
             raise ValueError(f"parareal_variance_threshold: {self.variance_threshold} m needs a coarse model that "
@@ -314,6 +318,8 @@ class Predictor:
             fine_slices = controls.shape[0] * controls.shape[1] if MODELS[spec.kind].role == FINE else 0
             pred = Prediction(states, m.name, fine_slices=fine_slices, spec=spec, variance=variance)
         pred.wall_time = time.perf_counter() - t0
+        self.fine_slices += pred.fine_slices
+        self.trajectories += x0.shape[0]
         if single:
             pred.states = pred.states[0]
             pred.variance = None if pred.variance is None else pred.variance[0]

@@ -8,7 +8,6 @@ While the pusher is commanded to move it advances a tick only once the planner's
 arrived (lock-step: a slow host makes the test slower, never different); otherwise it ticks at about real time. The
 library is one shipped demonstration cut to its first 3 s (the push is over by then), so the plan is 3 s long."""
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -167,11 +166,11 @@ def test_a_goal_without_a_yaw_is_refused_with_a_clear_outcome(world):
 @pytest.fixture
 def held_solve(monkeypatch):
     """Every DDP solve that is given a stop callback runs one iteration, then is held (the event ``held`` set)
-    until the callback says stop (60 s of wall time at most: a bound, not a pace), so that a cancel always arrives
-    while a solve runs, on any host (a long real solve would race the cancel against the host's speed)."""
+    until the test sets ``release`` (60 s of wall time at most: a bound, not a pace), so that a cancel always
+    arrives while a solve runs, on any host (a long real solve would race the cancel against the host's speed)."""
     from parapush_ros.core.planning.ddp import solver
     original = solver.BatchedDDP.solve
-    held = threading.Event()
+    held, release = threading.Event(), threading.Event()
 
     def solve(self, x0, U0, X0=None, active=None, should_stop=None):
         if should_stop is not None:
@@ -181,21 +180,22 @@ def held_solve(monkeypatch):
                 calls.append(None)
                 if len(calls) >= 2:  # before the second iteration
                     held.set()
-                    deadline = time.monotonic() + 60.0
-                    while not asked() and time.monotonic() < deadline:
-                        time.sleep(0.005)
+                    release.wait(60.0)
                 return asked()
         return original(self, x0, U0, X0=X0, active=active, should_stop=should_stop)
 
     monkeypatch.setattr(solver.BatchedDDP, "solve", solve)
-    return held
+    yield held, release
+    release.set()  # a test that failed before its release leaves no solve held
 
 
 def test_a_cancel_while_planning_ends_the_solve_at_once(world, held_solve):
     w = world
+    held, release = held_solve
     handle = w.send(*GOAL, yaw_tolerance=0.1)
-    wait_for(held_solve.is_set, timeout=60.0, what="a DDP solve under way")
-    wait_future(handle.cancel_goal_async(), timeout=30.0, what="cancel response")
+    wait_for(held.is_set, timeout=60.0, what="a DDP solve under way")
+    wait_future(handle.cancel_goal_async(), timeout=30.0, what="cancel response")  # the push is stopping now
+    release.set()
     res = wait_future(handle.get_result_async(), timeout=60.0, what="push result")
     assert res.status == GoalStatus.STATUS_CANCELED and res.result.actions_executed == 0, res.result.message
     assert "cancelled by the client (while planning: the solve stopped after 1 DDP iteration" in res.result.message

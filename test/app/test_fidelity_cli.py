@@ -1,5 +1,5 @@
 """``parapush synth-pushes``, ``replay`` and ``calibrate`` end to end (issue 15): recordings made by the sim in a
-world with known, perturbed physics (pusher friction and support spread); the replay
+world with known, perturbed physics (table and pusher friction, support spread); the replay
 reports the issue's JSON; the calibration recovers the perturbed parameters within 10 % and writes a scene file
 with them."""
 import json
@@ -12,15 +12,16 @@ from parapush_ros.core.scene.spec import load_scene
 
 pytestmark = pytest.mark.timeout(600)
 
-TRUTH = {"pusher_object": 0.3, "spread": 0.85}
+TRUTH = {"object_table": 0.8, "pusher_object": 0.3, "spread": 0.85}
 GRID = ["--set", "support.pattern=grid", "--set", "support.points=3"]
 
 
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory):
     out = tmp_path_factory.mktemp("recordings")
-    assert main(["synth-pushes", "--scene", "box_slider", "--count", "6", "--seed", "1", "--slide-share", "0",
-                 "--out", str(out), *GRID,
+    # half of the pushes end with a fast stroke and a free slide: the table friction shows only there
+    assert main(["synth-pushes", "--scene", "box_slider", "--count", "8", "--seed", "1", "--out", str(out), *GRID,
+                 "--set", f"friction.object_table={TRUTH['object_table']}",
                  "--set", f"friction.pusher_object={TRUTH['pusher_object']}",
                  "--set", f"support.spread={TRUTH['spread']}"]) == 0
     return out
@@ -30,12 +31,12 @@ def test_replay_writes_the_issue_json_and_a_plot_per_push(tmp_path, recordings):
     assert main(["replay", "--scene", "box_slider", "--recordings", str(recordings), *GRID,
                  "--models", "fine,coarse", "--out", str(tmp_path), "--json", str(tmp_path / "r.json")]) == 0
     data = json.loads((tmp_path / "r.json").read_text())
-    assert set(data["models"]) == {"fine", "coarse"} and len(data["recordings"]) == 6
+    assert set(data["models"]) == {"fine", "coarse"} and len(data["recordings"]) == 8
     for m in data["models"].values():
         assert set(m) == {"final_trans_mm", "final_rot_deg", "path_trans_mm", "path_rot_deg"}
         assert all(set(v) == {"mean", "median", "max"} for v in m.values())
     assert data["models"]["fine"]["final_trans_mm"]["mean"] < data["models"]["coarse"]["final_trans_mm"]["mean"]
-    assert len(list(tmp_path.glob("replay_push_*.png"))) == 6
+    assert len(list(tmp_path.glob("replay_push_*.png"))) == 8
 
 
 def test_replay_names_a_bad_argument(tmp_path, recordings):
@@ -47,7 +48,7 @@ def test_replay_names_a_bad_argument(tmp_path, recordings):
 def test_calibration_recovers_the_perturbed_world(tmp_path, recordings):
     out_scene = tmp_path / "fitted.yaml"
     assert main(["calibrate", "--scene", "box_slider", "--recordings", str(recordings), *GRID,
-                 "--holdout", "0.34", "--max-evaluations", "30", "--out", str(out_scene),
+                 "--fit", ",".join(TRUTH), "--holdout", "0.25", "--max-evaluations", "30", "--out", str(out_scene),
                  "--json", str(tmp_path / "c.json")]) == 0
     data = json.loads((tmp_path / "c.json").read_text())
     for name, truth in TRUTH.items():
@@ -57,6 +58,7 @@ def test_calibration_recovers_the_perturbed_world(tmp_path, recordings):
     assert data["held_out"]["after"]["final_trans_mm"]["mean"] < data["held_out"]["before"]["final_trans_mm"]["mean"]
     fitted = load_scene(out_scene)
     assert fitted.friction["pusher_object"] == pytest.approx(data["fitted"]["pusher_object"])
+    assert fitted.friction["object_table"] == pytest.approx(data["fitted"]["object_table"])
     assert fitted.support.spread == pytest.approx(data["fitted"]["spread"])
     assert "calibrated by `parapush calibrate`" in out_scene.read_text().splitlines()[0]
     assert yaml.safe_load(out_scene.read_text())["support"]["pattern"] == "grid"

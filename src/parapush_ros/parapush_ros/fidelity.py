@@ -114,7 +114,7 @@ def run_calibrate(args) -> dict:
     from .bench.common import print_table, write_json  # noqa: PLC0415
     from .core.fidelity import calibrate as cal  # noqa: PLC0415
     from .core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
-    from .core.fidelity.replay import prepare, summarise  # noqa: PLC0415
+    from .core.fidelity.replay import prepare, prepare_continuous, summarise  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     names = cal.check_names(scene, [n.strip() for n in args.fit.split(",") if n.strip()])
     if not args.control > 0:
@@ -122,7 +122,7 @@ def run_calibrate(args) -> dict:
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
     recordings = [read_recording(p, scene, topics) for p in expand_paths(args.recordings)]
     train, held = cal.split(recordings, args.holdout, args.seed)
-    train_cases = [prepare(scene, r, args.control) for r in train]
+    train_cases = [prepare_continuous(scene, r, args.control) for r in train]
     print(f"calibrate: fitting {', '.join(names)} of scene {scene.name!r} on {len(train)} recording(s), "
           f"{len(held)} held out; the physics run continuously, the pusher commanded every {args.control} s",
           file=sys.stderr)
@@ -212,12 +212,14 @@ def add_parser(sub) -> None:
                                                              "fitted values")
     p.add_argument("--out", required=True, help="the scene file to write (YAML)")
     p.add_argument("--fit", default="pusher_object,spread",
-                   help="parameters (default pusher_object,spread; also object_table and mass, which quasi-static "
-                        "pushes do not constrain: see core/fidelity/calibrate.py)")
+                   help="parameters (default pusher_object,spread; also object_table, seen only in free slides "
+                        "after fast strokes, and mass, which recordings do not constrain: see "
+                        "core/fidelity/calibrate.py)")
     p.add_argument("--holdout", type=float, default=0.3, help="share of recordings held out (default 0.3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
-    p.add_argument("--control", type=float, default=0.05,
-                   help="control period of the continuous fit rollouts (s, default 0.05)")
+    p.add_argument("--control", type=float, default=0.01,
+                   help="control period of the continuous fit rollouts (s, default 0.01; the pusher's commands are "
+                        "rebuilt from its recorded path at this period)")
     p.add_argument("--slice", type=float, default=0.25, help="slice of the held-out replay (s, default 0.25)")
     p.add_argument("--max-evaluations", type=int, default=40, help="fine-model evaluations at most (default 40)")
     p.add_argument("--json", default=None, help="also write the result as JSON")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.fidelity.recordings import Recording
-from parapush_ros.core.fidelity.replay import prepare, replay, summarise
+from parapush_ros.core.fidelity.replay import prepare, replay, servo_commands, summarise
 from parapush_ros.core.fidelity.synthetic import random_push_plans, simulate
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.scene.spec import load_scene
@@ -54,3 +54,21 @@ def test_a_measured_start_inside_the_box_is_projected_with_a_warning(world):
     bad = Recording(rec.name, rec.times, pusher, rec.objects)
     case = prepare(scene, bad, 0.25)
     assert "pusher overlaps objects[0] 'box' by 0.20 mm" in case.start_warning
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-4])
+def test_servo_commands_recover_the_velocity_steps_behind_a_recorded_path(noise):
+    """A push that ends with a fast stroke and an abrupt stop, recorded at 100 Hz: the commands inverted from the
+    pusher's positions are the commanded velocities (the stop included, which the free slide after it depends on),
+    with the pusher starting at rest."""
+    scene = load_scene("box_slider")
+    plan = random_push_plans(scene, 1, seed=3, slide_share=1.0)[0]
+    rec = simulate(scene, plan, "stroke", position_noise=noise, seed=1)
+    dt = 0.01
+    times = np.arange(int(np.floor(rec.duration / dt + 1e-9)) + 1) * dt
+    controls, v0 = servo_commands(rec.at(times)[0], dt)
+    commanded = np.concatenate([np.tile([vx, vy], (int(round(d / dt)), 1)) for d, vx, vy in plan.segments])
+    err = np.abs(controls - commanded[:len(controls)]).max(axis=1)  # m/s per period; the stroke is 0.25 m/s
+    assert np.median(err) < (1e-5 if noise == 0 else 1e-4)
+    assert err.max() < (0.01 if noise == 0 else 0.03)
+    assert np.all(np.abs(v0) < (0.002 if noise == 0 else 0.01))

@@ -8,12 +8,14 @@ of freedom (a standard error; it does not include the model's own bias).
 
 What recorded pushes constrain: the pusher–object friction and the support spread shape every push (sliding at the
 contact, turning); they are the default fit. The object–table friction does not enter a quasi-static push at all
-(the motion is independent of it); only a free slide after a fast stroke reveals it, and that slide depends on the
-stroke's last milliseconds, which a 100 Hz recording does not resolve well enough to replay (measured on sim-made
-pushes from a world with mu = 0.8: the fit returned 0.44, and 1 kHz noise-free recordings did not fix it, because
-the servo setpoint behind an abrupt stop cannot be rebuilt from positions). The mass enters only together with it
-(inertia and friction both scale with it). Both can be fitted (``--fit object_table,mass``); their results
-should be read with that in mind.
+(the motion is independent of it); only a free slide after a fast stroke reveals it (``--fit object_table``, with
+recordings that contain such slides). That slide depends on how the pusher brakes within milliseconds, so the
+rollouts command the pusher with the servo commands inverted from its recorded path (``replay.servo_commands``)
+at a short control period: with setpoints rebuilt by smoothed finite differences every 50 ms, the replayed pusher
+braked too gently and a fit of sim-made pushes from a world with 0.8 returned 0.44; with the inverted commands
+every 10 ms it returns 0.74-0.85 on seven sets of such pushes (README). The pusher–object friction is seen only in pushes that slide at the
+contact; where none does, its fit is a lower bound. The mass cannot be told apart from the table friction
+(inertia and friction both scale with it) and is not fitted by default.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from .replay import pose_errors
 # fit name -> (scene dict section, key); "mass" scales every object's mass by one factor
 PARAMETERS = {"object_table": ("friction", "object_table"), "pusher_object": ("friction", "pusher_object"),
               "spread": ("support", "spread"), "mass": ("objects", "mass")}
+DIFF_STEP = 0.05  # relative step of the finite-difference Jacobian: a smaller one follows the contact noise
 YAW_WEIGHT_MM_PER_DEG = 1.0  # residual weight: 1 deg of yaw counts as 1 mm of position
 
 
@@ -72,8 +75,8 @@ def check_names(scene: Scene, names) -> list:
 
 def continuous_rollout(scene: Scene, case) -> np.ndarray:
     """The fine model's physics run without slicing (``SimWorld``: the MuJoCo state carried across steps), the pusher
-    commanded along the recorded path one control period (``case.dt``) at a time; (N+1, D) states at the case's
-    times. Calibration fits physics, so it runs the physics continuously: a sliced rollout restarts the contacts
+    commanded along the recorded path one control period (``case.dt``) at a time (``replay.prepare_continuous``);
+    (N+1, D) states at the case's times. Calibration fits physics, so it runs the physics continuously: a sliced rollout restarts the contacts
     at every slice boundary, which moves a pushed box by ~0.3 mm per second of 0.25 s slices and by ~1.5 mm at
     0.01 s slices, enough to drown the free slide that alone reveals the table friction."""
     sim = SimWorld(scene)
@@ -152,7 +155,7 @@ def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluati
         return r
 
     r0 = fun(np.log(start))
-    res = least_squares(fun, np.log(start), method="trf", diff_step=0.02, x_scale=1.0,
+    res = least_squares(fun, np.log(start), method="trf", diff_step=DIFF_STEP, x_scale=1.0,
                         max_nfev=max_evaluations, xtol=1e-3, ftol=1e-4)
     values = np.exp(res.x)
     dof = max(1, res.fun.size - len(names))

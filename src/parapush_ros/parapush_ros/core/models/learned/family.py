@@ -63,6 +63,7 @@ def family_scene(n_objects: int, base: Scene | None = None) -> Scene:
 def family_metadata(scene: Scene | None = None, slice_s: float = 1.0) -> dict:
     """The physical facts that a set of weights is valid for (checked by ``check_family``)."""
     from .. import mjcf  # noqa: PLC0415 (mujoco is only needed for the constants, already a core dependency)
+    from ..fine import FINE_TIMESTEP  # noqa: PLC0415
     scene = scene or family_scene(MAX_OBJECTS)
     o = scene.objects[0]
     return {
@@ -75,7 +76,8 @@ def family_metadata(scene: Scene | None = None, slice_s: float = 1.0) -> dict:
         "max_objects": MAX_OBJECTS,
         "friction": dict(scene.friction),
         "slice_s": float(slice_s),
-        "fine_timestep_s": mjcf.TIMESTEP,
+        "support": scene.support.to_dict(),  # the object-table pressure the data was made with (issue 15)
+        "fine_timestep_s": FINE_TIMESTEP,
         "pusher_bandwidth_hz": mjcf.PUSHER_BANDWIDTH_HZ,
         "pusher_lag_s": 2.0 / (2.0 * np.pi * mjcf.PUSHER_BANDWIDTH_HZ),
     }
@@ -106,6 +108,9 @@ def check_family(scene: Scene, family: dict, source: str = "weights") -> None:
         for k, v in family["friction"].items():
             if k not in scene.friction or not close(scene.friction[k], v):
                 fail(f"friction.{k}", scene.friction.get(k), "friction", v)
+        # weights made before issue 15 do not record their support (they learned the native one)
+        if "support" in family and scene.support.to_dict() != family["support"]:
+            fail("support", scene.support.to_dict(), "support")
     except KeyError as e:
         raise LearnedModelError(f"learned coarse model ({source}): metadata lacks family field {e}") from None
 

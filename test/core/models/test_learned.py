@@ -296,6 +296,20 @@ def test_weights_for_another_scene_family_are_refused(tmp_path):
         LM.LearnedCoarseModel.load(load_scene("cylinder_slider"), junk)
 
 
+def test_weights_record_the_support_they_learned_and_refuse_another():
+    """Issue 15 changed the support under every object; weights record theirs (weights made before do not, and
+    are not refused for it)."""
+    family = LM.family_metadata()
+    assert family["support"] == {"pattern": "grid", "points": 3, "spread": 1.0}
+    assert family["fine_model_timestep_s"] == 0.002 and family["fine_timestep_s"] == 0.001
+    LM.check_family(load_scene("cylinder_slider"), family)
+    native = load_scene("cylinder_slider").to_dict()
+    native["support"] = {"pattern": "native"}
+    with pytest.raises(LM.LearnedModelError, match=r"support is .*'native'.*trained for .*'grid'"):
+        LM.check_family(scene_from_dict(native), family)
+    LM.check_family(scene_from_dict(native), {k: v for k, v in family.items() if k != "support"})
+
+
 def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_path, fines):
     scene = LM.family_scene(2)
     a = datagen.generate_chunk(fine_for(fines, scene), scene, 4, 7, 8)

@@ -77,7 +77,9 @@ def family_metadata(scene: Scene | None = None, slice_s: float = 1.0) -> dict:
         "friction": dict(scene.friction),
         "slice_s": float(slice_s),
         "support": scene.support.to_dict(),  # the object-table pressure the data was made with (issue 15)
-        "fine_timestep_s": FINE_TIMESTEP,
+        "fine_timestep_s": mjcf.TIMESTEP,  # the reference physics' step
+        "fine_model_timestep_s": FINE_TIMESTEP,  # the step of the fine model that made the data (weights before
+        # issue 16's 2 ms fine model do not record it)
         "pusher_bandwidth_hz": mjcf.PUSHER_BANDWIDTH_HZ,
         "pusher_lag_s": 2.0 / (2.0 * np.pi * mjcf.PUSHER_BANDWIDTH_HZ),
     }

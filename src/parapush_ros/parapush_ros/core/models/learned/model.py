@@ -48,7 +48,9 @@ class LearnedCoarseModel:
             raise LearnedModelError(f"learned coarse model ({source}): metadata has no 'family'")
         check_family(scene, family, source)
         from .. import mjcf  # noqa: PLC0415
-        for key, now in (("fine_timestep_s", mjcf.TIMESTEP), ("pusher_bandwidth_hz", mjcf.PUSHER_BANDWIDTH_HZ)):
+        from ..fine import FINE_TIMESTEP  # noqa: PLC0415
+        for key, now in (("fine_timestep_s", mjcf.TIMESTEP), ("fine_model_timestep_s", FINE_TIMESTEP),
+                         ("pusher_bandwidth_hz", mjcf.PUSHER_BANDWIDTH_HZ)):
             if key in family and abs(float(family[key]) - now) > 1e-12:
                 warnings.warn(f"learned coarse model ({source}) was trained on a fine model with {key} = "
                               f"{family[key]}, the fine model now uses {now}: retrain it", stacklevel=2)

@@ -13,9 +13,9 @@ recordings that contain such slides). That slide depends on how the pusher brake
 rollouts command the pusher with the servo commands inverted from its recorded path (``replay.servo_commands``)
 at a short control period: with setpoints rebuilt by smoothed finite differences every 50 ms, the replayed pusher
 braked too gently and a fit of sim-made pushes from a world with 0.8 returned 0.44; with the inverted commands
-every 10 ms it returns 0.74-0.85 on seven sets of such pushes (README). The pusher–object friction is seen only in pushes that slide at the
-contact; where none does, its fit is a lower bound. The mass cannot be told apart from the table friction
-(inertia and friction both scale with it) and is not fitted by default.
+every 10 ms it returns 0.74-0.85 on seven sets of such pushes (README). The pusher–object friction is seen only in
+pushes that slide at the contact; where none does, its fit is a lower bound. The mass cannot be told apart from
+the table friction (inertia and friction both scale with it) and is not fitted by default.
 """
 from __future__ import annotations
 
@@ -76,9 +76,9 @@ def check_names(scene: Scene, names) -> list:
 def continuous_rollout(scene: Scene, case) -> np.ndarray:
     """The fine model's physics run without slicing (``SimWorld``: the MuJoCo state carried across steps), the pusher
     commanded along the recorded path one control period (``case.dt``) at a time (``replay.prepare_continuous``);
-    (N+1, D) states at the case's times. Calibration fits physics, so it runs the physics continuously: a sliced rollout restarts the contacts
-    at every slice boundary, which moves a pushed box by ~0.3 mm per second of 0.25 s slices and by ~1.5 mm at
-    0.01 s slices, enough to drown the free slide that alone reveals the table friction."""
+    (N+1, D) states at the case's times. Calibration fits physics, so it runs the physics continuously: a sliced
+    rollout restarts the contacts at every slice boundary, which moves a pushed box by ~0.3 mm per second of 0.25 s
+    slices and by ~1.5 mm at 0.01 s slices, enough to drown the free slide that alone reveals the table friction."""
     sim = SimWorld(scene)
     try:
         sim.reset(case.x0)

@@ -57,6 +57,36 @@ def test_variance_is_zero_where_nothing_moves_and_grows_along_a_push(model):
     assert one.layout.object_position_sigma(v_fast)[0, 0] > 1.4 * one.layout.object_position_sigma(v_slow)[0, 0]
 
 
+def test_a_plain_prediction_beside_a_variance_prediction_on_another_thread(model):
+    """The variance being collected is per thread: a planner thread's ``propagate`` beside another thread's
+    ``propagate_with_variance`` on the same model gets the same states as alone, and neither sees the other's."""
+    import threading
+    scene = model.scene
+    x0 = np.stack([scene.initial_state()] * 8)
+    u = np.tile([0.05, 0.0], (8, 1)) + np.linspace(-0.01, 0.01, 8)[:, None] * [0.0, 1.0]
+    plain_alone = model.propagate(x0, u, 1.0)
+    mean_alone, var_alone = model.propagate_with_variance(x0, u, 1.0)
+    results, errors = {"plain": [], "variance": []}, []
+    start = threading.Barrier(2)
+
+    def run(kind):
+        try:
+            start.wait()
+            for _ in range(15):
+                results[kind].append(model.propagate(x0, u, 1.0) if kind == "plain"
+                                     else model.propagate_with_variance(x0, u, 1.0))
+        except Exception as e:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(k,)) for k in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(isinstance(r, np.ndarray) and np.array_equal(r, plain_alone) for r in results["plain"])
+    assert all(np.array_equal(m, mean_alone) and np.array_equal(v, var_alone) for m, v in results["variance"])
+
+
 def test_train_ensemble_from_a_datagen_set(tmp_path):
     data = tmp_path / "data"
     datagen.run(Namespace(objects="2", samples=32, out=str(data), seed=5, workers=1, chunk_size=16,

@@ -18,6 +18,7 @@ family metadata), made with ``parapush train-ensemble``.
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -56,9 +57,19 @@ class LearnedEnsembleModel(LearnedCoarseModel):
         if emdn.n_in != F_IN or emdn.n_out != F_OUT:
             raise LearnedModelError(f"learned ensemble ({source}): E-MDN maps {emdn.n_in} -> {emdn.n_out}, the "
                                     f"encoding needs {F_IN} -> {F_OUT}")
+        # the per-slice variance being collected by _slice (set by propagate_with_variance), per thread: a plain
+        # propagate on another thread must not see (or add to) it
+        self._collecting = threading.local()
         super().__init__(scene, emdn, meta, source=source, **kwargs)
         self.emdn = emdn
-        self._var = None  # per-slice variance being collected by _slice (set by propagate_with_variance)
+
+    @property
+    def _var(self):
+        return getattr(self._collecting, "var", None)
+
+    @_var.setter
+    def _var(self, value):
+        self._collecting.var = value
 
     @classmethod
     def load(cls, scene, path=None, **kwargs) -> "LearnedEnsembleModel":

@@ -95,6 +95,7 @@ def test_train_ensemble_from_a_datagen_set(tmp_path):
     rep = train_ensemble([data], weights, seed=2, epochs=3, hidden=(16, 16), members=3, batch=32, progress=False,
                          command="test")
     assert rep["data"]["samples_used"] == 32 and rep["training"]["epochs"] == 3
+    assert rep["data"]["heldout_is_training"] is False  # two chunks: one held out
     assert 0.0 <= rep["heldout"]["calibration_1sigma"] <= 1.0 and np.isfinite(rep["heldout"]["nll"])
     assert weights.with_suffix(".json").is_file()
     m = LearnedEnsembleModel.load(load_scene("four_cylinders"), weights)

@@ -42,6 +42,9 @@ def train_ensemble(data_dirs, out_path, seed=0, epochs=DEFAULTS["epochs"], hidde
     order = rng.permutation(len(chunks))
     val_chunks = [chunks[i] for i in sorted(order[:n_val])] or chunks
     train_chunks = [chunks[i] for i in sorted(order[n_val:])] if n_val else chunks
+    if not n_val:
+        print("train-ensemble: one chunk, nothing to hold out: the variance is calibrated and the errors are "
+              "reported on the training data (metadata data.heldout_is_training)", file=sys.stderr)
     dtr = prepare(train_chunks, family, True, False)
     dva = prepare(val_chunks, family, False, False)
     cfg = EMDNConfig(hidden=tuple(hidden), members=members, components=components, epochs=epochs, batch=batch, lr=lr,
@@ -61,7 +64,7 @@ def train_ensemble(data_dirs, out_path, seed=0, epochs=DEFAULTS["epochs"], hidde
             "encoding": {"inputs": LM.F_IN, "outputs": LM.F_OUT, "object_velocities": False},
             "data": {"dirs": [m["dir"] for m in metas], "samples_used": int(sum(len(c["x"]) for c in chunks)),
                      "train_samples": int(sum(len(c["x"]) for c in train_chunks)),
-                     "val_samples": int(sum(len(c["x"]) for c in val_chunks)),
+                     "val_samples": int(sum(len(c["x"]) for c in val_chunks)), "heldout_is_training": not n_val,
                      "train_rows_mirrored": int(len(dtr["X"])), "val_rows": int(len(dva["X"])),
                      "dataset_elapsed_s": float(sum(m.get("elapsed_s") or 0.0 for m in metas)),
                      "seeds": [m.get("seed") for m in metas]},

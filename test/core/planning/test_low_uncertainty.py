@@ -6,8 +6,8 @@ import pytest
 
 from parapush_ros.core.config import ConfigError
 from parapush_ros.core.models.registry import Predictor
-from parapush_ros.core.planning.low_uncertainty import (OCCUPIED, LowUncertaintyConfig, LowUncertaintySession,
-                                                        plan_low_uncertainty_path)
+from parapush_ros.core.planning.low_uncertainty import (HEAT_MAP_BATCH, OCCUPIED, LowUncertaintyConfig,
+                                                        LowUncertaintySession, plan_low_uncertainty_path)
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.planning.planners import PLANNERS
 from parapush_ros.core.planning.session import SessionConfig
@@ -41,6 +41,20 @@ def test_the_path_bends_round_the_clutter_inside_the_table(scene):
     clearance = np.linalg.norm(dense - np.array(scene.objects[1].pose[:2]), axis=-1).min()
     assert clearance > 0.09  # the straight line passes 0.04 m from its centre (2 radii: 0.102 m)
     assert planned.path.cost < 0.6 * planned.path.initial_cost
+
+
+def test_a_stop_ends_the_heat_map_between_batches(scene):
+    """A cancel during Algorithm 2's heat-map (seconds of predictions) ends it within one batch of pushes."""
+    asked = []
+
+    def should_stop():
+        asked.append(True)
+        return len(asked) > 1  # the stop comes after the first batch
+    predictor = Predictor(scene)
+    config = LowUncertaintyConfig(cell=0.04, pushes=8, iterations=100)
+    assert plan_low_uncertainty_path(predictor, scene, scene.initial_state(), goal_for(scene), config, 1.0, 0.05,
+                                     should_stop) is None
+    assert len(asked) == 2 and predictor.trajectories == HEAT_MAP_BATCH  # of the whole map's ~2000 pushes
 
 
 def test_the_push_loop_aims_at_the_way_points_without_the_uncertainty_term(scene):

@@ -34,6 +34,7 @@ from .session import PushSession
 from .uncertainty_mppi import HeatMap, PathConfig, PathResult, PathTracker, grid_heat_map, low_uncertainty_path
 
 
+HEAT_MAP_BATCH = 256  # pushes per prediction of the heat-map; a stop is noticed between batches
 OCCUPIED = 10.0  # heat of a cell where the target would overlap something, relative to the most uncertain free one
 
 
@@ -85,8 +86,10 @@ def _occupied(scene: Scene, x, object_index: int, xy) -> np.ndarray:
 
 
 def scene_heat_map(predictor, scene: Scene, x, object_index: int, cfg: LowUncertaintyConfig, dt: float,
-                   speed: float) -> HeatMap:
-    """The Monte-Carlo uncertainty heat-map of the target (m^2, see the module docstring)."""
+                   speed: float, should_stop=None) -> HeatMap | None:
+    """The Monte-Carlo uncertainty heat-map of the target (m^2, see the module docstring); None as soon as
+    ``should_stop()`` says so (asked before every ``HEAT_MAP_BATCH`` pushes: a cancel ends seconds of work within a
+    fraction of a second)."""
     L = scene.layout
     x = L.check(x, "observed state")
     rng = np.random.default_rng(cfg.seed)
@@ -103,14 +106,21 @@ def scene_heat_map(predictor, scene: Scene, x, object_index: int, cfg: LowUncert
         L.pusher_pos(X)[...] = xy + contact * np.stack([np.cos(side), np.sin(side)], -1)
         heading = side + np.pi + rng.uniform(-0.5, 0.5, B)  # at the centre, +-0.5 rad
         U = speed * np.stack([np.cos(heading), np.sin(heading)], -1)[:, None]
-        pred = predictor.predict(X, U, dt, model=cfg.heat_model)
-        if pred.variance is None:
-            raise ValueError(f"alg2.heat_model: model {pred.model!r} predicts no variance; use one that does "
-                             f"(learned_ensemble)")
-        var = L.object_position_sigma(pred.variance[:, -1])[:, object_index] ** 2
+        var = np.empty(B)
+        for i in range(0, B, HEAT_MAP_BATCH):
+            if should_stop is not None and should_stop():
+                raise _HeatMapStopped
+            pred = predictor.predict(X[i:i + HEAT_MAP_BATCH], U[i:i + HEAT_MAP_BATCH], dt, model=cfg.heat_model)
+            if pred.variance is None:
+                raise ValueError(f"alg2.heat_model: model {pred.model!r} predicts no variance; use one that does "
+                                 f"(learned_ensemble)")
+            var[i:i + HEAT_MAP_BATCH] = L.object_position_sigma(pred.variance[:, -1])[:, object_index] ** 2
         return np.where(_occupied(scene, x, object_index, xy), np.inf, var)
 
-    heat = grid_heat_map(extent, cfg.cell, cfg.pushes, uncertainty_of)
+    try:
+        heat = grid_heat_map(extent, cfg.cell, cfg.pushes, uncertainty_of)
+    except _HeatMapStopped:
+        return None
     finite_values = heat.values[np.isfinite(heat.values)]
     top = float(finite_values.max()) if finite_values.size else 1.0
     heat.values = np.where(np.isfinite(heat.values), heat.values, OCCUPIED * top)
@@ -118,10 +128,13 @@ def scene_heat_map(predictor, scene: Scene, x, object_index: int, cfg: LowUncert
 
 
 def plan_low_uncertainty_path(predictor, scene: Scene, x, goal, cfg: LowUncertaintyConfig, dt: float,
-                              speed: float) -> LowUncertaintyPath:
-    """Algorithm 2 from the observed state ``x`` to ``goal`` (a ``tasks.Goal``)."""
+                              speed: float, should_stop=None) -> LowUncertaintyPath | None:
+    """Algorithm 2 from the observed state ``x`` to ``goal`` (a ``tasks.Goal``); None if ``should_stop()`` ended
+    the heat-map (``scene_heat_map``)."""
     t0 = time.perf_counter()
-    heat = scene_heat_map(predictor, scene, x, goal.object_index, cfg, dt, speed)
+    heat = scene_heat_map(predictor, scene, x, goal.object_index, cfg, dt, speed, should_stop)
+    if heat is None:
+        return None
     var_ref = float(np.median(heat.values))
     if not (math.isfinite(var_ref) and var_ref > 0.0):
         var_ref = max(float(heat.values.max()), 1e-12)
@@ -133,6 +146,10 @@ def plan_low_uncertainty_path(predictor, scene: Scene, x, goal, cfg: LowUncertai
                                            workspace=tuple(lim), seed=cfg.seed))
     path.path[0], path.path[-1] = start, goal.position  # the true ends (clipping only kept the interior inside)
     return LowUncertaintyPath(path, heat, var_ref, time.perf_counter() - t0)
+
+
+class _HeatMapStopped(Exception):
+    """The heat-map was asked to stop (internal to ``scene_heat_map``)."""
 
 
 class LowUncertaintySession(PushSession):
@@ -161,7 +178,9 @@ class LowUncertaintySession(PushSession):
             sampling, proposals = self.planner.config.sampling, self.planner.config.proposals
             self.planned = plan_low_uncertainty_path(self.planner.predictor, self.planner.scene, x, self.goal,
                                                      self.path_config, sampling.control_duration,
-                                                     proposals.nominal_speed)
+                                                     proposals.nominal_speed, lambda: self.stopping)
+            if self.planned is None:  # stopped while it mapped the uncertainty: end the push now
+                self._check_stop()
             p = self.planned.path
             self.tracker = PathTracker(p.path, np.array(self.goal.position), self.path_config.reach)
             self._status(f"alg2: low-uncertainty path of {len(p.path)} way-points "

@@ -114,7 +114,7 @@ def run_calibrate(args) -> dict:
     from .bench.common import print_table, write_json  # noqa: PLC0415
     from .core.fidelity import calibrate as cal  # noqa: PLC0415
     from .core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
-    from .core.fidelity.replay import prepare, prepare_continuous, summarise  # noqa: PLC0415
+    from .core.fidelity.replay import prepare, summarise  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     names = cal.check_names(scene, [n.strip() for n in args.fit.split(",") if n.strip()])
     if not args.control > 0:
@@ -122,7 +122,7 @@ def run_calibrate(args) -> dict:
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
     recordings = [read_recording(p, scene, topics) for p in expand_paths(args.recordings)]
     train, held = cal.split(recordings, args.holdout, args.seed)
-    train_cases = [prepare_continuous(scene, r, args.control) for r in train]
+    train_cases = [prepare(scene, r, args.control, invert_servo=True) for r in train]
     print(f"calibrate: fitting {', '.join(names)} of scene {scene.name!r} on {len(train)} recording(s), "
           f"{len(held)} held out; the physics run continuously, the pusher commanded every {args.control} s",
           file=sys.stderr)

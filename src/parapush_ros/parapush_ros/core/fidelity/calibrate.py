@@ -74,11 +74,12 @@ def check_names(scene: Scene, names) -> list:
 
 
 def continuous_rollout(scene: Scene, case) -> np.ndarray:
-    """The fine model's physics run without slicing (``SimWorld``: the MuJoCo state carried across steps), the pusher
-    commanded along the recorded path one control period (``case.dt``) at a time (``replay.prepare_continuous``);
-    (N+1, D) states at the case's times. Calibration fits physics, so it runs the physics continuously: a sliced
-    rollout restarts the contacts at every slice boundary, which moves a pushed box by ~0.3 mm per second of 0.25 s
-    slices and by ~1.5 mm at 0.01 s slices, enough to drown the free slide that alone reveals the table friction."""
+    """The fine model's physics run without slicing (``SimWorld``: the MuJoCo state carried across steps), the
+    pusher commanded along the recorded path one control period (``case.dt``) at a time (``replay.prepare`` with
+    ``invert_servo``); (N+1, D) states at the case's times. Calibration fits physics, so it runs the physics
+    continuously: a sliced rollout restarts the contacts at every slice boundary, which moves a pushed box by ~0.3
+    mm per second of 0.25 s slices and by ~1.5 mm at 0.01 s slices, enough to drown the free slide that alone
+    reveals the table friction."""
     sim = SimWorld(scene)
     try:
         sim.reset(case.x0)

@@ -54,32 +54,29 @@ def start_scene(scene: Scene, rec: Recording) -> tuple[Scene, str]:
     return started, text
 
 
-def prepare(scene: Scene, rec: Recording, dt: float) -> ReplayCase:
+def prepare(scene: Scene, rec: Recording, dt: float, invert_servo: bool = False) -> ReplayCase:
+    """One recording as slices of ``dt``. The controls command the servo setpoint that moves the pusher along the
+    recorded path (the setpoint leads the pusher by its velocity and acceleration terms), so the pusher itself
+    passes through the recorded positions; ``invert_servo`` (for a continuous rollout: calibration) takes them
+    from ``servo_commands`` instead, so the pusher also brakes and turns as recorded within a period."""
     n = int(math.floor(rec.duration / dt + 1e-9))
     if n < 1:
         raise ValueError(f"{rec.name}: the recording lasts {rec.duration:.3f} s, shorter than one {dt} s slice")
     times = np.arange(n + 1) * dt
-    _, objects = rec.at(times)
+    pusher, objects = rec.at(times)
     started, warning = start_scene(scene, rec)
     L = scene.layout
-    # command the servo setpoint that moves the pusher along the recorded path (the setpoint leads the pusher by
-    # its velocity and acceleration terms), so the pusher itself passes through the recorded positions
-    position, velocity, acceleration = smoothed_pusher(rec, times)
-    controls = np.diff(servo_setpoint(position, velocity, acceleration), axis=0) / dt
+    if invert_servo:
+        controls, v0 = servo_commands(pusher, dt)
+    else:
+        position, velocity, acceleration = smoothed_pusher(rec, times)
+        controls = np.diff(servo_setpoint(position, velocity, acceleration), axis=0) / dt
+        v0 = velocity[0]
     x0 = started.initial_state()
-    L.pusher_vel(x0)[:] = velocity[0]  # objects start at rest
+    L.pusher_vel(x0)[:] = v0  # objects start at rest
     objects = objects.copy()
     objects[0] = L.object_poses(x0)  # the projected start is the reference at t = 0
     return ReplayCase(rec, dt, times, x0, controls, objects, warning)
-
-
-def prepare_continuous(scene: Scene, rec: Recording, dt: float) -> ReplayCase:
-    """``prepare`` for a continuous rollout (calibration): the controls are the servo's commands inverted from the
-    recorded pusher path (``servo_commands``), so the pusher also brakes and turns as recorded within a period."""
-    case = prepare(scene, rec, dt)
-    case.controls, v0 = servo_commands(rec.at(case.times)[0], dt)
-    scene.layout.pusher_vel(case.x0)[:] = v0
-    return case
 
 
 def smoothed_pusher(rec: Recording, t, half_window: float = PUSHER_SMOOTHING):

@@ -1,6 +1,7 @@
 # parapush — workspace entry points. Everything runs inside .venv + the colcon overlay (see env.sh).
 #   make setup      create .venv, install pinned requirements, build the colcon workspace (incremental, idempotent)
-#   make test       lint (ruff) and run the test suite
+#   make test       lint (ruff) and run the test suite; where ../shared/ros2-launch exists (CI) it first builds the
+#                   real `ros2 launch` overlay into build/ros2-launch and runs the launch tests with it (required)
 #   make test-stress  the suite from a fresh clone of HEAD while busy loops occupy every core (scripts/test-stress.sh)
 #   make demo       the main job: the closed-loop sim, one PushObject goal around the obstacle (parapush sim --push)
 #   make build      force a colcon build
@@ -14,6 +15,9 @@ SHELL := /bin/bash
 TEST_TIMEOUT ?= 120
 TEST_WALL_TIMEOUT ?= 1800
 PYTEST_ARGS ?=
+# The real ROS 2 launch system for machines without a ROS 2 install (see ../shared/ros2-launch/README.md)
+LAUNCH_SOURCES ?= ../shared/ros2-launch
+LAUNCH_OVERLAY := build/ros2-launch
 
 .PHONY: setup test test-stress demo build clean distclean
 
@@ -22,7 +26,12 @@ setup:
 
 test: setup
 	./env.sh ruff check .
-	PARAPUSH_REQUIRE_ROS=1 timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) ./env.sh python -m pytest test -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+	@if [ -x "$(LAUNCH_SOURCES)/build.sh" ] && [ ! -x "$(LAUNCH_OVERLAY)/run" ]; then \
+		echo "make test: building the ros2 launch overlay ($(LAUNCH_SOURCES) -> $(LAUNCH_OVERLAY))"; \
+		"$(LAUNCH_SOURCES)/build.sh" "$(LAUNCH_OVERLAY)"; fi
+	@if [ -x "$(LAUNCH_OVERLAY)/run" ]; then run="$(LAUNCH_OVERLAY)/run"; export PARAPUSH_REQUIRE_LAUNCH=1; \
+	else run=./env.sh; fi; \
+	PARAPUSH_REQUIRE_ROS=1 timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) $$run python -m pytest test -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
 
 test-stress:
 	./scripts/test-stress.sh

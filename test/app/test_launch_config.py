@@ -1,8 +1,8 @@
-"""Launch files, parameter files and the RViz config, checked without the ``launch`` package: every executable,
-parameter file and RViz file they name exists and matches the package's entry points, config files and params."""
+"""Launch files, parameter files and the RViz config without running a launch (``test/launch/`` runs them with the
+real ``ros2 launch``): every executable, parameter file and RViz file they name exists and matches the package's
+entry points, config files and params, and the parameter merge is rcl's own."""
 import ast
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "src" / "parapush_ros" / "setup.py"
 LAUNCH_FILES = {"sim": ROOT / "launch" / "sim.launch.py", "robot": ROOT / "launch" / "robot.launch.py"}
 REQUIRED_ARGUMENTS = {"scene", "model", "use_sim_time", "rviz"}
-EXTERNAL_EXECUTABLES = {("rviz2", "rviz2"), ("tf2_ros", "static_transform_publisher")}
 
 
 def entry_points() -> dict:
@@ -130,98 +129,82 @@ def test_launch_file_is_the_shared_launch_description(mode):
     assert REQUIRED_ARGUMENTS <= set(bringup.LAUNCH_ARGUMENTS)
 
 
-class _Recorder:
-    """Stand-ins for launch / launch_ros classes: they remember their arguments."""
-
-    def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
+# ------------------------------------------------------------------------------------------------ rcl's merge
+SECTIONS = ("/**", "mpc_planner", "/mpc_planner", "/*", "other_node", "/**/mpc_planner", "/ns/mpc_planner")
 
 
-def _fake_launch_modules(monkeypatch):
-    def module(name, **attrs):
-        mod = types.ModuleType(name)
-        for k, v in attrs.items():
-            setattr(mod, k, v)
-        monkeypatch.setitem(sys.modules, name, mod)
+def _rclpy_parameters(tmp_path, files: list, node_name: str = "mpc_planner") -> dict:
+    """What rclpy itself gives a node from these ``--params-file`` files (a real rcl parse and match)."""
+    import rclpy
+    from rclpy.node import Node
 
-    class LaunchConfiguration:
-        def __init__(self, name):
-            self.name = name
-
-        def perform(self, context):
-            return context[self.name]
-
-    class LifecycleNode(_Recorder):
-        lifecycle = True
-
-    module("launch", LaunchDescription=_Recorder)
-    module("launch.actions", DeclareLaunchArgument=_Recorder, OpaqueFunction=_Recorder, EmitEvent=_Recorder,
-           RegisterEventHandler=_Recorder)
-    module("launch.events", matches_action=lambda action: ("matches", action))
-    module("launch.substitutions", LaunchConfiguration=LaunchConfiguration)
-    module("launch_ros")
-    module("launch_ros.actions", Node=_Recorder, LifecycleNode=LifecycleNode)
-    module("launch_ros.event_handlers", OnStateTransition=_Recorder)
-    module("launch_ros.events")
-    module("launch_ros.events.lifecycle", ChangeState=_Recorder)
-    module("ament_index_python")
-    module("ament_index_python.packages",
-           get_package_share_directory=lambda pkg: str(ROOT) if pkg == "parapush_ros" else "/nonexistent")
+    args = ["--ros-args"]
+    for i, sections in enumerate(files):
+        path = tmp_path / f"p{i}.yaml"
+        path.write_text(yaml.safe_dump({name: {"ros__parameters": v} for name, v in sections}, sort_keys=False))
+        args += ["--params-file", str(path)]
+    context = rclpy.Context()
+    rclpy.init(args=args, context=context)
+    try:
+        node = Node(node_name, context=context, automatically_declare_parameters_from_overrides=True)
+        try:
+            builtin = ("use_sim_time", "start_type_description_service")
+            return {k: p.value for k, p in node.get_parameters_by_prefix("").items() if k not in builtin}
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
 
 
-@pytest.mark.parametrize("mode", bringup.MODES)
-def test_launch_file_runs_against_stand_in_launch_modules(monkeypatch, mode):
-    """Execute generate_launch_description and the node-creating function with recording stand-ins for launch,
-    launch_ros and ament_index_python: every Node it creates must be one of ours (entry point, config files that
-    exist) or a known external executable, with the RViz file that exists; lifecycle nodes are configured at start
-    and activated once inactive."""
-    from lifecycle_msgs.msg import Transition
+def test_merge_like_rcl_gives_what_rclpy_gives(tmp_path):
+    """bringup.merge_like_rcl (what ``parapush sim`` and the launch files hand the nodes) against rcl's own parse of
+    the same files: 200 random sets of 1-4 files with 1-3 sections each, names with and without a slash,
+    wildcards, other nodes, one parameter set in several places."""
+    import random
 
-    _fake_launch_modules(monkeypatch)
-    ns = {"__name__": f"launch_{mode}", "__file__": str(LAUNCH_FILES[mode])}
-    exec(compile(LAUNCH_FILES[mode].read_text(), str(LAUNCH_FILES[mode]), "exec"), ns)
-    ld = ns["generate_launch_description"]()
-    declared = {a.args[0]: a.kwargs for a in ld.args[0] if a.args}
-    assert REQUIRED_ARGUMENTS <= set(declared)
-    opaque = [a for a in ld.args[0] if "function" in a.kwargs]
-    assert len(opaque) == 1
+    rng = random.Random(7)
+    for case in range(200):
+        files = [[(rng.choice(SECTIONS), {"a": f"{case}.{i}.{j}", "b": rng.randint(0, 9)})
+                  for j in range(rng.randint(1, 3))] for i in range(rng.randint(1, 4))]
+        files = [list(dict(f).items()) for f in files]  # one section name once per file, as YAML has it
+        assert bringup.merge_like_rcl(files, "mpc_planner") == _rclpy_parameters(tmp_path, files), files
 
-    def run(context):
-        return opaque[0].kwargs["function"](context, *opaque[0].kwargs["args"])
-    context = {name: kw["default_value"] for name, kw in declared.items()}
-    context.update(scene="box_slider", rviz="true")
-    created = run(context)
-    launched = [a for a in created if "package" in a.kwargs]
-    eps = entry_points()
-    ours = [n for n in launched if n.kwargs["package"] == "parapush_ros"]
-    assert [n.kwargs["executable"] for n in ours] == [s.executable for s in bringup.nodes(mode)]
-    for node in ours:
-        n = node.kwargs
-        spec = bringup.spec(n["name"])
-        assert n["executable"] in eps
-        files = [p for p in n["parameters"] if isinstance(p, str)]
-        assert files and all(Path(p).is_file() for p in files)
-        assert Path(files[0]).name == f"{n['name']}.yaml"
-        overrides = n["parameters"][-1]
-        assert overrides["use_sim_time"] is (mode == "sim")
-        if "scene" in spec.param_spec():
-            assert overrides["scene"] == "box_slider"
-        assert getattr(node, "lifecycle", False) is spec.lifecycle
-        if spec.lifecycle:  # configure emitted for it; activate registered on its transition to inactive
-            events = [a.kwargs["event"] for a in created if "event" in a.kwargs]
-            configure = [e for e in events if e.kwargs["lifecycle_node_matcher"] == ("matches", node)]
-            assert [e.kwargs["transition_id"] for e in configure] == [Transition.TRANSITION_CONFIGURE]
-            handlers = [a.args[0] for a in created if a.args and a.args[0].kwargs.get("target_lifecycle_node")
-                        is node]
-            assert len(handlers) == 1 and handlers[0].kwargs["goal_state"] == "inactive"
-            activate = handlers[0].kwargs["entities"][0].kwargs["event"]
-            assert activate.kwargs["transition_id"] == Transition.TRANSITION_ACTIVATE
-    others = [(n.kwargs["package"], n.kwargs["executable"]) for n in launched if n.kwargs["package"] != "parapush_ros"]
-    assert set(others) == EXTERNAL_EXECUTABLES
-    rviz = next(n.kwargs for n in launched if n.kwargs["executable"] == "rviz2")
-    assert Path(rviz["arguments"][1]).is_file() and Path(rviz["arguments"][1]).name == bringup.RVIZ_CONFIG
-    context["rviz"] = "false"
-    assert not any(n.kwargs.get("executable") == "rviz2" for n in run(context))
+
+def test_merge_like_rcl_keeps_rcls_order_of_first_appearance(tmp_path):
+    """The case that once kept launch arguments from the nodes: a node section in a file applied after a ``/**``
+    section still loses to a ``/**`` name that appeared first and a later file's ``/**`` values win over it."""
+    files = [[("/**", {})], [("mpc_planner", {"scene": "a"})], [("/**", {"scene": "b"})]]
+    assert bringup.merge_like_rcl(files, "mpc_planner") == {"scene": "a"} == _rclpy_parameters(tmp_path, files)
+    files = [[("mpc_planner", {"scene": "a"})], [("/**", {"scene": "b"})]]
+    assert bringup.merge_like_rcl(files, "mpc_planner") == {"scene": "b"} == _rclpy_parameters(tmp_path, files)
+
+
+def test_a_planners_defaults_reach_the_nodes_and_lose_to_arguments():
+    dgoc = {s.name: bringup.node_parameters(s, "sim", {"planner": "dgoc"}) for s in bringup.nodes("sim")}
+    assert {n: p["scene"] for n, p in dgoc.items() if "scene" in p} == {n: "block_003" for n in dgoc}
+    assert dgoc["velocity_commander"]["max_speed"] == 0.25  # DG-OC's speeds, in the sim only
+    robot = bringup.node_parameters(bringup.spec("velocity_commander"), "robot", {"planner": "dgoc"})
+    assert robot["max_speed"] == 0.1 and robot["scene"] == "block_003"
+    alg2 = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {"planner": "alg2", "scene": "four_cylinders"})
+    assert (alg2["scene"], alg2["model"], alg2["optimiser"]) == ("four_cylinders", "learned", "mppi")
+
+
+def test_params_file_and_bad_arguments(tmp_path):
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("/**:\n  ros__parameters:\n    scene: box_slider\nmocap_ingest:\n  ros__parameters:\n"
+                   "    rate: 40.0\n")
+    args = {"params_file": str(lab)}
+    bringup.check_arguments("sim", args)
+    ingest = bringup.node_parameters(bringup.spec("mocap_ingest"), "sim", args)
+    assert (ingest["scene"], ingest["rate"]) == ("box_slider", 40.0)
+    assert bringup.node_parameters(bringup.spec("mocap_ingest"), "sim", {**args, "scene": "block_003"})["scene"] == \
+        "block_003"  # a launch argument wins over the user's file
+    for bad, says in [({"rviz": "maybe"}, "launch argument rviz: 'maybe' is not one of auto, true, false"),
+                      ({"use_sim_time": "often"}, "launch argument use_sim_time"),
+                      ({"params_file": str(tmp_path / "none.yaml")}, "launch argument params_file"),
+                      ({"sceen": "x"}, "unknown launch argument")]:
+        with pytest.raises(ValueError, match=says):
+            bringup.check_arguments("sim", bad)
 
 
 def test_lifecycle_flag_matches_the_node_classes():

@@ -1,17 +1,21 @@
 """The node set of the parapush stack and how each node gets its parameters: the one description that
-``launch/sim.launch.py``, ``launch/robot.launch.py`` (real ROS 2 installs) and ``parapush sim`` (one process, no
+``launch/sim.launch.py``, ``launch/robot.launch.py`` (``ros2 launch``) and ``parapush sim`` (one process, no
 ``ros2 launch`` needed) all read, so the three cannot drift apart.
 
-Parameters of a node come from, in order (later wins):
+A node's parameters are one dict (``node_parameters``), handed as it is to ``ros2 launch`` and to ``parapush sim``;
+it is made from, in order (later wins):
   0. inherited parameters               (``NodeSpec.inherit``) what another node's files set for a parameter this
                                        node declares too: mujoco_sim takes mocap_ingest's transform and topics;
-  1. ``config/<node>.yaml``            the node's parameters (``<node>: ros__parameters:``), shared by sim and robot;
-  2. ``config/<mode>.yaml``            per-mode overrides for several nodes (``sim.yaml``: the simulated robot;
-                                       ``robot.yaml``: the real one), sections named after the nodes;
-  3. launch arguments                  ``scene``, ``model``, ``coarse_model``, ``mocap_driver``, ``output`` set the
-                                       parameter of that name on every node that declares it (empty = keep the
-                                       YAML value);
-                                       ``use_sim_time`` is set on every node.
+  1. ``config/<node>.yaml``, then      merged exactly as rcl merges ``--params-file`` files (``merge_like_rcl``:
+     ``config/<mode>.yaml``            per node-name section, ``/**`` included, in the order names first appear);
+                                       ``sim.yaml`` holds the simulated robot's values, ``robot.yaml`` the real one's;
+  2. the planner's stack defaults      (``core.planning.planners``: dgoc's scene, alg2's model and optimiser, ...);
+  3. ``params_file:=FILE``             the user's own parameter file (a lab's settings), merged as rcl does;
+  4. launch arguments                  ``scene``, ``model``, ``planner``, ``coarse_model``, ``mocap_driver``,
+                                       ``output``, ``record`` set the parameter of that name on every node that
+                                       declares it (empty = keep the values above); ``use_sim_time`` on every node.
+A node that cannot take a value exits at start with one line naming the parameter and the allowed values, and the
+launch then ends with a non-zero status.
 """
 from __future__ import annotations
 
@@ -83,28 +87,41 @@ OPTIONAL_NODES = (
              inherit=("mocap_ingest",), when="record"),
 )
 
-# Launch arguments: name -> (default per mode, description). Empty string = keep the YAML value.
+# Launch arguments: name -> (default per mode, description). Empty string = keep the YAML value. A node that cannot
+# take a value (an unknown scene, model, planner, driver or output) exits at start naming it and its allowed values.
+RVIZ_CHOICES = ("auto", "true", "false")
 LAUNCH_ARGUMENTS = {
-    "scene": ({"sim": "", "robot": ""}, "scene name (config/scenes/<name>.yaml) or path, for every node; empty = "
-                                        "the config files' scene"),
-    "model": ({"sim": "", "robot": ""}, f"planner prediction model ({', '.join(spec_names())}); empty = "
-                                        "config/mpc_planner.yaml"),
+    "scene": ({"sim": "", "robot": ""}, "scene for every node: a name of config/scenes/ (block_003, box_slider, "
+                                        "clutter_push, cylinder_slider, four_cylinders, obstacle_push) or a path "
+                                        "to a scene YAML; empty = the config files' scene (or the planner's "
+                                        "default scene: dgoc block_003, alg2 clutter_push)"),
+    "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "
+                                        "config/mpc_planner.yaml (alg2: learned)"),
     "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | dgoc (paper 003: DDP "
                                           "from demonstrations to a goal pose, tracked at 100 Hz; box scenes with "
-                                          "a demonstration library); empty = config/mpc_planner.yaml"),
-    "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal ({', '.join(names(COARSE))}; learned "
-                                               f"for several objects, paper 001); empty = the config files'"),
-    "use_sim_time": ({"sim": "true", "robot": "false"}, "use the /clock topic (the simulator's) on every node"),
-    "rviz": ({"sim": "true", "robot": "true"}, "start RViz with rviz/parapush.rviz"),
-    "mocap_driver": ({"sim": "", "robot": ""}, "natnet (/<body>/pose) or vrpn (/vrpn_mocap/<body>/pose); empty = "
+                                          "a demonstration library) | alg2 (paper 004 Algorithm 2: a "
+                                          "low-uncertainty path tracked by the MPC); empty = "
+                                          "config/mpc_planner.yaml"),
+    "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal: {' | '.join(names(COARSE))} "
+                                               f"(learned for several objects, paper 001); empty = the config "
+                                               f"files'"),
+    "use_sim_time": ({"sim": "true", "robot": "false"}, "true | false: every node runs on the /clock topic (the "
+                                                        "simulator's) instead of the system clock"),
+    "rviz": ({"sim": "auto", "robot": "auto"}, "auto | true | false: start RViz with rviz/parapush.rviz (auto: "
+                                               "when rviz2 is installed, else say so and go on without it)"),
+    "mocap_driver": ({"sim": "", "robot": ""}, "natnet (/<body>/pose) | vrpn (/vrpn_mocap/<body>/pose); empty = "
                                                "config/mocap_ingest.yaml"),
-    "output": ({"sim": "", "robot": ""}, "arm interface of velocity_commander: servo, ur_twist or joint_velocity; "
+    "output": ({"sim": "", "robot": ""}, "arm interface of velocity_commander: servo | ur_twist | joint_velocity; "
                                          "empty = config/velocity_commander.yaml"),
     "record": ({"sim": "", "robot": ""}, "MCAP bag to record the mocap pose topics to (pose_recorder node; "
                                          "parapush replay / calibrate read it); empty = no recording"),
+    "params_file": ({"sim": "", "robot": ""}, "a ROS 2 parameter file of your own (sections per node name or /**) "
+                                              "applied after the config files and the planner's defaults, before "
+                                              "the other launch arguments: a lab's settings without editing the "
+                                              "installed config; empty = none"),
 }
 # launch arguments that are not node parameters
-_NOT_PARAMETERS = ("use_sim_time", "rviz")
+_NOT_PARAMETERS = ("use_sim_time", "rviz", "params_file")
 
 
 def nodes(mode: str, arguments: dict | None = None) -> list:
@@ -138,9 +155,9 @@ def parameter_files(spec_: NodeSpec, mode: str, share=None) -> list:
     return files
 
 
-def read_parameters(path, node_name: str) -> dict:
-    """The ``ros__parameters`` of ``node_name`` in a ROS 2 parameter file (sections ``/**``, ``node`` or
-    ``/node``; later sections override earlier ones as in rcl). Raises ValueError naming the file and section."""
+def read_sections(path) -> list:
+    """The sections of a ROS 2 parameter file in file order: ``[(node name pattern, {parameter: value})]`` with
+    nested mappings flattened to dotted names. Raises ValueError naming the file and section."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -148,15 +165,52 @@ def read_parameters(path, node_name: str) -> dict:
         raise ValueError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of node names")
-    out = {}
+    out = []
     for section, body in data.items():
-        if str(section).lstrip("/") not in ("**", node_name):
-            continue
         if not isinstance(body, dict) or set(body) != {"ros__parameters"} or not isinstance(
                 body["ros__parameters"], dict):
             raise ValueError(f"{path}: section {section!r} must hold exactly 'ros__parameters:' with a mapping")
-        out.update(_flatten(body["ros__parameters"]))
+        out.append((str(section), _flatten(body["ros__parameters"])))
     return out
+
+
+def _section_matches(key: str, node_fqn: str) -> bool:
+    """rcl's node-name wildcards: ``**`` stands for any number of name tokens (none included), ``*`` for one."""
+    def match(pat, name):
+        if not pat:
+            return not name
+        if pat[0] == "**":
+            return any(match(pat[1:], name[i:]) for i in range(len(name) + 1))
+        return bool(name) and pat[0] in ("*", name[0]) and match(pat[1:], name[1:])
+    return match(key.strip("/").split("/"), node_fqn.strip("/").split("/"))
+
+
+def merge_like_rcl(files: list, node_name: str) -> dict:
+    """The parameters ``--params-file`` files give node ``/node_name``, merged exactly as rcl and rclpy do:
+    sections are kept per node name as written (``node`` and ``/node`` are two names) in the order each name
+    *first* appears across all files, a later file overrides a name's earlier values, and the node takes every
+    matching section in that order, so a later-seen name wins: ``[/**: {}] [node: {a: 1}] [/**: {a: 2}]`` gives
+    1, ``[node: {a: 1}] [/**: {a: 2}]`` gives 2 (``test_launch_config`` checks this against rclpy itself).
+    ``files`` are paths or lists of sections."""
+    order, merged = [], {}
+    for f in files:
+        for section, values in (f if isinstance(f, list) else read_sections(f)):
+            key = section  # rcl keeps 'node' and '/node' apart (both match the node)
+            if key not in merged:
+                order.append(key)
+                merged[key] = {}
+            merged[key].update(values)
+    out = {}
+    fqn = "/" + node_name.lstrip("/")
+    for key in order:
+        if _section_matches(key, fqn):
+            out.update(merged[key])
+    return out
+
+
+def read_parameters(path, node_name: str) -> dict:
+    """The ``ros__parameters`` that one file gives ``node_name`` (``merge_like_rcl`` of that file alone)."""
+    return merge_like_rcl([path], node_name)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -177,12 +231,31 @@ def coerce(value: str, default, name: str):
             return True
         if value.lower() in ("false", "0", "no"):
             return False
-        raise ValueError(f"launch argument {name}: {value!r} is not a boolean")
+        raise ValueError(f"launch argument {name}: {value!r} is not a boolean (true or false)")
     if isinstance(default, int):
         return int(value)
     if isinstance(default, float):
         return float(value)
     return value
+
+
+def check_arguments(mode: str, arguments: dict) -> None:
+    """Launch arguments that no node could take stop the launch before anything starts: the booleans and ``rviz``
+    here; a value of a node parameter (scene, model, planner, driver, output) is checked by the node that takes it,
+    which then exits at start with one line naming it (and the launch ends non-zero)."""
+    coerce(str(arguments.get("use_sim_time", "")) or "false", False, "use_sim_time")
+    rviz = str(arguments.get("rviz", "auto") or "auto")
+    if rviz not in RVIZ_CHOICES:
+        raise ValueError(f"launch argument rviz: {rviz!r} is not one of {', '.join(RVIZ_CHOICES)}")
+    extra = arguments.get("params_file") or ""
+    if extra:
+        if not Path(extra).is_file():
+            raise ValueError(f"launch argument params_file: {extra!r} is not a file")
+        read_sections(extra)  # ValueError naming the file and section
+    unknown = set(arguments) - set(LAUNCH_ARGUMENTS)
+    if unknown:
+        raise ValueError(f"unknown launch argument(s) {', '.join(sorted(unknown))} (known: "
+                         f"{', '.join(LAUNCH_ARGUMENTS)})")
 
 
 def argument_overrides(spec_: NodeSpec, arguments: dict) -> dict:
@@ -204,23 +277,51 @@ def inherited_parameters(spec_: NodeSpec, mode: str, share=None) -> dict:
     out = {}
     for other in spec_.inherit:
         o = spec(other)
-        for f in parameter_files(o, mode, share):
-            out.update({k: v for k, v in read_parameters(f, o.name).items() if k in own})
+        out.update({k: v for k, v in merge_like_rcl(parameter_files(o, mode, share), o.name).items() if k in own})
     return out
 
 
-def launch_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> list:
-    """``parameters=`` of a launch_ros Node: inherited values, the YAML file paths, launch-argument overrides."""
-    return ([inherited_parameters(spec_, mode, share)] + [str(f) for f in parameter_files(spec_, mode, share)]
-            + [argument_overrides(spec_, arguments)])
+def planner_defaults(mode: str, arguments: dict, share=None) -> tuple:
+    """The stack defaults of the planner a launch runs (``core.planning.planners``: e.g. dgoc's scene and the
+    commander limits its plans need in the sim): ``(arguments with the planner's defaults filled in where empty,
+    {node: {parameter: value}})``. The planner is the ``planner`` argument, else mpc_planner's files' value."""
+    from .core.planning.planners import planner_entry  # noqa: PLC0415
+    name = arguments.get("planner") or _file_parameters(spec("mpc_planner"), mode, arguments, share).get("planner",
+                                                                                                        "mpc")
+    try:
+        entry = planner_entry(name)
+    except ValueError:
+        return dict(arguments), {}  # mpc_planner refuses it at start, naming it
+    filled = dict(arguments)
+    for k, v in entry.launch_defaults.items():
+        if filled.get(k) in ("", None):
+            filled[k] = v
+    params = {node: dict(v) for node, v in entry.node_parameters.items()}
+    if mode == "sim":
+        for node, v in entry.sim_parameters.items():
+            params.setdefault(node, {}).update(v)
+    return filled, params
 
 
 def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
-    """All parameters a node gets in ``mode``, merged as ROS would (for starting it without ``ros2 launch``)."""
+    """All parameters a node gets in ``mode``: what ``ros2 launch`` hands it (the launch files pass exactly this
+    dict) and ``parapush sim`` gives it. In order, later wins: inherited values, the node's files merged as rcl
+    merges them (``merge_like_rcl``), the planner's stack defaults, the launch arguments."""
+    arguments, planner_params = planner_defaults(mode, arguments, share)
     out = inherited_parameters(spec_, mode, share)
-    for f in parameter_files(spec_, mode, share):
-        out.update(read_parameters(f, spec_.name))
+    out.update(merge_like_rcl(parameter_files(spec_, mode, share), spec_.name))
+    out.update(planner_params.get(spec_.name, {}))
+    if arguments.get("params_file"):
+        out.update(merge_like_rcl([arguments["params_file"]], spec_.name))
     out.update(argument_overrides(spec_, arguments))
+    return out
+
+
+def _file_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
+    """What the config files and the user's ``params_file`` set for a node (no planner defaults, no arguments)."""
+    out = merge_like_rcl(parameter_files(spec_, mode, share), spec_.name)
+    if arguments.get("params_file"):
+        out.update(merge_like_rcl([arguments["params_file"]], spec_.name))
     return out
 
 
@@ -264,24 +365,58 @@ def launch_description(mode: str):
 
 
 def _launch_actions(context, mode: str) -> list:
+    from launch.actions import LogInfo, RegisterEventHandler  # noqa: PLC0415
+    from launch.event_handlers import OnProcessExit  # noqa: PLC0415
     from launch.substitutions import LaunchConfiguration  # noqa: PLC0415
     from launch_ros.actions import Node  # noqa: PLC0415
 
     share = share_dir()
     arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
+    check_arguments(mode, arguments)  # raises: the launch ends non-zero with the message, before anything starts
     use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
     actions = []
     for s in nodes(mode, arguments):
+        # one dict per node, merged by node_parameters (what parapush sim gives the node too): handing ROS the
+        # files and the arguments separately would let rcl's section order decide which wins (merge_like_rcl)
         kwargs = dict(package=PACKAGE, executable=s.executable, name=s.name, output="screen",
-                      parameters=launch_parameters(s, mode, arguments, share))
-        actions += _lifecycle_actions(kwargs) if s.lifecycle else [Node(**kwargs)]
+                      parameters=[node_parameters(s, mode, arguments, share)])
+        node_actions = _lifecycle_actions(kwargs) if s.lifecycle else [Node(**kwargs)]
+        actions += node_actions
+        node = next(a for a in node_actions if getattr(a, "node_executable", None) == s.executable)
+        actions.append(RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_failed_node_ends_launch)))
     actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name="mocap_to_table_tf",
                         output="screen", arguments=mocap_static_transform_arguments(mode, arguments, share),
                         parameters=[{"use_sim_time": use_sim_time}]))
-    if coerce(arguments["rviz"], False, "rviz"):
+    rviz = arguments["rviz"] or "auto"
+    if rviz == "auto" and not _rviz_installed():
+        actions.append(LogInfo(msg="rviz:=auto: rviz2 is not installed here, starting without RViz (rviz:=false "
+                                   "says so explicitly)"))
+    elif rviz != "false":
         actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
                             arguments=["-d", rviz_config(share)], parameters=[{"use_sim_time": use_sim_time}]))
     return actions
+
+
+def _rviz_installed() -> bool:
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix  # noqa: PLC0415
+    try:
+        get_package_prefix("rviz2")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _failed_node_ends_launch(event, context):
+    """A parapush node that exits with an error (a parameter it cannot take, a crash) ends the whole launch with a
+    non-zero status: ``ros2 launch`` returns 1 when an action raises. A node that exits 0 (after Ctrl-C) does not."""
+    from launch.actions import OpaqueFunction  # noqa: PLC0415
+    if event.returncode == 0 or context.is_shutdown:
+        return None
+
+    def fail(_context):
+        raise RuntimeError(f"{event.action.node_name.lstrip('/')} exited with status {event.returncode} (its "
+                           f"last lines above say why); stopping the launch")
+    return [OpaqueFunction(function=fail)]
 
 
 def _lifecycle_actions(node_kwargs: dict) -> list:

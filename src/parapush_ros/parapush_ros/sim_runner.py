@@ -12,23 +12,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 import time
 from pathlib import Path
 
 from . import bringup
 from .core.models.registry import COARSE, names, spec_names
+from .core.planning.planners import planner_entry
 from .ros import topics
 from .ros.spinning import SpinningNodes
-
-DGOC_SCENE = "block_003"  # --planner dgoc without --scene: paper 003's block (its demonstrations are shipped)
-# --planner dgoc: the velocity_commander lets the tracker's commands through (DG-OC's plans reach 0.15 m/s per axis and
-# the tracker clips at 0.25 m/s; the commander's defaults are 0.1 m/s and 0.5 m/s^2)
-DGOC_COMMANDER_LIMITS = {"max_speed": 0.25, "max_acceleration": 2.0}
-# --planner alg2 (paper 004 Algorithm 2): a clutter scene of the learned models' family, the path tracked by
-# Algorithm 1 (mppi) on the single learned network; the heat-map comes from learned_ensemble (alg2.heat_model)
-ALG2_SCENE, ALG2_MODEL, ALG2_OPTIMISER = "clutter_push", "learned", "mppi"
-
 
 class SimStack:
     """All sim-mode nodes in one process; ``start()`` spins them in a background thread."""
@@ -45,15 +38,17 @@ class SimStack:
 
         args = {name: d for name, (d, _) in bringup.launch_argument_defaults("sim").items()}
         args.update({k: v for k, v in (arguments or {}).items() if v is not None})
+        bringup.check_arguments("sim", args)
         overrides = overrides or {}
         unknown = set(without) - {s.name for s in bringup.nodes("sim")}
         if unknown:
             raise ValueError(f"--without: {sorted(unknown)} are not nodes of the sim "
                              f"({', '.join(s.name for s in bringup.nodes('sim'))})")
         self._own_context = context is None
-        if self._own_context:
+        if self._own_context:  # without rclpy's signal handlers: see ros.node.run_node (the zeros at shutdown)
+            from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
             context = rclpy.Context()
-            rclpy.init(context=context)
+            rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
         self.context = context
         self.nodes = {}
         self.parameters = {}
@@ -117,11 +112,8 @@ def add_parser(sub):
     p.add_argument("--scene", default=None, help="scene name or path for every node (default: config files)")
     p.add_argument("--model", default=None, help=f"planner prediction model: {', '.join(spec_names())} "
                                                  f"(default: config/mpc_planner.yaml)")
-    p.add_argument("--planner", default=None, help="push planner of mpc_planner: mpc | dgoc (paper 003: DDP from "
-                                                   "demonstrations to a goal pose, tracked at 100 Hz; default scene "
-                                                   f"{DGOC_SCENE}) | alg2 (paper 004 Algorithm 2: a low-uncertainty "
-                                                   f"path tracked by mppi; default scene {ALG2_SCENE}, model "
-                                                   f"{ALG2_MODEL}) (default: config/mpc_planner.yaml)")
+    p.add_argument("--planner", default=None, help="push planner of mpc_planner (the launch argument planner): "
+                   + bringup.LAUNCH_ARGUMENTS["planner"][1])
     p.add_argument("--coarse", default=None, choices=names(COARSE),
                    help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
     p.add_argument("--duration", type=float, default=0.0,
@@ -129,6 +121,8 @@ def add_parser(sub):
     p.add_argument("--real-time-factor", type=float, default=None, help="simulation speed (default: config)")
     p.add_argument("--without", action="append", default=[], metavar="NODE",
                    help="leave a node out (e.g. mpc_planner while it is not available); repeatable")
+    p.add_argument("--params-file", default=None, metavar="FILE",
+                   help="the launch argument params_file: " + bringup.LAUNCH_ARGUMENTS["params_file"][1])
     p.add_argument("--push", action="store_true", help="send a PushObject goal and report the result")
     p.add_argument("--goal", type=float, nargs=2, default=None, metavar=("X", "Y"),
                    help="goal of the push in the table frame (default: the scene's goal)")
@@ -196,24 +190,20 @@ def run(args) -> dict:
         overrides["mujoco_sim"] = {"real_time_factor": float(args.real_time_factor)}
     if args.push and "mpc_planner" in args.without:
         raise SystemExit("parapush sim: --push needs the mpc_planner node (remove --without mpc_planner)")
-    if args.planner is not None:
-        from .core.planning.planners import planner_entry  # noqa: PLC0415
+    if args.planner is not None:  # what the planner brings (its scene, model, limits): bringup.planner_defaults
         try:
-            planner_entry(args.planner)
+            entry = planner_entry(args.planner)
         except ValueError as e:
             raise ValueError(f"--{e}") from None
-    if args.planner == "dgoc":  # its plans move faster than the commander's default limits (0.1 m/s, 0.5 m/s^2)
-        overrides.setdefault("velocity_commander", {}).update(DGOC_COMMANDER_LIMITS)
-    if args.planner == "dgoc" and not args.scene:
-        args.scene = DGOC_SCENE
-        print(f"parapush sim: planner dgoc on scene {DGOC_SCENE} (paper 003's block; --scene to change)", flush=True)
-    if args.planner == "alg2":
-        args.scene, args.model = args.scene or ALG2_SCENE, args.model or ALG2_MODEL
-        overrides.setdefault("mpc_planner", {})["optimiser"] = ALG2_OPTIMISER
-        print(f"parapush sim: planner alg2 on scene {args.scene}, model {args.model}, optimiser {ALG2_OPTIMISER} "
-              f"(heat-map: learned_ensemble)", flush=True)
+        given = {k: v for k, v in (("scene", args.scene), ("model", args.model)) if v}
+        filled = {k: v for k, v in entry.launch_defaults.items() if k not in given}
+        if filled:
+            print(f"parapush sim: planner {args.planner} with its defaults "
+                  + ", ".join(f"{k} {v}" for k, v in filled.items()) + " (--scene / --model to change)", flush=True)
+    _sigterm_interrupts()
     stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
-                      "planner": args.planner or "", "record": args.record or ""}, overrides, without=args.without)
+                      "planner": args.planner or "", "record": args.record or "",
+                      "params_file": args.params_file or ""}, overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
     watch = _Watch(watch_node)
@@ -244,6 +234,13 @@ def run(args) -> dict:
     if args.push and summary.get("outcome") != "REACHED":
         raise SystemExit(f"parapush sim: the push ended {summary.get('outcome', 'unfinished')}, not REACHED")
     return summary
+
+
+def _sigterm_interrupts():
+    """SIGTERM ends ``parapush sim`` as Ctrl-C does (KeyboardInterrupt: the stack's shutdown sends the zeros)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 class _PushClient:

@@ -35,6 +35,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from parapush_msgs.msg import SceneState
 from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
@@ -172,10 +173,12 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
         controller would hold the last command forever); an inactive commander sends nothing."""
         with self._output_lock:
-            if self.safety is not None:
-                self.safety.estop("shutdown")
-                self._send(np.zeros(2))
-        return True
+            if self.safety is None:
+                return True
+            self.safety.estop("shutdown")
+            self._send(np.zeros(2))
+        # the process may end right after this: let the arm's driver acknowledge the zero first (reliable QoS)
+        return self.out_pub.wait_for_all_acked(Duration(seconds=min(timeout, 1.0)))
 
     def _on_estop(self, req, res):
         self.safety.estop("e-stop service called")

@@ -11,36 +11,61 @@ callback (the transition just fails); ``transition`` below logs it first, so a b
 from __future__ import annotations
 
 import functools
+import os
+import signal
+import sys
+import threading
 
 from ..core.config import ConfigError, knobs
 
+SIGNAL_POLL_S = 0.05  # s: how often the main thread looks for a SIGINT / SIGTERM (the spin runs on its own)
+
 
 def run_node(node_class, args=None, num_threads: int = 1):
-    """The whole ``main()`` of a node executable: init, spin until Ctrl-C or shutdown (on ``num_threads`` threads
-    where the node runs callbacks concurrently), then the teardown of ``ros/spinning.py``'s docstring."""
+    """The whole ``main()`` of a node executable: init, spin until SIGINT (Ctrl-C), SIGTERM or shutdown (on
+    ``num_threads`` threads where the node runs callbacks concurrently), then the teardown of ``ros/spinning.py``'s
+    docstring.
+
+    The node owns SIGINT and SIGTERM (rclpy's own handlers are not installed): rclpy's would invalidate the
+    context before the node could say anything, so a node that commands motion could not send its last zero
+    (``Failed to publish: publisher's context is invalid``). Here a signal only ends the spin loop; the node's
+    ``stop_activity`` then sends its zero on a live context, and only then is the node destroyed. A node that
+    cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2."""
     import rclpy  # noqa: PLC0415
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor  # noqa: PLC0415
+    from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
 
-    from .spinning import parallel_executor  # noqa: PLC0415
+    from ..core.scene.spec import SceneError  # noqa: PLC0415
+    from .spinning import SpinningNodes  # noqa: PLC0415
 
-    rclpy.init(args=args)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
-        node = node_class()
-        executor = SingleThreadedExecutor() if num_threads == 1 else parallel_executor(num_threads)
-        executor.add_node(node)
         try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            stop_activity = getattr(node, "stop_activity", None)
-            if stop_activity is not None:
-                stop_activity(5.0)
-            executor.shutdown(timeout_sec=5.0)
-            node.destroy_node()
+            node = node_class()
+        except (ValueError, LookupError, ConfigError) as e:  # SceneError is a ValueError
+            what = f"parameter scene: {e}" if isinstance(e, SceneError) else str(e)
+            print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: cannot start: {what}", file=sys.stderr,
+                  flush=True)
+            raise SystemExit(2) from None
+        spinning = SpinningNodes(num_threads=num_threads, name=node.get_name())
+        spinning.add(node)
+        spinning.start()
+        try:
+            while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running:
+                pass
+        finally:  # stop spinning, let the node stop (its zeros go out), wait for callbacks, destroy it
+            errors = spinning.shutdown(timeout=5.0)
+        if errors:
+            raise SystemExit(1)
     finally:
         if rclpy.ok():
             rclpy.shutdown()
+        # ros2 launch sends its own SIGINT after the terminal's: one that lands while the interpreter finalises
+        # would meet the default action (exit -2), as Python resets its handlers there, but not an ignored signal
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def node_main(node_class, num_threads: int = 1):

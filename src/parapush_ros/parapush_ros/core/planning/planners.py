@@ -28,23 +28,38 @@ class RegisteredPlanner(NamedTuple):
     description: str
     config: type | None  # its settings' dataclass (parameters <name>.<setting>); None: declared by the node itself
     needs_yaw: bool  # goals must give a yaw (and a yaw tolerance >= 0)
+    # what the stack's bring-up (``bringup.node_parameters``: the launch files and ``parapush sim``) uses with it:
+    launch_defaults: dict  # launch arguments the planner fills where the user left them empty (e.g. its scene)
+    node_parameters: dict  # {node: {parameter: value}} it needs on top of the config files
+    sim_parameters: dict  # the same, in the simulation only (never loosens the real robot's limits)
 
 
 PLANNERS: dict[str, RegisteredPlanner] = {}
 
 
-def register_planner(name: str, description: str, config: type | None = None, needs_yaw: bool = False):
+def register_planner(name: str, description: str, config: type | None = None, needs_yaw: bool = False,
+                     launch_defaults: dict | None = None, node_parameters: dict | None = None,
+                     sim_parameters: dict | None = None):
     if not name.isidentifier() or name in PLANNERS:
         raise ValueError(f"planner name {name!r}: must be a new identifier (taken: {', '.join(PLANNERS)})")
-    PLANNERS[name] = RegisteredPlanner(name, description, config, needs_yaw)
+    PLANNERS[name] = RegisteredPlanner(name, description, config, needs_yaw, dict(launch_defaults or {}),
+                                       dict(node_parameters or {}), dict(sim_parameters or {}))
 
 
 register_planner("mpc", "sampling MPC with a physics or learned model, re-planned every control (papers 000/001/004)")
 register_planner("alg2", "paper 004 Algorithm 2: a low-uncertainty path (Monte-Carlo heat-map of an ensemble's "
                          "variance, workspace limits) tracked by the sampling MPC without the uncertainty term",
-                 LowUncertaintyConfig)
+                 LowUncertaintyConfig,
+                 # a clutter scene of the learned models' family, the path tracked by Algorithm 1 (mppi) on the
+                 # single learned network; the heat-map comes from learned_ensemble (alg2.heat_model)
+                 launch_defaults={"scene": "clutter_push", "model": "learned"},
+                 node_parameters={"mpc_planner": {"optimiser": "mppi"}})
 register_planner("dgoc", "demonstration-guided DDP to a goal pose, tracked at 100 Hz (paper 003; box objects)",
-                 DGOCConfig, needs_yaw=True)
+                 DGOCConfig, needs_yaw=True,
+                 launch_defaults={"scene": "block_003"},  # paper 003's block: its demonstrations are shipped
+                 # DG-OC's plans reach 0.15 m/s per axis and the tracker clips at 0.25 m/s, above the commander's
+                 # 0.1 m/s and 0.5 m/s^2 defaults; on the robot the limits stay the user's (config/robot.yaml)
+                 sim_parameters={"velocity_commander": {"max_speed": 0.25, "max_acceleration": 2.0}})
 
 
 def planner_entry(name: str) -> RegisteredPlanner:

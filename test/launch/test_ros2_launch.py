@@ -1,0 +1,235 @@
+"""Both launch files run by the real ``ros2 launch`` (a ROS 2 install, or the overlay that
+``../shared/ros2-launch/build.sh`` builds; ``make test`` puts it on the path), each node its own process, as a user
+runs them. Read back from outside: parameters through the nodes' parameter services, the arm's input as the arm's
+driver sees it, exit statuses from the launch's own report.
+
+Skipped, with one line, where no ``ros2`` with ``launch_ros`` is on the path; ``PARAPUSH_REQUIRE_LAUNCH=1`` (set by
+``make test`` when the overlay is there, so on CI) makes that a failure instead.
+"""
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import Recorder, wait_for, wait_future
+
+HAVE_LAUNCH = shutil.which("ros2") is not None and importlib.util.find_spec("launch_ros") is not None
+if os.environ.get("PARAPUSH_REQUIRE_LAUNCH") == "1" and not HAVE_LAUNCH:
+    raise RuntimeError("PARAPUSH_REQUIRE_LAUNCH=1 but no `ros2` with launch_ros is on the path")
+pytestmark = pytest.mark.skipif(not HAVE_LAUNCH, reason="no `ros2 launch` on the path (source a ROS 2 install or "
+                                                        "build ../shared/ros2-launch): real-launch tests skipped")
+
+START_TIMEOUT = 120.0  # s of wall time for every node of a launch to be up (imports of torch/MuJoCo on a busy host)
+
+
+class Launch:
+    """``ros2 launch parapush_ros <mode>.launch.py ARGS`` in its own process group (as a terminal runs it), its
+    output in a file."""
+
+    def __init__(self, tmp_path: Path, mode: str, *args: str):
+        self.log = tmp_path / f"ros2_launch_{mode}.log"
+        self._out = open(self.log, "w")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(["ros2", "launch", "parapush_ros", f"{mode}.launch.py", *args],
+                                     stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_output(self, pattern: str, timeout: float = START_TIMEOUT) -> re.Match:
+        return wait_for(lambda: re.search(pattern, self.output()), timeout=timeout, interval=0.1,
+                        what=f"{pattern!r} in the launch output:\n{self.output()[-3000:]}")
+
+    def interrupt(self, timeout: float = 60.0) -> int:
+        """Ctrl-C in the launch's terminal: SIGINT to the whole process group."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.interrupt(30.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._out.close()
+
+    def exits(self) -> dict:
+        """Each process's exit as the launch reported it: {process name: 0 or the exit code}."""
+        text = self.output()
+        out = {m[1]: 0 for m in re.finditer(r"\[INFO\] \[([\w-]+)\]: process has finished cleanly", text)}
+        out.update({m[1]: int(m[2]) for m in re.finditer(r"\[ERROR\] \[([\w-]+)\]: process has died \[pid \d+, "
+                                                           r"exit code (-?\d+)", text)})
+        return out
+
+
+@pytest.fixture
+def launch(tmp_path):
+    started = []
+
+    def start(mode, *args):
+        started.append(Launch(tmp_path, mode, "rviz:=false", *args))
+        return started[-1]
+    yield start
+    for lt in started:
+        lt.close()
+
+
+def _read_parameters(node, target: str, names: list, timeout: float = START_TIMEOUT) -> dict:
+    from rclpy.parameter import parameter_value_to_python
+    from rclpy.parameter_client import AsyncParameterClient
+
+    client = AsyncParameterClient(node, target)  # its service clients go with the node
+    wait_for(lambda: client.services_are_ready(), timeout=timeout, interval=0.1,
+             what=f"the parameter services of {target}")
+    from rcl_interfaces.msg import ParameterType
+
+    def complete():  # the services answer from the node's start, before its constructor has declared everything
+        res = wait_future(client.get_parameters(names), timeout=30.0, what=f"{target}'s parameters")
+        ok = len(res.values) == len(names) and all(v.type != ParameterType.PARAMETER_NOT_SET for v in res.values)
+        return ok and {n: parameter_value_to_python(v) for n, v in zip(names, res.values)}
+    return wait_for(complete, timeout=timeout, interval=0.2, what=f"{target} to declare {names}")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a == pytest.approx(b)
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+# ------------------------------------------------------------------------------------------------ parameters
+def test_every_argument_reaches_every_node_as_parapush_sim_gives_it(launch, ros_executor, tmp_path):
+    """Launch arguments, the planner's defaults and a user's params_file reach each node exactly as
+    ``bringup.node_parameters`` (what ``parapush sim`` hands its nodes) says: every parameter of every node, read
+    back through its parameter service."""
+    import rclpy
+    from parapush_ros import bringup
+
+    extra = tmp_path / "lab.yaml"
+    extra.write_text("/**:\n  ros__parameters:\n    frame_id: table\nmocap_ingest:\n  ros__parameters:\n"
+                     "    rate: 40.0\n")
+    arguments = {"planner": "dgoc", "mocap_driver": "vrpn", "output": "ur_twist", "params_file": str(extra)}
+    lt = launch("sim", *(f"{k}:={v}" for k, v in arguments.items()))
+    node = ros_executor.add(rclpy.create_node("launch_param_reader"))
+    for spec in bringup.nodes("sim", arguments):
+        declared = set(spec.param_spec()) | {"use_sim_time"}  # a node ignores what it does not declare
+        expected = {k: v for k, v in bringup.node_parameters(spec, "sim", arguments).items() if k in declared}
+        got = _read_parameters(node, f"/{spec.name}", sorted(expected))
+        wrong = {k: (got[k], v) for k, v in expected.items() if not _same(got[k], v)}
+        assert not wrong, f"{spec.name}: (launched, parapush sim) differ: {wrong}"
+        if "scene" in expected:
+            assert got["scene"] == "block_003", spec.name  # dgoc's default scene reached every node
+        if "mocap_driver" in expected:
+            assert got["mocap_driver"] == "vrpn", spec.name
+    commander = _read_parameters(node, "/velocity_commander", ["output", "max_speed"])
+    assert commander == {"output": "ur_twist", "max_speed": 0.25}  # the argument; dgoc's sim limit
+    assert _read_parameters(node, "/mocap_ingest", ["rate"]) == {"rate": 40.0}  # the user's file
+    assert lt.proc.poll() is None, lt.output()[-3000:]
+
+
+@pytest.mark.parametrize("argument, says", [
+    ("model:=bogus", r"mpc_planner: cannot start: parameter model: unknown model 'bogus' \(expected one of: "
+                     r"coarse, analytical"),
+    ("mocap_driver:=bogus", r"mocap_ingest: cannot start: .*mocap_driver: unknown mocap driver 'bogus' "
+                            r"\(expected natnet or vrpn\)"),
+    ("rviz:=maybe", r"launch argument rviz: 'maybe' is not one of auto, true, false"),
+])
+def test_a_bad_argument_stops_the_launch_naming_it(launch, argument, says):
+    lt = launch("sim", argument)
+    assert lt.proc.wait(START_TIMEOUT) != 0
+    out = lt.output()
+    assert re.search(says, out), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+
+
+# ------------------------------------------------------------------------------------------------ a push
+def _arm_input(node):
+    from geometry_msgs.msg import TwistStamped
+    from parapush_ros.ros import qos, topics
+
+    rec = Recorder()
+    node.create_subscription(TwistStamped, topics.SERVO_TWIST, rec, qos.RELIABLE)
+    return rec
+
+
+def _speed(msg) -> float:
+    return abs(msg.twist.linear.x) + abs(msg.twist.linear.y) + abs(msg.twist.angular.z)
+
+
+def test_ctrl_c_mid_push_leaves_the_arm_at_zero_and_every_node_exits_0(launch, ros_executor):
+    """SIGINT to the launch's process group (Ctrl-C in its terminal) while the arm moves: the last twist on the
+    arm's input is zero and every process finishes cleanly."""
+    import rclpy
+    from parapush_msgs.action import PushObject
+    from parapush_ros import bringup
+    from parapush_ros.ros import topics
+    from rclpy.action import ActionClient
+
+    lt = launch("sim")
+    node = ros_executor.add(rclpy.create_node("launch_sigint_watch"))
+    arm = _arm_input(node)
+    client = ActionClient(node, PushObject, topics.PUSH_ACTION)
+    lt.wait_output(r"\[mpc_planner\]: active")
+    wait_for(client.server_is_ready, timeout=START_TIMEOUT, interval=0.1, what="the push_object action server")
+    goal = PushObject.Goal(target_object="slider", goal_x=0.25, goal_y=0.0, position_tolerance=0.05,
+                           yaw_tolerance=-1.0)
+    handle = wait_future(client.send_goal_async(goal), timeout=60.0, what="the goal's acceptance")
+    assert handle.accepted
+    wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
+             what="the arm to move")
+    assert lt.interrupt() == 0, lt.output()[-3000:]
+    exits = lt.exits()
+    ours = [f"{s.executable}" for s in bringup.nodes("sim")]
+    for name in ours:
+        codes = [c for proc, c in exits.items() if proc.rsplit("-", 1)[0] == name]
+        assert codes == [0], f"{name}: {codes}\n{lt.output()[-4000:]}"
+    assert "Traceback" not in lt.output() and "RCLError" not in lt.output(), lt.output()[-4000:]
+    last = wait_for(arm.last, what="the arm's input")  # every publisher's process has ended: nothing more comes
+    assert _speed(last) == 0.0, f"last twist on the arm's input is not zero: {last.twist}"
+    assert any(_speed(m) > 1e-3 for m in arm.msgs)  # it did move before
+
+
+def test_readme_first_push_succeeds_under_ros2_launch(launch, tmp_path):
+    """The README's walkthrough, word for word: ``ros2 launch parapush_ros sim.launch.py``, then ``ros2 action
+    send_goal /push_object ...``. The planner stops to plan (``realtime: false`` in a params_file) so that the
+    outcome does not hang on this host's speed: pushes and plans are on the simulator's clock."""
+    stop_and_plan = tmp_path / "stop_and_plan.yaml"
+    stop_and_plan.write_text("mpc_planner:\n  ros__parameters:\n    realtime: false\n")
+    lt = launch("sim", f"params_file:={stop_and_plan}")
+    lt.wait_output(r"\[mpc_planner\]: active")
+    goal = ("{target_object: slider, goal_x: 0.25, goal_y: 0.0, position_tolerance: 0.05, yaw_tolerance: -1.0}")
+    res = subprocess.run(["ros2", "action", "send_goal", "/push_object", "parapush_msgs/action/PushObject", goal],
+                         capture_output=True, text=True, timeout=600)
+    assert "Goal finished with status: SUCCEEDED" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "outcome: 0" in res.stdout or "REACHED" in res.stdout or "outcome:" in res.stdout
+
+
+# ------------------------------------------------------------------------------------------------ the robot
+def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launch, ros_executor):
+    import rclpy
+    from parapush_msgs.action import PushObject
+    from parapush_ros.ros import topics
+    from rclpy.action import ActionClient
+
+    lt = launch("robot")
+    node = ros_executor.add(rclpy.create_node("launch_robot_client"))
+    client = ActionClient(node, PushObject, topics.PUSH_ACTION)
+    lt.wait_output(r"\[mpc_planner\]: active")
+    wait_for(client.server_is_ready, timeout=START_TIMEOUT, interval=0.1, what="the push_object action server")
+    goal = PushObject.Goal(target_object="slider", goal_x=0.25, goal_y=0.0, position_tolerance=0.05,
+                           yaw_tolerance=-1.0)
+    handle = wait_future(client.send_goal_async(goal), timeout=60.0, what="the goal's answer")
+    if handle.accepted:
+        result = wait_future(handle.get_result_async(), timeout=60.0, what="the goal's result").result
+        assert result.outcome != PushObject.Result.REACHED
+        assert "no scene state" in result.message, result.message
+    assert lt.proc.poll() is None, lt.output()[-3000:]
+    assert lt.interrupt() == 0, lt.output()[-3000:]
+    assert all(code == 0 for code in lt.exits().values()), lt.output()[-3000:]

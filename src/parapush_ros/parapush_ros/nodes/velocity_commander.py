@@ -72,7 +72,8 @@ OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
            "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
           "idle": DiagnosticStatus.OK, "inactive": DiagnosticStatus.OK,
-          "watchdog": DiagnosticStatus.WARN, "no pusher state": DiagnosticStatus.WARN,
+          "watchdog": DiagnosticStatus.WARN, "clock jump": DiagnosticStatus.WARN,
+          "no pusher state": DiagnosticStatus.WARN,
           "waiting for grasp": DiagnosticStatus.WARN, "waiting for servo settings": DiagnosticStatus.WARN,
           "estop": DiagnosticStatus.ERROR, "servo settings": DiagnosticStatus.ERROR}
 
@@ -192,6 +193,10 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.get_logger().info("inactive: zero sent, output silent")
         return ret
 
+    def _take_down(self):
+        with self._output_lock:  # no tick, input or e-stop in flight uses what cleanup destroys
+            super()._take_down()
+
     def _forget(self):
         self._gripper_started = False  # a gripper wait cut short by cleanup starts again at the next activate
         with self._output_lock:
@@ -244,6 +249,9 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
 
     def _on_estop(self, req, res):
         with self._output_lock:  # no tick computed before the latch can publish after it
+            if self.safety is None:  # cleaned up while this call waited: nothing is sent
+                res.success, res.message = False, "not configured: nothing is sent"
+                return res
             self.safety.estop("e-stop service called")
             self._tick()  # zeros out now, not one period later
         res.success, res.message = True, "e-stop latched: zero velocity until ~/reset"
@@ -252,6 +260,9 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
 
     def _on_reset(self, req, res):
         with self._output_lock:
+            if self.safety is None:
+                res.success, res.message = False, "not configured"
+                return res
             was = self.safety.estopped
             self.safety.reset()
             self._latched = ""
@@ -277,16 +288,17 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             else:
                 status, detail, v = "inactive", "output silent until activate", np.zeros(2)
             self._last_out = (float(v[0]), float(v[1]))
-        if status != self._status:
+            if status == self._status:
+                return
             self._status = status
             text = f"{status}: {detail}" if detail else status
-            self.status_pub.publish(String(data=text))
-            if status in ("watchdog", "no pusher state", "estop", "waiting for grasp"):
-                self.get_logger().warning(f"state -> {text}")
-            elif status.startswith("limited") or status in ("ok", "idle"):  # routine: every push ramps and ends
-                self.get_logger().debug(f"state -> {text}")
-            else:
-                self.get_logger().info(f"state -> {text}")
+            self.status_pub.publish(String(data=text))  # under the lock: cleanup cannot destroy it meanwhile
+        if status in ("watchdog", "clock jump", "no pusher state", "estop", "waiting for grasp", "servo settings"):
+            self.get_logger().warning(f"state -> {text}")
+        elif status.startswith("limited") or status in ("ok", "idle"):  # routine: every push ramps and ends
+            self.get_logger().debug(f"state -> {text}")
+        else:
+            self.get_logger().info(f"state -> {text}")
 
     def _send(self, v_table):
         """Publish on the output (a lifecycle publisher: silent unless active); a non-finite output is sent as
@@ -309,14 +321,15 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.out_pub.publish(msg)
 
     def _publish_diagnostics(self):
-        if self.safety is None:  # cleaned up while this callback waited
+        safety = self.safety
+        if safety is None:  # cleaned up while this callback waited
             return
         arr = DiagnosticArray()
         arr.header.stamp = self.get_clock().now().to_msg()
         status = self._status or "starting"
         values = {"output": self.p["output"], "topic": self.output_topic, "vx": f"{self._last_out[0]:.4f}",
-                  "vy": f"{self._last_out[1]:.4f}", "estop": str(self.safety.estopped), "gripper": self.grasp,
-                  "source": self.safety.source, "servo": self.servo_problem or self.servo_settings}
+                  "vy": f"{self._last_out[1]:.4f}", "estop": str(safety.estopped), "gripper": self.grasp,
+                  "source": safety.source, "servo": self.servo_problem or self.servo_settings}
         arr.status.append(DiagnosticStatus(level=_LEVEL.get(status, DiagnosticStatus.OK),
                                            name="velocity_commander", hardware_id=self.p["output"],
                                            message=status, values=[KeyValue(key=k, value=v)

@@ -8,7 +8,7 @@
    itself zero (the planner stopped the pusher and went quiet, as it does after every push) the status is
    ``idle`` rather than ``watchdog``: same zeros, but not a fault. A clock that goes back (a /clock restart, an
    NTP step of the system clock) makes every age measured before it meaningless: the command, the pusher state
-   and the teleop priority held are discarded and the next period is a ``watchdog`` zero that says so; a jump
+   and the teleop priority held are discarded and the next period is a zero (status ``clock jump``); a jump
    forward ages them past their timeouts (stale, so zeros), and the acceleration limit never counts more than
    ``command_timeout`` of elapsed time;
 3. workspace enforcement needs the pusher position: no valid pusher state within ``state_timeout`` -> zeros;
@@ -119,7 +119,7 @@ class Workspace:
 class SafetyOutput:
     vx: float
     vy: float
-    status: str  # "ok", "limited", "estop", "watchdog", "idle", "waiting for command", "no pusher state"
+    status: str  # "ok", "limited", "estop", "watchdog", "clock jump", "idle", "waiting for command", "no pusher state"
     detail: str = ""  # what limited the command / why it is zero
 
     @property
@@ -216,7 +216,7 @@ class CommandSafety:
             return SafetyOutput(0.0, 0.0, "estop", self.estop_reason)
         if self._jump:
             detail, self._jump = self._jump, ""
-            return SafetyOutput(0.0, 0.0, "watchdog", detail)
+            return SafetyOutput(0.0, 0.0, "clock jump", detail)
         if self._cmd is None:
             return SafetyOutput(0.0, 0.0, "waiting for command")
         age = t - self._cmd[0]

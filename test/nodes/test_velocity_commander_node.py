@@ -25,7 +25,6 @@ from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from conftest import lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
-from parapush_ros.core.robot.command_safety import SafetyConfig  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
 from parapush_ros.ros.node import bring_up  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
@@ -369,15 +368,18 @@ def test_a_clock_that_jumps_back_stops_the_output_and_says_why(harness):
     h.expect_output = False
     with h.lock:
         n, t_before = len(h.out), h.t
-        h.t = 0.5
-    new = wait_for(lambda: [m for m in h.out[n:] if stamp(m) < t_before - 1e-6 and vel(m)[0] > 0.0], timeout=30.0,
-                   what="motion on the new timeline")
-    with h.lock:
-        after = [m for m in h.out[n:] if stamp(m) < t_before - 1e-6]
-    assert vel(after[0]) == (0.0, 0.0)  # the first output after the jump stops the arm
-    assert vel(new[0])[0] <= 0.5 / RATE + 1e-9  # and motion ramps up again from rest
+        h.t = 0.2
+
+    def on_new_timeline():
+        with h.lock:
+            return [m for m in h.out[n:] if stamp(m) < t_before - 1e-6]
+    first = wait_for(on_new_timeline, timeout=30.0, what="an output after the jump")[0]
+    h.expect_output = True  # ticks follow the clock again: back to lock-step
+    assert vel(first) == (0.0, 0.0)  # the first output after the jump stops the arm
+    wait_for(lambda: any(vel(m)[0] > 0.0 for m in on_new_timeline()), timeout=30.0, what="motion after the jump")
+    moving = next(m for m in on_new_timeline() if vel(m)[0] > 0.0)
+    assert vel(moving)[0] <= 0.5 / RATE + 1e-9  # motion ramps up again from rest
     assert any(m.data.startswith("clock jump: clock jumped back") for m in h.status)
-    h.expect_output = True
 
 
 def test_on_the_system_clock_the_watchdog_runs_on_the_steady_clock(ros_context, ros_executor):
@@ -386,15 +388,14 @@ def test_on_the_system_clock_the_watchdog_runs_on_the_steady_clock(ros_context, 
     ns = "/cmd_steady"
     node = ros_executor.add(bring_up(VelocityCommanderNode(namespace=ns, parameter_overrides=[
         Parameter(k, value=v) for k, v in dict(output="servo", output_topic="servo_twist", gripper_enabled=False,
-                                               rate=RATE, servo_parameters_service="").items()])))
+                                               rate=RATE, servo_parameters_service="", enforce_workspace=False,
+                                               max_acceleration=100.0).items()])))
     assert node._watch_clock.clock_type == ClockType.STEADY_TIME
     assert [t.clock.clock_type for t in node.timers if t.callback == node._tick] == [ClockType.STEADY_TIME]
     io = ros_executor.add(rclpy.create_node("steady_io", namespace=ns, context=ros_context))
     out = []
     io.create_subscription(TwistStamped, "servo_twist", out.append, RELIABLE)
     pub = io.create_publisher(TwistStamped, "pusher_cmd", RELIABLE)
-    node.safety.pusher_state(node._now(), -0.2, 0.0, True)  # no mocap here: the workspace needs a pusher position
-    node.limits = node.safety.cfg = SafetyConfig(enforce_workspace=False, max_acceleration=100.0)
     wait_for(lambda: pub.get_subscription_count() >= 1, what="commander subscription")
     pub.publish(Harness._twist(0.02, 0.0))
     wait_for(lambda: any(vel(m) == pytest.approx((0.02, 0.0)) for m in out), what="the command passed through")

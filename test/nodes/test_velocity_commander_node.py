@@ -53,6 +53,7 @@ class Harness:
         self.lock = threading.Lock()
         self.clock_pub = self.io.create_publisher(Clock, "/clock", RELIABLE)
         self.cmd_pub = self.io.create_publisher(TwistStamped, "pusher_cmd", RELIABLE)
+        self.teleop_pub = self.io.create_publisher(TwistStamped, "pusher_cmd_teleop", RELIABLE)
         self.state_pub = self.io.create_publisher(SceneState, "scene_state", RELIABLE)
         self.status = []
         self.io.create_subscription(String, "velocity_commander/status", self.status.append, LATCHED)
@@ -65,6 +66,7 @@ class Harness:
         self.cmd_frame = "table"
         self._stop = threading.Event()
         self._cmd = None
+        self._teleop = None  # a teleop command published every tick too (pusher_cmd_teleop)
         self._thread = threading.Thread(target=self._feed, daemon=True)
 
     def subscribe(self, msg_type, topic):
@@ -107,6 +109,8 @@ class Harness:
             self.state_pub.publish(s)
             if self._cmd is not None:
                 self.cmd_pub.publish(self._twist(*self._cmd, frame=self.cmd_frame, stamp=stamp))
+            if self._teleop is not None:
+                self.teleop_pub.publish(self._twist(*self._teleop, stamp=stamp))
             with self.lock:
                 n = len(self.out)
                 self.t = round(self.t + 1.0 / RATE, 9)
@@ -128,6 +132,9 @@ class Harness:
 
     def command(self, v):
         self._cmd = v
+
+    def teleop(self, v):
+        self._teleop = v
 
     def outputs_since(self, t):
         with self.lock:
@@ -154,8 +161,15 @@ class Harness:
 def harness(ros_context, ros_executor, request):
     made = []
 
-    def make(**params):
-        h = Harness(ros_context, ros_executor, f"/cmd_{request.node.name.split('[')[0][-18:]}_{len(made)}", **params)
+    def make(servo_params=None, **params):
+        """``servo_params``: a stand-in MoveIt Servo node in the namespace declaring these parameters."""
+        ns = f"/cmd_{request.node.name.split('[')[0][-18:]}_{len(made)}"
+        if servo_params is not None:
+            ros_executor.add(rclpy.create_node("servo_node", namespace=ns, context=ros_context, parameter_overrides=[
+                Parameter(k, value=v) for k, v in servo_params.items()],
+                automatically_declare_parameters_from_overrides=True))
+            params["servo_parameters_service"] = ns + "/servo_node/get_parameters"
+        h = Harness(ros_context, ros_executor, ns, **params)
         made.append(h)
         return h
     yield make
@@ -335,3 +349,177 @@ def test_startup_waits_count_from_configure_and_activate_and_cleanup_takes_them_
     assert node._entities == [] and list(node.timers) == [] and list(node.clients) == []
     bring_up(node)
     assert node._gripper_wait_since >= first_wait and lifecycle_state(node) == "active"
+
+
+def speed(m):
+    return math.hypot(*vel(m))
+
+
+def test_a_clock_that_jumps_back_stops_the_output_and_says_why(harness):
+    """A /clock restart: what the commander received on the old timeline is stale (a negative age never counts as
+    fresh). The first output on the new timeline is a zero and the status says the clock jumped back; motion
+    resumes from rest on the commands received after the jump."""
+    h = harness(output="servo", output_topic="servo_twist", max_acceleration=0.5)
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.03, 0.0))
+    h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.0)), "full speed")
+    wait_sim(lambda: h.t, max(0.0, 2.0 - h.t))
+    # the timer waits one period after a jump back: lock-step is off over the jump (the feed paces itself)
+    h.expect_output = False
+    with h.lock:
+        n, t_before = len(h.out), h.t
+        h.t = 0.2
+
+    def on_new_timeline():
+        with h.lock:
+            return [m for m in h.out[n:] if stamp(m) < t_before - 1e-6]
+    first = wait_for(on_new_timeline, timeout=30.0, what="an output after the jump")[0]
+    h.expect_output = True  # ticks follow the clock again: back to lock-step
+    assert vel(first) == (0.0, 0.0)  # the first output after the jump stops the arm
+    wait_for(lambda: any(vel(m)[0] > 0.0 for m in on_new_timeline()), timeout=30.0, what="motion after the jump")
+    moving = next(m for m in on_new_timeline() if vel(m)[0] > 0.0)
+    assert vel(moving)[0] <= 0.5 / RATE + 1e-9  # motion ramps up again from rest
+    assert any(m.data.startswith("clock jump: clock jumped back") for m in h.status)
+
+
+def test_on_the_system_clock_the_watchdog_runs_on_the_steady_clock(ros_context, ros_executor):
+    """Without simulated time, ages are steady-clock spans (an NTP step of the system clock changes no age)."""
+    from rclpy.clock import ClockType
+    ns = "/cmd_steady"
+    node = ros_executor.add(bring_up(VelocityCommanderNode(namespace=ns, parameter_overrides=[
+        Parameter(k, value=v) for k, v in dict(output="servo", output_topic="servo_twist", gripper_enabled=False,
+                                               rate=RATE, servo_parameters_service="", enforce_workspace=False,
+                                               max_acceleration=100.0).items()])))
+    assert node._watch_clock.clock_type == ClockType.STEADY_TIME
+    assert [t.clock.clock_type for t in node.timers if t.callback == node._tick] == [ClockType.STEADY_TIME]
+    io = ros_executor.add(rclpy.create_node("steady_io", namespace=ns, context=ros_context))
+    out = []
+    io.create_subscription(TwistStamped, "servo_twist", out.append, RELIABLE)
+    pub = io.create_publisher(TwistStamped, "pusher_cmd", RELIABLE)
+    wait_for(lambda: pub.get_subscription_count() >= 1, what="commander subscription")
+    pub.publish(Harness._twist(0.02, 0.0))
+    wait_for(lambda: any(vel(m) == pytest.approx((0.02, 0.0)) for m in out), what="the command passed through")
+    n = len(out)
+    wait_for(lambda: any(vel(m) == (0.0, 0.0) for m in out[n:]), what="watchdog zeros on the steady clock")
+
+
+def test_parameters_are_read_only_or_applied_at_once_through_a_parameter_client(harness):
+    """``ros2 param set`` through the SetParameters service: an interface parameter is refused naming it; a limit
+    applies from the next output on; a bad limit is refused naming the field and its rule."""
+    from rcl_interfaces.srv import SetParameters
+    h = harness(output="servo", output_topic="servo_twist")
+    h.subscribe(TwistStamped, "servo_twist")
+    client = h.io.create_client(SetParameters, "velocity_commander/set_parameters")
+    assert client.wait_for_service(timeout_sec=10.0)
+
+    def set_param(name, value):
+        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        return wait_future(client.call_async(req), timeout=10.0, what=f"set {name}").results[0]
+
+    h.command((0.3, 0.0))
+    h.wait_output(lambda m: speed(m) == pytest.approx(0.1), "clipped to the default max_speed")
+    r = set_param("rate", 5.0)
+    assert not r.successful and "read-only" in r.reason and "rate" in r.reason
+    r = set_param("max_speed", 0.02)
+    assert r.successful
+    with h.lock:
+        t_set = h.t  # outputs of later periods were computed after the set
+    h.wait_output(lambda m: speed(m) == pytest.approx(0.02), "clipped to the new max_speed", since=t_set + 0.5 / RATE)
+    h.wait_sim(0.3)
+    later = h.outputs_since(t_set + 0.5 / RATE)
+    assert later and all(speed(m) == pytest.approx(0.02) for m in later)
+    r = set_param("max_speed", -1.0)
+    assert not r.successful and r.reason == "parameter max_speed: must be > 0, got -1.0"
+    assert h.node.get_parameter("max_speed").value == 0.02 and h.node.limits.max_speed == 0.02
+
+
+def test_the_estop_latch_survives_cleanup_and_configure(harness):
+    """Only ~/reset clears an e-stop: cleanup then configure and activate keep the output at zero."""
+    h = harness(output="servo", output_topic="servo_twist")
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.03, 0.0))
+    h.wait_output(lambda m: vel(m)[0] > 0.0, "motion")
+    assert wait_future(h.estop.call_async(Trigger.Request()), what="estop").success
+    h.expect_output = False
+    for label in ("deactivate", "cleanup", "configure", "activate"):
+        h.transition(label)
+    wait_for(lambda: h.node.out_pub.get_subscription_count() >= 1, what="the new output publisher matched")
+    t_on = h.t
+    h.expect_output = True
+    h.wait_sim(0.5)  # commands keep coming
+    after = h.outputs_since(t_on)
+    assert after and all(vel(m) == (0.0, 0.0) for m in after)
+    assert h.status[-1].data.startswith("estop: e-stop service called")
+    assert wait_future(h.reset.call_async(Trigger.Request()), what="reset").success
+    h.wait_output(lambda m: vel(m)[0] > 0.0, "motion after reset")
+
+
+def test_teleop_has_priority_over_the_planner_until_its_timeout(harness):
+    h = harness(output="servo", output_topic="servo_twist", teleop_timeout=0.5)
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.03, 0.0))  # the planner keeps publishing throughout
+    h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.0)), "the planner's command")
+    h.teleop((0.0, 0.02))
+    t = stamp(h.wait_output(lambda m: vel(m) == pytest.approx((0.0, 0.02)), "teleop's command"))
+    h.wait_sim(0.5)
+    assert all(vel(m) == pytest.approx((0.0, 0.02)) for m in h.outputs_since(t + 2.0 / RATE))
+    with h.lock:
+        h.teleop(None)
+        t_last = h.t - 1.0 / RATE  # teleop's last command went out with the previous tick
+    back = h.wait_output(lambda m: vel(m) == pytest.approx((0.03, 0.0)), "the planner again")
+    assert stamp(back) >= t_last + 0.5 - 1.0 / RATE - 1e-9  # not before teleop_timeout (one period of delivery)
+    assert any(vel(m) == (0.0, 0.0) for m in h.outputs_since(t_last))  # the watchdog stopped it in between
+
+
+def test_servo_unitless_gets_the_fraction_of_scale_linear(harness):
+    """A stock MoveIt Servo takes twists as fractions of scale.linear: the commander reads its parameters at
+    configure and sends v / scale."""
+    h = harness(output="servo", output_topic="servo_twist",
+                servo_params={"moveit_servo.command_in_type": "unitless", "moveit_servo.scale.linear": 0.4})
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.03, 0.0))
+    m = h.wait_output(lambda m: vel(m) == pytest.approx((0.03 / 0.4, 0.0)), "the unitless fraction")
+    h.wait_sim(0.3)
+    with h.lock:
+        later = h.out[h.out.index(m):]
+    assert all(vel(x) == pytest.approx((0.075, 0.0)) for x in later)
+    assert h.node.servo_settings.startswith("unitless, scale.linear 0.4")
+
+
+def test_servo_unitless_without_a_scale_refuses_to_activate_naming_it(harness):
+    h = harness(output="servo", output_topic="servo_twist", activate=False,
+                servo_params={"moveit_servo.command_in_type": "unitless"})
+    assert h.node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    wait_for(lambda: h.node.servo_problem, timeout=10.0, what="Servo's answer")
+    assert h.node.servo_problem.startswith("moveit_servo.scale.linear: must be > 0")
+    assert h.node.trigger_activate() == TransitionCallbackReturn.FAILURE
+    assert lifecycle_state(h.node) == "inactive"
+
+
+def test_transitions_from_another_thread_never_let_a_non_zero_out_after_the_stop(harness):
+    """Deactivate, cleanup, configure and activate called from a thread of their own (as ``bring_up`` and a
+    shutdown do) while the ticks run: each deactivate's zero is the last output until the next activate, and no
+    tick in flight uses what cleanup destroys (a callback that raised fails the teardown)."""
+    h = harness(output="servo", output_topic="servo_twist")
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.03, 0.0))
+    h.wait_output(lambda m: vel(m)[0] > 0.0, "motion")
+    h.expect_output = False  # the feed paces itself: the transitions here do not wait for it
+    node = h.node
+    now = node.get_clock().now
+    for i in range(8):
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        t_off = now().nanoseconds * 1e-9
+        if i % 2:
+            assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            wait_for(lambda: node.out_pub.get_subscription_count() >= 1, what="the new output publisher matched")
+        h.wait_sim(0.2)
+        t_on = now().nanoseconds * 1e-9
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        h.wait_output(lambda m: vel(m)[0] > 0.0 and stamp(m) >= t_on, "motion after activate", since=0.0)
+        with h.lock:
+            out = list(h.out)
+        last_off = max(k for k, m in enumerate(out) if stamp(m) <= t_off)
+        assert vel(out[last_off]) == (0.0, 0.0)  # deactivate's zero ...
+        assert all(stamp(m) >= t_on for m in out[last_off + 1:])  # ... then nothing until the activation

@@ -1,11 +1,12 @@
 """``parapush demos record``: record a DG-OC demonstration while a person drives the pusher.
 
 Run the stack (``parapush sim --scene block_003``, or the robot), drive the pusher with any teleop that publishes
-``pusher_cmd`` (``parapush teleop`` on a keyboard), and::
+``pusher_cmd_teleop`` (``parapush teleop`` on a keyboard) or ``pusher_cmd``, and::
 
     parapush demos record --scene block_003 --out my_push.json
 
-The recorder (an rclpy node) subscribes to ``scene_state`` and ``pusher_cmd``; it starts at the first command to
+The recorder (an rclpy node) subscribes to ``scene_state``, ``pusher_cmd_teleop`` and ``pusher_cmd`` (one of them
+drives the pusher: no planner runs while a person demonstrates); it starts at the first command to
 move and stops when the command has been zero for ``--idle`` s (or after ``--max-time`` s, or on Ctrl-C), then
 writes the demonstration in the shipped JSON format (``core/planning/ddp/demonstrations.py``; the conversion is
 ``core/planning/ddp/recording.py``). Put the file into a library directory (``config/demonstrations/<scene>/`` or
@@ -26,8 +27,9 @@ from .core.scene.spec import load_scene
 
 def make_recorder_node(scene, recorder: DemonstrationRecorder, context=None, use_sim_time: bool = True,
                        name: str = "demo_recorder"):
-    """An rclpy node feeding ``recorder`` from ``scene_state`` and ``pusher_cmd``; ``node.finished`` is set once
-    the recording is done. Only this node's callbacks touch the recorder (under ``node.lock``)."""
+    """An rclpy node feeding ``recorder`` from ``scene_state`` and ``pusher_cmd`` / ``pusher_cmd_teleop``;
+    ``node.finished`` is set once the recording is done. Only this node's callbacks touch the recorder (under
+    ``node.lock``)."""
     import rclpy  # noqa: PLC0415
     from geometry_msgs.msg import TwistStamped  # noqa: PLC0415
     from parapush_msgs.msg import SceneState  # noqa: PLC0415
@@ -62,6 +64,7 @@ def make_recorder_node(scene, recorder: DemonstrationRecorder, context=None, use
 
     node.create_subscription(SceneState, topics.SCENE_STATE, on_state, qos.RELIABLE)
     node.create_subscription(TwistStamped, topics.PUSHER_CMD, on_cmd, qos.RELIABLE)
+    node.create_subscription(TwistStamped, topics.PUSHER_CMD_TELEOP, on_cmd, qos.RELIABLE)
     return node
 
 
@@ -85,8 +88,8 @@ def run(args) -> dict:
     node = spinning.add(make_recorder_node(scene, recorder, context, use_sim_time=not args.wall_time))
     spinning.start()
     print(f"demos record: scene {scene.name!r}, object {scene.objects[index].name!r}: drive the pusher (e.g. "
-          f"`parapush teleop`); recording starts at the first command to move on pusher_cmd and ends after "
-          f"{args.idle:g} s without one (Ctrl-C ends it too)", flush=True)
+          f"`parapush teleop`); recording starts at the first command to move on pusher_cmd_teleop or pusher_cmd "
+          f"and ends after {args.idle:g} s without one (Ctrl-C ends it too)", flush=True)
     started = False
     try:
         while not node.finished.wait(0.2):

@@ -5,8 +5,9 @@ Arrow keys or W/A/S/D move the pusher in the table frame (up/W = +x forward, lef
 right/D = -y; two keys held together move diagonally), space stops, +/- change the speed (up to ``--max-speed``),
 q or Ctrl-C quits (sending zero). A terminal sends a held key as repeated presses, so a direction is held for
 ``--hold`` s after its last press, longer than the keyboard's auto-repeat delay, and then lapses. The command is
-published on ``pusher_cmd`` (TwistStamped, frame ``table``) at ``--rate``; the velocity_commander downstream
-enforces the robot's own limits.
+published on ``pusher_cmd_teleop`` (TwistStamped, frame ``table``) at ``--rate``, zeros included: the
+velocity_commander downstream gives it priority over the planner's ``pusher_cmd`` while it keeps coming (and for
+its ``teleop_timeout`` after), and enforces the robot's own limits.
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def run(args) -> None:
     rclpy.init(context=context)
     node = rclpy.create_node("keyboard_teleop", context=context,
                              parameter_overrides=[Parameter("use_sim_time", value=bool(args.sim_time))])
-    pub = node.create_publisher(TwistStamped, topics.PUSHER_CMD, qos.RELIABLE)
+    pub = node.create_publisher(TwistStamped, topics.PUSHER_CMD_TELEOP, qos.RELIABLE)
 
     def publish(v):
         msg = TwistStamped()
@@ -142,7 +143,7 @@ def run(args) -> None:
 
 
 def add_parser(sub):
-    p = sub.add_parser("teleop", help="drive the pusher from the keyboard (arrow keys / WASD) on pusher_cmd",
+    p = sub.add_parser("teleop", help="drive the pusher from the keyboard (arrow keys / WASD) on pusher_cmd_teleop",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--speed", type=float, default=0.03, help="pusher speed (m/s, default 0.03)")
     p.add_argument("--max-speed", type=float, default=0.1, help="the most +/- may raise it to (m/s, default 0.1)")

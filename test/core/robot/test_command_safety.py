@@ -246,3 +246,65 @@ def test_pusher_stops_within_stop_travel_bound(fault):
 def test_a_non_finite_table_yaw_is_refused_naming_it():
     with pytest.raises(SafetyConfigError, match="table_yaw_in_output_frame: must be finite"):
         SafetyConfig(table_yaw_in_output_frame=float("nan"))
+
+
+def test_a_clock_that_jumps_back_stops_and_says_why():
+    """A /clock restart or an NTP step back: the command held was measured on the old timeline, so it is stale
+    (a negative age never counts as fresh); the next period is a zero that says so, and motion resumes only on a
+    command received after the jump, ramping up from rest."""
+    s = make(max_acceleration=0.5)
+    run(s, 0.0, 1.0, cmd=(0.05, 0.0))
+    assert s.step(1.0).vx == pytest.approx(0.05)
+    # the clock goes back to 0.2 s: the step sees it first (no input since)
+    o = s.step(0.2)
+    assert o.zero and o.status == "clock jump" and "clock jumped back 0.800 s" in o.detail
+    assert s.step(0.21).status == "waiting for command"  # the old command is gone, not resumed
+    # jump seen by an input first: the command received after the jump is kept, but one period is still zero
+    run(s, 0.22, 0.5, cmd=(0.05, 0.0))
+    s.pusher_state(0.1, -0.2, 0.0, True)
+    s.command(0.1, 0.05, 0.0)
+    o = s.step(0.1)
+    assert o.zero and o.status == "clock jump" and "clock jumped back" in o.detail
+    s.pusher_state(0.11, -0.2, 0.0, True)
+    o = s.step(0.11)
+    assert o.status == "limited" and 0.0 < o.vx <= 0.5 * 0.01 + 1e-12  # from rest, at max_acceleration
+
+
+def test_a_clock_that_jumps_forward_beyond_the_timeout_is_stale_and_ramps_from_its_limit():
+    s = make(max_acceleration=0.5)
+    run(s, 0.0, 1.0, cmd=(0.05, 0.0))
+    o = s.step(1000.0)  # the held command is now 999 s old
+    assert o.zero and o.status == "watchdog" and "no command for 999.0" in o.detail
+    # a fresh command after a long gap: the velocity step is bounded by command_timeout of acceleration
+    s = make(max_acceleration=0.5)
+    run(s, 0.0, 0.1, cmd=(0.0, 0.0))
+    s.pusher_state(50.0, -0.2, 0.0, True)
+    s.command(50.0, 0.1, 0.0)
+    assert s.step(50.0).vx == pytest.approx(0.5 * 0.2)
+
+
+def test_teleop_has_priority_until_its_timeout():
+    s = make(teleop_timeout=0.3)
+    run(s, 0.0, 0.1, cmd=(0.05, 0.0))
+    s.command(0.1, 0.0, 0.02, source="teleop")
+    assert s.step(0.1).vy == pytest.approx(0.02) and s.source == "teleop"
+    reason = s.command(0.25, 0.05, 0.0)  # the planner, while teleop holds
+    assert "teleop has priority" in reason
+    s.pusher_state(0.25, -0.2, 0.0, True)
+    assert s.step(0.25).vy == pytest.approx(0.02)  # still teleop's (0.15 s old, within command_timeout)
+    assert s.command(0.41, 0.05, 0.0) is None  # 0.31 s after teleop's last: the planner again
+    s.pusher_state(0.41, -0.2, 0.0, True)
+    o = s.step(0.41)
+    assert (o.vx, o.vy) == pytest.approx((0.05, 0.0)) and s.source == "planner"
+    with pytest.raises(SafetyConfigError, match="teleop_timeout: must be > 0"):
+        SafetyConfig(teleop_timeout=0.0)
+
+
+def test_servo_linear_gain_by_command_in_type():
+    from parapush_ros.core.robot.command_safety import servo_linear_gain
+    assert servo_linear_gain("speed_units", None) == 1.0
+    assert servo_linear_gain("unitless", 0.4) == pytest.approx(2.5)
+    with pytest.raises(SafetyConfigError, match=r"scale.linear: must be > 0 .* when command_in_type is unitless"):
+        servo_linear_gain("unitless", None)
+    with pytest.raises(SafetyConfigError, match="command_in_type: must be one of speed_units, unitless"):
+        servo_linear_gain("m/s", 1.0)

@@ -72,9 +72,11 @@ class MujocoSimNode(Node):
         if self.get_parameter("use_sim_time").value:
             # the sim is the clock: it never waits on the /clock it publishes (launch files set use_sim_time on all)
             self.set_parameters([Parameter("use_sim_time", value=False)])
-        p = self.p = declare_all(self, MUJOCO_SIM_IO)
-        self.config = declare_config(self, SimConfig)
-        self.mocap_config = declare_config(self, EmulatedMocapConfig)
+        # writable in ROS' eyes because hidden_bodies is applied on set; _on_parameters refuses every other set,
+        # naming the parameter
+        p = self.p = declare_all(self, MUJOCO_SIM_IO, read_only=False)
+        self.config = declare_config(self, SimConfig, read_only=False)
+        self.mocap_config = declare_config(self, EmulatedMocapConfig, read_only=False)
         p.update({**asdict(self.config), **asdict(self.mocap_config)})  # every parameter's value by name
         self.joint_matrix = self.config.command_matrix
         self.pose_qos = qos.POSE[p["pose_reliability"]]

@@ -1,7 +1,8 @@
 """``velocity_commander``: the planner's pusher velocity -> the robot, through a safety layer.
 
-Subscribes: ``pusher_cmd`` (``geometry_msgs/TwistStamped``, table frame, reliable) and ``scene_state``
-(``parapush_msgs/SceneState``: the pusher position for the workspace limits).
+Subscribes: ``pusher_cmd`` (``geometry_msgs/TwistStamped``, table frame, reliable: the planner),
+``pusher_cmd_teleop`` (the same, from a person: it has priority over ``pusher_cmd`` until ``teleop_timeout`` after
+its last message) and ``scene_state`` (``parapush_msgs/SceneState``: the pusher position for the workspace limits).
 Publishes every period (``rate``), zeros included:
   ``output: servo``          ``TwistStamped`` on ``/servo_node/delta_twist_cmds`` (MoveIt Servo), fresh stamps,
                              ``output_frame_id``; at start ``/servo_node/switch_command_type`` is called with TWIST
@@ -22,7 +23,18 @@ the gripper server (``startup_timeout``) count from configure and activate. The 
 configure and activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
 
 Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS); the limits are
-``SafetyConfig``'s settings, declared as parameters of the same names.
+``SafetyConfig``'s settings, declared as parameters of the same names: they are the only writable parameters and a
+set applies at once (checked by ``SafetyConfig``; a bad value is refused naming the field and the rule); every other
+parameter is read-only (read at start). The e-stop latch outlives ``cleanup``/``configure``: only ``~/reset`` clears
+it. Ages are measured on receipt on the ROS clock in simulation and on the steady clock otherwise (an NTP step of the
+system clock must not make a command look fresh or stale); a clock that goes back stops the output.
+
+MoveIt Servo's units: at configure the commander asks Servo's parameter service (``servo_parameters_service``) for
+``moveit_servo.command_in_type`` and ``moveit_servo.scale.linear`` and sends m/s in ``speed_units``, m/s divided by
+``scale.linear`` in ``unitless`` (Servo's default); until it knows, the output is zero, and a setting that leaves
+the speed unknown (unitless without a scale, another type, no answer within ``startup_timeout`` on the robot)
+refuses ``activate`` naming it. In simulation (``use_sim_time``) ``servo_command_in_type`` holds until a Servo
+answers (none does: mujoco_sim takes m/s).
 """
 from __future__ import annotations
 
@@ -34,31 +46,37 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import TwistStamped
 from parapush_msgs.msg import SceneState
+from rcl_interfaces.srv import GetParameters
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode
+from rclpy.parameter import parameter_value_to_python
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from ..core.robot.command_safety import (
+    SERVO_COMMAND_TYPES,
     CommandSafety,
     SafetyConfig,
     SafetyConfigError,
     Workspace,
     joint_matrix,
     rotate_planar,
+    servo_linear_gain,
 )
 from ..core.scene.spec import load_scene
 from ..ros import qos, topics
-from ..ros.node import ManagedEntities, declare_config, node_main, transition
+from ..ros.node import ManagedEntities, config_setter, declare_config, node_main, transition
 from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
            "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
           "idle": DiagnosticStatus.OK, "inactive": DiagnosticStatus.OK,
-          "watchdog": DiagnosticStatus.WARN, "no pusher state": DiagnosticStatus.WARN,
-          "waiting for grasp": DiagnosticStatus.WARN, "estop": DiagnosticStatus.ERROR}
+          "watchdog": DiagnosticStatus.WARN, "clock jump": DiagnosticStatus.WARN,
+          "no pusher state": DiagnosticStatus.WARN,
+          "waiting for grasp": DiagnosticStatus.WARN, "waiting for servo settings": DiagnosticStatus.WARN,
+          "estop": DiagnosticStatus.ERROR, "servo settings": DiagnosticStatus.ERROR}
 
 
 class VelocityCommanderNode(ManagedEntities, LifecycleNode):
@@ -66,8 +84,11 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         """Declares and checks the parameters (a bad one fails here, naming it); nothing is created or sent
         before ``configure``."""
         super().__init__("velocity_commander", **kwargs)
-        self.limits = declare_config(self, SafetyConfig)
+        self.limits = declare_config(self, SafetyConfig, read_only=False)  # applied on set (_apply_limits)
         p = self.p = {**declare_all(self, COMMANDER_IO), **asdict(self.limits)}  # every parameter's value by name
+        if p["servo_command_in_type"] not in SERVO_COMMAND_TYPES:
+            raise ValueError(f"velocity_commander: invalid parameter servo_command_in_type: "
+                             f"{p['servo_command_in_type']!r} is not one of {', '.join(SERVO_COMMAND_TYPES)}")
         if p["output"] not in OUTPUTS:
             raise ValueError(f"velocity_commander: invalid parameter output: {p['output']!r} is not one of "
                              f"{', '.join(OUTPUTS)}")
@@ -81,7 +102,14 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.safety = None  # CommandSafety, from configure on
         self.out_pub = None
         self._active = False
-        self._output_lock = threading.Lock()  # a tick and a transition never interleave their output
+        # a tick, an input, a transition, an e-stop and a parameter set never interleave (re-entrant: the e-stop
+        # sends its zero through _tick while it holds the lock, so no tick computed before it is sent after it)
+        self._output_lock = threading.RLock()
+        self._latched = ""  # the reason of an e-stop latched when the node was cleaned up: configure restores it
+        self._watch_clock = None  # the clock ages are measured on (from configure)
+        # MoveIt Servo's units (servo output): m/s -> its twist input, None while unknown; what it is, or why not
+        self.servo_gain = 1.0
+        self.servo_settings = self.servo_problem = ""
         self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
         self._status = None
         self._last_out = (0.0, 0.0)
@@ -91,13 +119,30 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         # when the waits for the Servo switch service (from configure) and the gripper server (from activate) began
         self._servo_wait_since = self._gripper_wait_since = None
+        self.add_on_set_parameters_callback(config_setter(lambda: self.limits, self._apply_limits))
+
+    def _apply_limits(self, limits: SafetyConfig, names):
+        """A parameter set of the limits (already checked): in force from the next period on."""
+        with self._output_lock:
+            self.limits = limits
+            self.p.update(asdict(limits))
+            if self.safety is not None:
+                self.safety.cfg = limits
+        self.get_logger().info("limits set: " + ", ".join(f"{n} {getattr(limits, n)!r}" for n in names))
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @transition
     def on_configure(self, state):
         p, lim = self.p, self.limits
         self.scene = load_scene(p["scene"])
-        self.safety = CommandSafety(lim, Workspace.from_scene(self.scene))
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
+        # simulated time is the world's clock; otherwise ages are steady-clock spans (immune to system clock steps)
+        self._watch_clock = self.get_clock() if self._sim_time else self._steady
+        with self._output_lock:
+            self.safety = CommandSafety(lim, Workspace.from_scene(self.scene))
+            if self._latched:
+                self.safety.estop(self._latched)
+                self.get_logger().error(f"e-stop still latched ({self._latched}): zero output until ~/reset")
         msg_type = Float64MultiArray if p["output"] == "joint_velocity" else TwistStamped
         self.out_pub = self.create_lifecycle_publisher(msg_type, self.output_topic, qos.RELIABLE)
         self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, qos.LATCHED)
@@ -107,15 +152,19 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             (self.destroy_publisher, self.diag_pub),
             (self.destroy_subscription, self.create_subscription(TwistStamped, topics.PUSHER_CMD, self._on_command,
                                                                  qos.RELIABLE)),
+            (self.destroy_subscription, self.create_subscription(TwistStamped, topics.PUSHER_CMD_TELEOP,
+                                                                 self._on_teleop, qos.RELIABLE)),
             (self.destroy_subscription, self.create_subscription(SceneState, topics.SCENE_STATE, self._on_state,
                                                                  qos.RELIABLE)),
             (self.destroy_service, self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)),
             (self.destroy_service, self.create_service(Trigger, topics.ESTOP_RESET_SERVICE, self._on_reset)),
-            (self.destroy_timer, self.create_timer(1.0 / p["rate"], self._tick)),
+            (self.destroy_timer, self.create_timer(1.0 / p["rate"], self._tick, clock=self._watch_clock)),
             (self.destroy_timer, self.create_timer(1.0, self._publish_diagnostics)),
         ]
         if p["output"] == "servo" and p["switch_command_type"]:
             self._setup_servo_switch()
+        if p["output"] == "servo":
+            self._setup_servo_settings()
         self.get_logger().info(
             f"configured: output {p['output']} -> {self.output_topic} at {p['rate']:g} Hz; limits "
             f"{lim.max_speed:g} m/s, {lim.max_acceleration:g} m/s^2; watchdog {lim.command_timeout:g} s; workspace "
@@ -124,6 +173,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
 
     @transition
     def on_activate(self, state):
+        if self.servo_problem:  # the arm would move at an unknown speed
+            raise RuntimeError(f"refused: {self.servo_problem}")
         with self._output_lock:
             ret = super().on_activate(state)  # enables the output publisher
             self._active = True
@@ -143,31 +194,50 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.get_logger().info("inactive: zero sent, output silent")
         return ret
 
+    def _take_down(self):
+        with self._output_lock:  # no tick, input or e-stop in flight uses what cleanup destroys
+            super()._take_down()
+
     def _forget(self):
         self._gripper_started = False  # a gripper wait cut short by cleanup starts again at the next activate
-        self.safety = self.out_pub = None
+        with self._output_lock:
+            if self.safety is not None and self.safety.estopped:
+                self._latched = self.safety.estop_reason  # only ~/reset clears it, not cleanup
+            self.safety = self.out_pub = None
         self._status = None
 
     def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        """Now on the watchdog's clock (read under the output lock, so the times given to the safety layer are in
+        the order it gets them: one before another means the clock went back)."""
+        return self._watch_clock.now().nanoseconds * 1e-9
 
     # ------------------------------------------------------------------------------------------ inputs
-    def _on_command(self, msg: TwistStamped):
+    def _on_command(self, msg: TwistStamped, source: str = "planner"):
+        topic = topics.PUSHER_CMD if source == "planner" else topics.PUSHER_CMD_TELEOP
         want = self.p["input_frame_id"]
         if want and msg.header.frame_id != want:
-            self.get_logger().warning(f"pusher_cmd rejected: frame_id {msg.header.frame_id!r} is not {want!r}",
+            self.get_logger().warning(f"{topic} rejected: frame_id {msg.header.frame_id!r} is not {want!r}",
                                       throttle_duration_sec=1.0)
             return
-        reason = self.safety.command(self._now(), msg.twist.linear.x, msg.twist.linear.y)
+        with self._output_lock:
+            if self.safety is None:  # cleaned up while this callback waited
+                return
+            reason = self.safety.command(self._now(), msg.twist.linear.x, msg.twist.linear.y, source)
         if reason:
-            self.get_logger().warning(f"pusher_cmd: {reason}", throttle_duration_sec=1.0)
+            self.get_logger().warning(f"{topic}: {reason}", throttle_duration_sec=1.0)
+
+    def _on_teleop(self, msg: TwistStamped):
+        self._on_command(msg, "teleop")
 
     def _on_state(self, msg: SceneState):
         ok_frame = msg.header.frame_id == self.p["input_frame_id"] or not self.p["input_frame_id"]
         if not ok_frame:
             self.get_logger().warning(f"scene_state ignored: frame_id {msg.header.frame_id!r} is not "
                                       f"{self.p['input_frame_id']!r}", throttle_duration_sec=1.0)
-        self.safety.pusher_state(self._now(), msg.pusher_x, msg.pusher_y, msg.pusher_tracking_valid and ok_frame)
+        with self._output_lock:
+            if self.safety is not None:
+                self.safety.pusher_state(self._now(), msg.pusher_x, msg.pusher_y,
+                                         msg.pusher_tracking_valid and ok_frame)
 
     def stop_activity(self, timeout: float = 5.0) -> bool:
         """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
@@ -181,15 +251,24 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         return self.out_pub.wait_for_all_acked(Duration(seconds=min(timeout, 1.0)))
 
     def _on_estop(self, req, res):
-        self.safety.estop("e-stop service called")
-        self._tick()  # zeros out now, not one period later
+        with self._output_lock:  # no tick computed before the latch can publish after it
+            if self.safety is None:  # cleaned up while this call waited: nothing is sent
+                res.success, res.message = False, "not configured: nothing is sent"
+                return res
+            self.safety.estop("e-stop service called")
+            self._tick()  # zeros out now, not one period later
         res.success, res.message = True, "e-stop latched: zero velocity until ~/reset"
         self.get_logger().error(res.message)
         return res
 
     def _on_reset(self, req, res):
-        was = self.safety.estopped
-        self.safety.reset()
+        with self._output_lock:
+            if self.safety is None:
+                res.success, res.message = False, "not configured"
+                return res
+            was = self.safety.estopped
+            self.safety.reset()
+            self._latched = ""
         res.success = True
         res.message = "e-stop cleared; waiting for a new command" if was else "not e-stopped; nothing to reset"
         self.get_logger().warning(res.message)
@@ -205,20 +284,24 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                 status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
                 if self.p["require_grasp"] and self.grasp != "grasped" and status not in ("estop",):
                     status, detail, v = "waiting for grasp", f"gripper: {self.grasp}", np.zeros(2)
+                elif self.servo_gain is None and status not in ("estop",):  # unknown units: no speed is safe
+                    status, v = "servo settings" if self.servo_problem else "waiting for servo settings", np.zeros(2)
+                    detail = self.servo_problem or f"asking {self.p['servo_parameters_service']}"
                 self._send(v)
             else:
                 status, detail, v = "inactive", "output silent until activate", np.zeros(2)
             self._last_out = (float(v[0]), float(v[1]))
-        if status != self._status:
+            if status == self._status:
+                return
             self._status = status
             text = f"{status}: {detail}" if detail else status
-            self.status_pub.publish(String(data=text))
-            if status in ("watchdog", "no pusher state", "estop", "waiting for grasp"):
-                self.get_logger().warning(f"state -> {text}")
-            elif status.startswith("limited") or status in ("ok", "idle"):  # routine: every push ramps and ends
-                self.get_logger().debug(f"state -> {text}")
-            else:
-                self.get_logger().info(f"state -> {text}")
+            self.status_pub.publish(String(data=text))  # under the lock: cleanup cannot destroy it meanwhile
+        if status in ("watchdog", "clock jump", "no pusher state", "estop", "waiting for grasp", "servo settings"):
+            self.get_logger().warning(f"state -> {text}")
+        elif status.startswith("limited") or status in ("ok", "idle"):  # routine: every push ramps and ends
+            self.get_logger().debug(f"state -> {text}")
+        else:
+            self.get_logger().info(f"state -> {text}")
 
     def _send(self, v_table):
         """Publish on the output (a lifecycle publisher: silent unless active); a non-finite output is sent as
@@ -230,6 +313,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self.out_pub.publish(Float64MultiArray(data=[float(q[0]), float(q[1])]))
             return
         v = rotate_planar(v_table, self.limits.table_yaw_in_output_frame)
+        if self.p["output"] == "servo":
+            v = v * (self.servo_gain or 0.0)  # m/s -> Servo's input units (zero while they are unknown)
         if not np.all(np.isfinite(v)):
             v = np.zeros(2)
         msg = TwistStamped()
@@ -239,11 +324,15 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.out_pub.publish(msg)
 
     def _publish_diagnostics(self):
+        safety = self.safety
+        if safety is None:  # cleaned up while this callback waited
+            return
         arr = DiagnosticArray()
         arr.header.stamp = self.get_clock().now().to_msg()
         status = self._status or "starting"
         values = {"output": self.p["output"], "topic": self.output_topic, "vx": f"{self._last_out[0]:.4f}",
-                  "vy": f"{self._last_out[1]:.4f}", "estop": str(self.safety.estopped), "gripper": self.grasp}
+                  "vy": f"{self._last_out[1]:.4f}", "estop": str(safety.estopped), "gripper": self.grasp,
+                  "source": safety.source, "servo": self.servo_problem or self.servo_settings}
         arr.status.append(DiagnosticStatus(level=_LEVEL.get(status, DiagnosticStatus.OK),
                                            name="velocity_commander", hardware_id=self.p["output"],
                                            message=status, values=[KeyValue(key=k, value=v)
@@ -253,6 +342,84 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
     # ------------------------------------------------------------------------------------------ start-up
     def _startup_expired(self, since: float) -> bool:
         return time.monotonic() - since > self.p["startup_timeout"]
+
+    def _setup_servo_settings(self):
+        """Start finding out MoveIt Servo's units (see the module docstring)."""
+        p = self.p
+        fallback = (p["servo_command_in_type"], p["servo_scale_linear"] or None, "servo_command_in_type",
+                    ("servo_command_in_type", "servo_scale_linear"))
+        with self._output_lock:
+            self.servo_gain, self.servo_settings, self.servo_problem = None, "", ""
+        name = p["servo_parameters_service"]
+        if not name:
+            self._use_servo_settings(*fallback)
+            return
+        if self._sim_time:  # no Servo in the simulation: the parameter holds unless one answers
+            self._use_servo_settings(*fallback)
+        self._servo_params_since = time.monotonic()
+        self._servo_params_client = self.create_client(GetParameters, name)
+        self._servo_params_timer = self.create_timer(0.2, self._try_servo_parameters, clock=self._steady)
+        self._entities += [(self.destroy_client, self._servo_params_client),
+                           (self.destroy_timer, self._servo_params_timer)]
+
+    def _try_servo_parameters(self):
+        name = self.p["servo_parameters_service"]
+        if self._servo_params_client.service_is_ready():
+            self._servo_params_timer.cancel()
+            # one name a request: a parameter service answers nothing at all when one name is not declared
+            names = (topics.SERVO_COMMAND_IN_TYPE, topics.SERVO_SCALE_LINEAR)
+            futures = [self._servo_params_client.call_async(GetParameters.Request(names=[n])) for n in names]
+            for f in futures:
+                f.add_done_callback(lambda _, fs=futures: self._servo_parameters_answered(fs))
+        elif self._startup_expired(self._servo_params_since):
+            self._servo_params_timer.cancel()
+            if self._sim_time:
+                self.get_logger().warning(
+                    f"{name} did not answer within startup_timeout {self.p['startup_timeout']:g} s: sending in "
+                    f"servo_command_in_type {self.p['servo_command_in_type']} as set")
+                return
+            with self._output_lock:
+                self.servo_problem = (
+                    f"servo_command_in_type: MoveIt Servo's parameters ({name}) did not answer within startup_timeout "
+                    f"{self.p['startup_timeout']:g} s, so whether it takes m/s (speed_units) or fractions of "
+                    f"scale.linear (unitless) is unknown: start Servo first, or set servo_parameters_service to '' "
+                    f"and servo_command_in_type (and servo_scale_linear) to say it")
+            self.get_logger().error(self.servo_problem)
+
+    def _servo_parameters_answered(self, futures):
+        """Both answers in (each future's callback calls this; the last one to finish decides)."""
+        if not all(f.done() for f in futures):
+            return
+        name, values = self.p["servo_parameters_service"], []
+        for f in futures:
+            try:
+                values += [parameter_value_to_python(v) for v in f.result().values] or [None]  # None: undeclared
+            except Exception as e:  # noqa: BLE001 - report whatever the service call did
+                values.append(None)
+                self.get_logger().error(f"{name} failed: {e!r}")
+        with self._output_lock:
+            if getattr(self, "_servo_answered", None) is futures:  # both callbacks saw both done
+                return
+            self._servo_answered = futures
+        self._use_servo_settings(*values[:2], name, (topics.SERVO_COMMAND_IN_TYPE, topics.SERVO_SCALE_LINEAR))
+
+    def _use_servo_settings(self, in_type, scale, source: str, names):
+        try:
+            gain = servo_linear_gain(in_type, scale, names)
+        except SafetyConfigError as e:
+            with self._output_lock:
+                self.servo_gain, self.servo_problem = None, f"{e} (from {source})"
+            self.get_logger().error(f"MoveIt Servo's units unknown: {self.servo_problem}; the output stays zero and "
+                                    f"activate is refused")
+            return
+        settings = in_type + (f", scale.linear {scale:g} m/s per unit" if in_type == "unitless" else "")
+        with self._output_lock:
+            self.servo_gain, self.servo_problem = gain, ""
+            self.servo_settings = f"{settings} (from {source})"
+        self.get_logger().info(f"MoveIt Servo takes {self.servo_settings}: m/s are sent x {gain:g}")
+        if in_type == "unitless" and self.limits.max_speed > scale:
+            self.get_logger().warning(f"max_speed {self.limits.max_speed:g} m/s is more than one unit of Servo's "
+                                      f"scale.linear ({scale:g} m/s): Servo may not reach it")
 
     def _setup_servo_switch(self):
         name = self.p["servo_switch_service"]

@@ -76,21 +76,48 @@ def node_main(node_class, num_threads: int = 1):
     return main
 
 
-def declare_config(node, config_class, ns: str = "", **given):
+def declare_config(node, config_class, ns: str = "", read_only: bool = True, **given):
     """Declare the settings of ``config_class`` (its ``core.config.knob`` fields) on ``node`` as parameters
     ``<ns><name>`` with their defaults and descriptions, and return the typed config built from their values
     (``given`` fills the fields that are not settings). An invalid value raises ``ValueError`` in the one format
-    "parameter <ns><name>: must be ..., got ..."."""
+    "parameter <ns><name>: must be ..., got ...". Read-only unless the node applies sets itself (see
+    ``ros.params.declare_all`` and ``config_setter``)."""
     from rcl_interfaces.msg import ParameterDescriptor  # noqa: PLC0415
 
     values = {}
     for name, (default, description) in knobs(config_class).items():
-        node.declare_parameter(ns + name, default, ParameterDescriptor(description=description))
+        node.declare_parameter(ns + name, default, ParameterDescriptor(description=description, read_only=read_only))
         values[name] = node.get_parameter(ns + name).value
     try:
         return config_class(**values, **given)
     except ConfigError as e:
         raise ValueError(f"parameter {ns}{e}") from None
+
+
+def config_setter(config_getter, apply, ns: str = ""):
+    """A set-parameters callback (``node.add_on_set_parameters_callback``) for a config declared writable with
+    ``declare_config(..., read_only=False)``: the settings in a set are checked by rebuilding the config with
+    them (``dataclasses.replace``: its ``__post_init__`` is the one check), a bad value is refused with the
+    ``ConfigError`` text ("parameter max_speed: must be > 0, got -1.0") and a good config is handed to
+    ``apply(config, changed names)`` at once. Other parameters (``use_sim_time``) pass through to ROS."""
+    import dataclasses  # noqa: PLC0415
+
+    from rcl_interfaces.msg import SetParametersResult  # noqa: PLC0415
+
+    def on_set(params):
+        config = config_getter()
+        names = set(knobs(type(config)))
+        changes = {p.name[len(ns):]: p.value for p in params
+                   if p.name.startswith(ns) and p.name[len(ns):] in names}
+        if not changes:
+            return SetParametersResult(successful=True)
+        try:
+            new = dataclasses.replace(config, **changes)
+        except ConfigError as e:
+            return SetParametersResult(successful=False, reason=f"parameter {e.within(ns)}")
+        apply(new, sorted(changes))
+        return SetParametersResult(successful=True)
+    return on_set
 
 
 def transition(method):

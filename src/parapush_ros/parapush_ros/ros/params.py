@@ -101,6 +101,14 @@ COMMANDER_IO = {  # the commander's interfaces; its limits are SafetyConfig's se
     "switch_command_type": Param(True, "servo output: call the Servo switch_command_type service (TWIST) at "
                                        "start"),
     "servo_switch_service": Param("/servo_node/switch_command_type", "MoveIt Servo's ServoCommandType service"),
+    "servo_parameters_service": Param("/servo_node/get_parameters", "servo output: MoveIt Servo's GetParameters "
+                                      "service, asked at configure for moveit_servo.command_in_type and "
+                                      "moveit_servo.scale.linear; empty = do not ask, servo_command_in_type says it"),
+    "servo_command_in_type": Param("speed_units", "servo output where Servo's parameters do not answer (the "
+                                                  "simulation) or are not asked: speed_units (m/s; what mujoco_sim "
+                                                  "takes) | unitless (fractions of servo_scale_linear)"),
+    "servo_scale_linear": Param(0.0, "servo output, servo_command_in_type unitless: Servo's scale.linear (m/s per "
+                                     "unit); 0 = unknown (activate is refused)"),
     "gripper_enabled": Param(True, "close the gripper on the pusher at start (control_msgs GripperCommand)"),
     "gripper_action": Param("/robotiq_gripper_controller/gripper_cmd", "GripperCommand action name"),
     "gripper_close_position": Param(0.7929, "gripper command position to close on the pusher (Robotiq: knuckle "
@@ -174,11 +182,14 @@ def _planner_params() -> dict:
 PLANNER = _planner_params()
 
 
-def declare_all(node, spec: dict) -> dict:
-    """Declare every parameter of ``spec`` on ``node`` and return their current values by name."""
+def declare_all(node, spec: dict, read_only: bool = True) -> dict:
+    """Declare every parameter of ``spec`` on ``node`` and return their current values by name. Read-only by
+    default: a node reads its parameters once, so a set at run time would report success and change nothing;
+    ROS refuses it instead ("Trying to set a read-only parameter: <name>"). A node that applies sets passes
+    ``read_only=False`` and checks them in its own set callback."""
     from rcl_interfaces.msg import ParameterDescriptor  # noqa: PLC0415
     values = {}
     for name, p in spec.items():
-        node.declare_parameter(name, p.default, ParameterDescriptor(description=p.description))
+        node.declare_parameter(name, p.default, ParameterDescriptor(description=p.description, read_only=read_only))
         values[name] = node.get_parameter(name).value
     return values

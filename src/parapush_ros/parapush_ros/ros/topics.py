@@ -6,6 +6,7 @@ Every node exposes its names as parameters too where a robot may need other ones
 SCENE_STATE = "scene_state"  # parapush_msgs/SceneState, mocap_ingest -> planner (reliable)
 GOAL_POSE = "/goal_pose"  # geometry_msgs/PoseStamped from RViz "2D Goal Pose" (global name, as RViz publishes it)
 PUSHER_CMD = "pusher_cmd"  # geometry_msgs/TwistStamped, planner -> velocity_commander, table frame
+PUSHER_CMD_TELEOP = "pusher_cmd_teleop"  # TwistStamped, teleop -> velocity_commander (priority over pusher_cmd)
 PLAN_PATH = "plan/path"  # nav_msgs/Path of the planned target-object path
 PLAN_MARKERS = "plan/markers"  # visualization_msgs/MarkerArray of the plan, scene, goal
 PLAN = "plan"  # parapush_msgs/PushPlan, the latest plan
@@ -14,6 +15,9 @@ PREDICT_SERVICE = "predict_trajectory"  # parapush_msgs/srv/PredictTrajectory
 PUSH_ACTION = "push_object"  # parapush_msgs/action/PushObject
 SERVO_TWIST = "/servo_node/delta_twist_cmds"  # MoveIt Servo input (geometry_msgs/TwistStamped)
 SERVO_SWITCH_COMMAND_TYPE = "/servo_node/switch_command_type"  # moveit_msgs/srv/ServoCommandType
+SERVO_GET_PARAMETERS = "/servo_node/get_parameters"  # rcl_interfaces/srv/GetParameters of MoveIt Servo's node
+SERVO_COMMAND_IN_TYPE = "moveit_servo.command_in_type"  # Servo's parameter: unitless (its default) | speed_units
+SERVO_SCALE_LINEAR = "moveit_servo.scale.linear"  # Servo's parameter: m/s per unit of a unitless twist
 FORWARD_VELOCITY_COMMANDS = "/forward_velocity_controller/commands"  # std_msgs/Float64MultiArray (ros2_control)
 GRIPPER_ACTION = "/robotiq_gripper_controller/gripper_cmd"  # control_msgs/action/GripperCommand
 DIAGNOSTICS = "/diagnostics"  # diagnostic_msgs/DiagnosticArray

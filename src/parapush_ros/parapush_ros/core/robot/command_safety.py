@@ -6,12 +6,19 @@
 2. watchdog: no command received within ``command_timeout`` -> zeros (immediately, every period: a ros2_control
    forward velocity controller would otherwise hold the last command forever); when the last command was
    itself zero (the planner stopped the pusher and went quiet, as it does after every push) the status is
-   ``idle`` rather than ``watchdog``: same zeros, but not a fault;
+   ``idle`` rather than ``watchdog``: same zeros, but not a fault. A clock that goes back (a /clock restart, an
+   NTP step of the system clock) makes every age measured before it meaningless: the command, the pusher state
+   and the teleop priority held are discarded and the next period is a zero (status ``clock jump``); a jump
+   forward ages them past their timeouts (stale, so zeros), and the acceleration limit never counts more than
+   ``command_timeout`` of elapsed time;
 3. workspace enforcement needs the pusher position: no valid pusher state within ``state_timeout`` -> zeros;
 4. the command is limited to ``max_speed`` (direction kept), then to ``max_acceleration`` relative to the last
    output, then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
    ``workspace_margin`` of clearance: the speed toward a boundary may be at most
    ``(clearance - margin) / braking_horizon`` (zero inside the margin; moving away is always allowed).
+
+Arbitration (``command(..., source=)``): a ``teleop`` command takes priority over the planner's for
+``teleop_timeout`` after the last one (twist_mux style): planner commands are refused meanwhile.
 
 All velocities are planar (vx, vy) in m/s in the table frame; times are seconds on one clock.
 """
@@ -40,11 +47,14 @@ class SafetyConfig:
     workspace_margin: float = knob(0.01, "clearance kept between the pusher and table edges / obstacles (m)")
     braking_horizon: float = knob(0.2, "speed toward a boundary is limited to (clearance - margin) / this (s)")
     enforce_workspace: bool = knob(True, "keep the pusher on the table and clear of obstacles (needs scene_state)")
+    teleop_timeout: float = knob(0.5, "pusher_cmd_teleop has priority over the planner's pusher_cmd until this long "
+                                      "after its last message (s)")
     table_yaw_in_output_frame: float = knob(0.0, "yaw of the table frame in the output frame (rad): output "
                                                  "velocities are rotated by it")
 
     def __post_init__(self):
-        for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon"):
+        for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon",
+                     "teleop_timeout"):
             v = getattr(self, name)
             if not (finite(v) and v > 0.0):
                 raise SafetyConfigError(name, f"must be > 0, got {v!r}")
@@ -109,7 +119,7 @@ class Workspace:
 class SafetyOutput:
     vx: float
     vy: float
-    status: str  # "ok", "limited", "estop", "watchdog", "idle", "waiting for command", "no pusher state"
+    status: str  # "ok", "limited", "estop", "watchdog", "clock jump", "idle", "waiting for command", "no pusher state"
     detail: str = ""  # what limited the command / why it is zero
 
     @property
@@ -127,18 +137,42 @@ class CommandSafety:
         self._pusher = None  # (t, position)
         self._prev = np.zeros(2)
         self._prev_t = None
+        self._teleop_t = None  # when the last teleop command came
+        self._latest = None  # the latest time seen on any input or step (a time before it: the clock went back)
+        self._jump = ""  # why the next period is a zero: the clock jumped back
+        self.source = ""  # who sent the command held: planner | teleop
         self.estopped = False
         self.estop_reason = ""
 
     # --- inputs
-    def command(self, t: float, vx: float, vy: float) -> str | None:
-        """Record a command received at ``t``; returns a reason when it is rejected (non-finite)."""
+    def _clock(self, t: float) -> float:
+        """Every time read goes through here: a time before the latest one means the clock jumped back."""
+        t = float(t)
+        if self._latest is not None and t < self._latest:
+            self._jump = (f"clock jumped back {self._latest - t:.3f} s (from {self._latest:.3f} to {t:.3f} s): "
+                          f"the command and pusher state held were discarded")
+            self._cmd = self._pusher = self._teleop_t = self._prev_t = None
+            self._stop()
+        self._latest = t
+        return t
+
+    def command(self, t: float, vx: float, vy: float, source: str = "planner") -> str | None:
+        """Record a command from ``source`` (planner | teleop) received at ``t``; returns a reason when it is
+        rejected (non-finite, or a planner command while teleop has priority)."""
+        t = self._clock(t)
         if not (math.isfinite(vx) and math.isfinite(vy)):
             return f"non-finite command ({vx}, {vy}) rejected"
-        self._cmd = (float(t), np.array([vx, vy], dtype=float))
+        if source == "teleop":
+            self._teleop_t = t
+        elif self._teleop_t is not None and t - self._teleop_t <= self.cfg.teleop_timeout:
+            return (f"planner command ignored: teleop has priority (its last command {t - self._teleop_t:.3f} s "
+                    f"ago, teleop_timeout {self.cfg.teleop_timeout:g} s)")
+        self._cmd = (t, np.array([vx, vy], dtype=float))
+        self.source = source
         return None
 
     def pusher_state(self, t: float, x: float, y: float, valid: bool):
+        t = self._clock(t)
         if valid and math.isfinite(x) and math.isfinite(y):
             self._pusher = (float(t), np.array([x, y], dtype=float))
         else:
@@ -168,7 +202,9 @@ class CommandSafety:
 
     # --- output
     def step(self, t: float) -> SafetyOutput:
-        dt = 0.0 if self._prev_t is None else max(0.0, t - self._prev_t)
+        t = self._clock(t)
+        # a gap longer than the watchdog's (a clock jump forward, a stalled host) buys no larger velocity step
+        dt = 0.0 if self._prev_t is None else min(max(0.0, t - self._prev_t), self.cfg.command_timeout)
         self._prev_t = t
         out = self._step(t, dt)
         self._prev = np.array([out.vx, out.vy])
@@ -178,10 +214,13 @@ class CommandSafety:
         c = self.cfg
         if self.estopped:
             return SafetyOutput(0.0, 0.0, "estop", self.estop_reason)
+        if self._jump:
+            detail, self._jump = self._jump, ""
+            return SafetyOutput(0.0, 0.0, "clock jump", detail)
         if self._cmd is None:
             return SafetyOutput(0.0, 0.0, "waiting for command")
         age = t - self._cmd[0]
-        if age > c.command_timeout:
+        if not 0.0 <= age <= c.command_timeout:  # negative: cannot happen past _clock, but never counts as fresh
             if not np.any(self._cmd[1]) and not np.any(self._prev):
                 return SafetyOutput(0.0, 0.0, "idle", f"last command was zero, none for {age:.3f} s")
             return SafetyOutput(0.0, 0.0, "watchdog",
@@ -190,7 +229,7 @@ class CommandSafety:
             if self._pusher is None:
                 return SafetyOutput(0.0, 0.0, "no pusher state", "pusher position unknown or tracking invalid")
             state_age = t - self._pusher[0]
-            if state_age > c.state_timeout:
+            if not 0.0 <= state_age <= c.state_timeout:
                 return SafetyOutput(0.0, 0.0, "no pusher state",
                                     f"pusher state is {state_age:.3f} s old (state_timeout {c.state_timeout:g} s)")
         v = self._cmd[1].copy()
@@ -255,3 +294,21 @@ def joint_matrix(values) -> np.ndarray:
         raise SafetyConfigError("joint_matrix", f"{m.tolist()} is singular")
     return m
 
+
+
+SERVO_COMMAND_TYPES = ("speed_units", "unitless")
+
+
+def servo_linear_gain(command_in_type, scale_linear, names=("command_in_type", "scale.linear")) -> float:
+    """What one m/s is in MoveIt Servo's twist input: 1 in ``speed_units``; ``1 / scale.linear`` in ``unitless``,
+    where a twist component is a fraction of ``scale.linear`` m/s (Servo's default, so a stock configuration would
+    move the arm at another speed than the one planned). ``names`` spell the two settings in the error, which
+    names the one that leaves the speed unknown."""
+    if command_in_type == "speed_units":
+        return 1.0
+    if command_in_type != "unitless":
+        raise SafetyConfigError(names[0], f"must be one of {', '.join(SERVO_COMMAND_TYPES)}, got {command_in_type!r}")
+    if not (finite(scale_linear) and scale_linear > 0.0):
+        raise SafetyConfigError(names[1], f"must be > 0 (m/s per unit) when {names[0]} is unitless, got "
+                                          f"{scale_linear!r}")
+    return 1.0 / float(scale_linear)

@@ -19,6 +19,7 @@ launch then ends with a non-zero status.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -383,7 +384,8 @@ def _launch_actions(context, mode: str) -> list:
         node_actions = _lifecycle_actions(kwargs) if s.lifecycle else [Node(**kwargs)]
         actions += node_actions
         node = next(a for a in node_actions if getattr(a, "node_executable", None) == s.executable)
-        actions.append(RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_failed_node_ends_launch)))
+        actions.append(RegisterEventHandler(OnProcessExit(
+            target_action=node, on_exit=functools.partial(_failed_node_ends_launch, s.name))))
     actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name="mocap_to_table_tf",
                         output="screen", arguments=mocap_static_transform_arguments(mode, arguments, share),
                         parameters=[{"use_sim_time": use_sim_time}]))
@@ -406,7 +408,7 @@ def _rviz_installed() -> bool:
     return True
 
 
-def _failed_node_ends_launch(event, context):
+def _failed_node_ends_launch(name, event, context):
     """A parapush node that exits with an error (a parameter it cannot take, a crash) ends the whole launch with a
     non-zero status: ``ros2 launch`` returns 1 when an action raises. A node that exits 0 (after Ctrl-C) does not."""
     from launch.actions import OpaqueFunction  # noqa: PLC0415
@@ -414,8 +416,8 @@ def _failed_node_ends_launch(event, context):
         return None
 
     def fail(_context):
-        raise RuntimeError(f"{event.action.node_name.lstrip('/')} exited with status {event.returncode} (its "
-                           f"last lines above say why); stopping the launch")
+        raise RuntimeError(f"{name} exited with status {event.returncode} (its last lines above say why); stopping "
+                           f"the launch")
     return [OpaqueFunction(function=fail)]
 
 

@@ -168,6 +168,20 @@ def _arm_input(node):
     return rec
 
 
+def _send_readme_goal(lt: Launch, node):
+    """The README's goal through the planner's action, once the launch's planner is active; its goal handle."""
+    from parapush_msgs.action import PushObject
+    from parapush_ros.ros import topics
+    from rclpy.action import ActionClient
+
+    client = ActionClient(node, PushObject, topics.PUSH_ACTION)
+    lt.wait_output(r"\[mpc_planner\]: active")
+    wait_for(client.server_is_ready, timeout=START_TIMEOUT, interval=0.1, what="the push_object action server")
+    goal = PushObject.Goal(target_object="slider", goal_x=0.25, goal_y=0.0, position_tolerance=0.05,
+                           yaw_tolerance=-1.0)
+    return wait_future(client.send_goal_async(goal), timeout=60.0, what="the goal's answer")
+
+
 def _speed(msg) -> float:
     return abs(msg.twist.linear.x) + abs(msg.twist.linear.y) + abs(msg.twist.angular.z)
 
@@ -176,21 +190,12 @@ def test_ctrl_c_mid_push_leaves_the_arm_at_zero_and_every_node_exits_0(launch, r
     """SIGINT to the launch's process group (Ctrl-C in its terminal) while the arm moves: the last twist on the
     arm's input is zero and every process finishes cleanly."""
     import rclpy
-    from parapush_msgs.action import PushObject
     from parapush_ros import bringup
-    from parapush_ros.ros import topics
-    from rclpy.action import ActionClient
 
     lt = launch("sim")
     node = ros_executor.add(rclpy.create_node("launch_sigint_watch"))
     arm = _arm_input(node)
-    client = ActionClient(node, PushObject, topics.PUSH_ACTION)
-    lt.wait_output(r"\[mpc_planner\]: active")
-    wait_for(client.server_is_ready, timeout=START_TIMEOUT, interval=0.1, what="the push_object action server")
-    goal = PushObject.Goal(target_object="slider", goal_x=0.25, goal_y=0.0, position_tolerance=0.05,
-                           yaw_tolerance=-1.0)
-    handle = wait_future(client.send_goal_async(goal), timeout=60.0, what="the goal's acceptance")
-    assert handle.accepted
+    assert _send_readme_goal(lt, node).accepted
     wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
              what="the arm to move")
     assert lt.interrupt() == 0, lt.output()[-3000:]
@@ -224,17 +229,10 @@ def test_readme_first_push_succeeds_under_ros2_launch(launch, tmp_path):
 def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launch, ros_executor):
     import rclpy
     from parapush_msgs.action import PushObject
-    from parapush_ros.ros import topics
-    from rclpy.action import ActionClient
 
     lt = launch("robot")
     node = ros_executor.add(rclpy.create_node("launch_robot_client"))
-    client = ActionClient(node, PushObject, topics.PUSH_ACTION)
-    lt.wait_output(r"\[mpc_planner\]: active")
-    wait_for(client.server_is_ready, timeout=START_TIMEOUT, interval=0.1, what="the push_object action server")
-    goal = PushObject.Goal(target_object="slider", goal_x=0.25, goal_y=0.0, position_tolerance=0.05,
-                           yaw_tolerance=-1.0)
-    handle = wait_future(client.send_goal_async(goal), timeout=60.0, what="the goal's answer")
+    handle = _send_readme_goal(lt, node)
     if handle.accepted:
         result = wait_future(handle.get_result_async(), timeout=60.0, what="the goal's result").result
         assert result.outcome != PushObject.Result.REACHED

@@ -278,3 +278,38 @@ def test_a_plan_with_a_non_finite_variance_fails_the_push_with_the_pusher_stoppe
     res = PushSession(planner, io, planner.task.goal, SessionConfig()).run()
     assert res.outcome is Outcome.FAILED and "non-finite predicted states or variance" in res.reason, res.reason
     assert not io.executed or all(np.all(u == 0.0) for _, _, u in io.executed)
+
+
+# ------------------------------------------------------------------------------------------------ clocks (issue 28)
+EPOCH_NS = 1_750_000_000_000_000_000  # 1.75e9 s: a Unix-epoch clock, where a float resolves only 2.4e-7 s
+EPOCHS = [EPOCH_NS, EPOCH_NS + 123_456_789, *np.random.default_rng(28).integers(0, 10**17, 4).tolist()]
+
+
+def epoch_run(realtime, dt, epoch_ns, max_actions=6):
+    config = PlannerConfig.from_values(dict(model="coarse", samples=8, iterations=2, control_duration=dt, seed=3))
+    scene, planner, world, io = setup(realtime=realtime, config=config, epoch_ns=epoch_ns,
+                                      extra_latency=lambda k: 0.3 * dt)
+    far = replace(planner.task.goal, position=(0.45, 0.0))  # never reached: the push times out
+    return PushSession(planner, io, far, SessionConfig(realtime=realtime, max_actions=max_actions)).run(), io
+
+
+@pytest.mark.parametrize("realtime", [True, False])
+@pytest.mark.parametrize("dt", [0.1, 0.2])
+def test_periods_are_counted_exactly_at_epoch_scale_start_times(realtime, dt):
+    """At 1.75e9 s a float resolves 2.4e-7 s, so ``ceil((t - t0) / dt - 1e-9)`` counted k + 1 periods for about
+    40 % of start times with 0.1 s and 0.2 s controls. On an epoch-scale clock the push runs exactly as it does at
+    time 0: the same number of executed controls, the same controls, every switch exactly k periods after the
+    first plan."""
+    ref, ref_io = epoch_run(realtime, dt, 0)
+    dt_ns = round(dt * 1e9)
+    assert ref.outcome is Outcome.TIMEOUT and ref.actions == 6 == len(ref.controls)
+    for epoch in EPOCHS:
+        res, io = epoch_run(realtime, dt, epoch)
+        assert (res.outcome, res.actions, len(res.controls)) == (Outcome.TIMEOUT, 6, 6), (epoch, res.reason)
+        assert np.array_equal(np.array(res.controls), np.array(ref.controls))
+        starts = [r.start_ns - epoch for r in res.plans]
+        assert starts == [r.start_ns for r in ref.plans]
+        if realtime:  # plan k's first control starts exactly k periods after the first plan's
+            assert all(s - starts[0] == k * dt_ns for k, s in enumerate(starts))
+        assert [(a, b) for a, b, _ in io.executed] == [(a, b) for a, b, _ in ref_io.executed]
+        assert [late for late in (r.late for r in res.plans)] == [0.0] * len(res.plans)

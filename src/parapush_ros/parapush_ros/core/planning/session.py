@@ -296,6 +296,8 @@ class PushSession:
         self.origin_ns = 0  # the session clock (ns) at the start: every schedule's times are relative to it
         self._last_ns: int | None = None  # the previous clock reading (jump detection)
         self._jump: tuple | None = None  # (why, clock ns after it, stamp then) until a state measured after it
+        self._jumps = 0  # clock jumps seen so far
+        self._steady_ns = 0  # ns the session clock ran between readings, its jumps left out (how waits count)
         self._penetration_cache = (None, "")
         self._warned_projection = False
         self._stop_event = threading.Event()
@@ -361,7 +363,8 @@ class PushSession:
             self._hold(start + dt_ns)
             self.planner.commit()  # an interrupted control counts: the pusher has moved
             if not self._observe().problem:
-                self._wait_for(lambda: (io.observe().stamp_ns or 0) >= start + dt_ns, self.config.state_timeout,
+                self._wait_for(lambda: self._jump is not None or (io.observe().stamp_ns or 0) >= start + dt_ns,
+                               self.config.state_timeout,
                                "no scene state measured after the control ended; planning from the newest one "
                                "(are scene_state stamps on the planner's clock?)")
             self._judge(self.result.actions + 1)
@@ -405,6 +408,8 @@ class PushSession:
                 lead = min(max(1, math.ceil(latency / dt - LATE_TOLERANCE)),
                            max(1, self.planner.config.sampling.horizon - 1))
                 arrival = self._now_ns()
+                if self._jump is not None:  # the clock jumped while planning: this plan's times are on the old one
+                    break
                 late_ns = max(0, arrival - switch)
                 previous = active.settled() if arrival >= self._abs_ns(active.takeover) else active
                 schedule = self._schedule(switch, plan.controls, previous, takeover=max(switch, arrival))
@@ -439,9 +444,13 @@ class PushSession:
         if last is not None:
             if now < last:
                 self._jump = (f"clock jumped back by {(last - now) * 1e-9:.3f} s", now, _UNSET)
+                self._jumps += 1
             elif now - last > seconds_to_ns(self.config.max_clock_jump):
                 self._jump = (f"clock jumped forward by {(now - last) * 1e-9:.3f} s (max_clock_jump "
                               f"{self.config.max_clock_jump:g} s)", now, _UNSET)
+                self._jumps += 1
+            else:
+                self._steady_ns += now - last
         return now
 
     def _rel(self, t_ns: int) -> float:
@@ -463,18 +472,20 @@ class PushSession:
         ``max_start_penetration``."""
         obs = self.io.observe()
         now = self._now_ns()
-        if obs.problem:
-            return obs
         problem = ""
         if self._jump is not None:
             why, after, stale = self._jump
-            if stale is _UNSET:  # the observation in hand when the jump was seen was measured before it
-                stale = obs.stamp_ns
+            if stale is _UNSET:  # the observation in hand when the jump was seen was measured before it (even one
+                stale = obs.stamp_ns  # with a problem of its own: a dropout during the jump)
                 self._jump = (why, after, stale)
+            if obs.problem:
+                return obs
             if obs.stamp_ns is not None and obs.stamp_ns != stale and after <= obs.stamp_ns <= now:
                 self._jump = None  # a state measured after the jump (not ahead of the clock): usable again
             else:
                 problem = f"{why}: waiting for a scene state measured after it"
+        if obs.problem:
+            return obs
         if not problem and obs.stamp_ns is not None:
             offset = (now - obs.stamp_ns) * 1e-9
             if abs(offset) > self.config.max_clock_offset:
@@ -595,10 +606,25 @@ class PushSession:
             self.monitor = OutcomeMonitor(self.planner.scene, goal, self.monitor.max_actions)
 
     def _wait_for(self, condition, seconds: float, warning: str = "") -> bool:
-        """Let up to ``seconds`` pass until ``condition()``; stops end the wait (and the push)."""
+        """Let up to ``seconds`` pass until ``condition()``; stops end the wait (and the push). The seconds are
+        counted on the session clock without its jumps: an end computed before a jump back would come that much
+        later (never, after a /clock reset to 0 that stays there), one before a jump forward at once. A wait cut
+        short by a jump goes on for what is left; one that ends with the clock stood still (a /clock that died:
+        ``PushIO.wait_ns`` gives up) ends here too."""
         io = self.io
-        if not condition():
-            io.wait_ns(self._now_ns() + seconds_to_ns(seconds), lambda: self.stopping or condition())
+        self._now_ns()
+        end = self._steady_ns + seconds_to_ns(seconds)
+        while not self.stopping and not condition() and self._steady_ns < end:
+            jumps, before = self._jumps, self._steady_ns
+
+            def wake() -> bool:
+                self._now_ns()  # notices a jump
+                return self.stopping or self._jumps != jumps or condition()
+
+            io.wait_ns(self._now_ns() + end - self._steady_ns, wake)
+            self._now_ns()
+            if self._jumps == jumps and self._steady_ns == before:
+                break  # no time passed, no jump: the clock stands still
         self._check_stop()
         ok = bool(condition())
         if not ok and warning:

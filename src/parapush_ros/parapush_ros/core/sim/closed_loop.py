@@ -34,11 +34,17 @@ class WorldIO:
     (time, fn) called once the world's time reaches ``time`` (a cancel, a pre-emption). ``epoch_ns``: the session
     clock's reading at world time 0 (e.g. 1.75e18 ns, a Unix-epoch clock); dropouts, events, ``executed`` and
     ``statuses`` are in world time (s since it), ``now()``, ``now_ns()`` and observation stamps on the session clock.
-    ``clock_jumps``: (world time, ns) steps of the session clock (a /clock reset, a system-clock step)."""
+    ``clock_jumps``: (world time, ns) steps of the session clock (a /clock reset, a system-clock step): a wait ends
+    at a jump (its end was on the old clock); the waiting side is asked to wake one world step before and after it.
+    ``stamp_offset_ns``: added to every observation stamp (a mocap host whose clock is off the planner's).
+    ``observation_bias``: (D,) added to every observation (a mocap calibration error)."""
 
     def __init__(self, world: SimWorld, charge_planning: bool = False, plan_clock=time.perf_counter,
-                 extra_latency=None, dropouts=(), events=(), epoch_ns: int = 0, clock_jumps=()):
+                 extra_latency=None, dropouts=(), events=(), epoch_ns: int = 0, clock_jumps=(),
+                 stamp_offset_ns: int = 0, observation_bias=None):
         self.world = world
+        self.stamp_offset_ns = int(stamp_offset_ns)
+        self.observation_bias = None if observation_bias is None else np.asarray(observation_bias, dtype=float)
         self.epoch_ns = int(epoch_ns)
         self.clock_jumps = [(float(t), int(ns)) for t, ns in clock_jumps]
         self.charge_planning = charge_planning
@@ -79,13 +85,20 @@ class WorldIO:
         """The world step at which the session clock (after the jumps passed so far) reads ``t_ns``."""
         return int(round((t_ns - self._clock_ns(self.step) + self.step * self.ts_ns) / self.ts_ns))
 
+    def _ahead_ns(self, step: int) -> int:
+        """The session clock at a later ``step`` as it runs now, without the jumps on the way: a jump takes
+        effect at its step, so the time up to it is on the clock before it."""
+        return self.now_ns() + (step - self.step) * self.ts_ns
+
     def observe(self) -> Observation:
         if self._obs_step != self.step:  # drawn once per world instant: the noise sequence follows the pushes
             self._obs, self._obs_step = self.world.observe(), self.step
+            if self.observation_bias is not None:
+                self._obs = self._obs + self.observation_bias
             self.observed.append(self._obs)
         t = self.time()
         lost = any(a - EPS <= t < b - EPS for a, b in self.dropouts)
-        return Observation(self._obs, self._clock_ns(self._obs_step),
+        return Observation(self._obs, self._clock_ns(self._obs_step) + self.stamp_offset_ns,
                            "tracking lost (simulated dropout)" if lost else "")
 
     def execute(self, schedule: ControlSchedule | None):
@@ -93,24 +106,31 @@ class WorldIO:
 
     def wait(self, until: float, wake=lambda: False):
         """``wait_ns`` in world time (s)."""
-        self.wait_ns(self._clock_ns(int(round(until / self.ts))), wake)
+        self._wait_steps(int(round(until / self.ts)), wake)
 
     def wait_ns(self, until_ns: int, wake=lambda: False):
-        target = self._step_of(until_ns)
+        self._wait_steps(self._step_of(until_ns), wake)
+
+    def _wait_steps(self, target: int, wake):
+        """Run the world up to step ``target``, or until ``wake()``, or up to a clock jump (the wait's end was on
+        the clock before it: the caller reads the new one)."""
         while self.step < target and not wake():
             marks = [e[0] for e in self.events] + [t for w in self.dropouts for t in w] + [
                 t for t, _ in self.clock_jumps]
             steps = [int(round(m / self.ts)) for m in marks]
+            # the last instant before a jump (a robot's loop reads its clock every few ms) and the first state
+            # measured after it
+            steps += [int(round(t / self.ts)) + d for t, _ in self.clock_jumps for d in (-1, 1)]
             if self.schedule is not None:
                 sched = self.schedule
                 steps += [self._step_of(sched.origin_ns + round(b * 1e9)) for b in sched.breakpoints(
-                    sched.relative(self.now_ns()), sched.relative(self._clock_ns(target)))]
+                    sched.relative(self.now_ns()), sched.relative(self._ahead_ns(target)))]
             jumps = self._jumps_passed()
             self._advance(min([target] + [s for s in steps if s > self.step]))
             while self.events and self.events[0][0] <= self.time() + EPS:
                 self.events.pop(0)[1]()
             if self._jumps_passed() != jumps:
-                return  # the clock jumped: the wait's end was on the old clock; the caller reads the new one
+                return
 
     def _jumps_passed(self) -> int:
         return sum(int(round(t / self.ts)) <= self.step for t, _ in self.clock_jumps)
@@ -126,11 +146,14 @@ class WorldIO:
     def _advance(self, target: int):
         if self.schedule is not None:
             sched = self.schedule
-            rel = [sched.relative(self._clock_ns(s)) for s in (self.step, target)]
+            # on the clock as it runs now: a jump at ``target`` (the wait stops there) does not move this stretch
+            rel = [sched.relative(self._ahead_ns(s)) for s in (self.step, target)]
             pieces = [(self._step_of(sched.origin_ns + round(a * 1e9)), self._step_of(sched.origin_ns + round(b * 1e9)),
                        u) for a, b, u in sched.segments(*rel)]
         else:
-            pieces = [(self.step, target, np.zeros(2))]
+            pieces = []
+        pieces.append((self.step, target, np.zeros(2) if self.schedule is None else self.schedule.at_ns(
+            self._ahead_ns(target - 1))))  # whatever rounding left uncovered: the world always reaches ``target``
         for _, b, u in pieces:
             n = min(b, target) - self.step
             if n < 1:

@@ -468,3 +468,61 @@ def test_an_unconfigured_or_inactive_planner_publishes_nothing_and_refuses_goals
             assert zero(last) and last_stamp <= deactivated + 1e-9  # one zero, then silent (no stop_hold zeros)
         finally:
             h.close()
+
+
+def test_stop_is_final_no_command_tick_publishes_after_the_stops_zero(harness):
+    """Issue 28: the command timer runs in its own callback group while cancels, pre-emptions and deactivation run
+    on other threads; a tick that read the moving schedule just before a stop must not publish it after the stop's
+    zero. Each of many rounds runs a tick whose publication of the moving command starts the stop (a cancel, as
+    ``_on_cancel`` does it) on another thread and lets it run first if it can (a bounded join: before the fix it
+    always can, and its zero went out before the tick's command; with the fix the stop waits for the tick, whatever
+    the host's speed). The last command published must always be the stop's zero."""
+    from parapush_ros.core.planning.outcome import Outcome
+    from parapush_ros.core.planning.session import ControlSchedule, PushSession
+
+    h, planner = harness
+    h.publish_static(h.scene.initial_state())  # a valid state: the timer sends the schedule
+    wait_for(lambda: not planner._state_problem(), timeout=30.0, what="a valid scene state")
+    if True:
+        published, lock, stops = [], threading.Lock(), []
+        publish = planner.cmd_pub.publish
+
+        def recorded(msg):  # the order of publication, as the publisher saw it
+            u = (msg.twist.linear.x, msg.twist.linear.y)
+            if u != (0.0, 0.0) and stops:
+                stop = stops.pop()
+                stop.start()
+                stop.join(0.2)  # the stop runs now, unless the tick holds what it needs
+            with lock:
+                published.append(u)
+            publish(msg)
+
+        planner.cmd_pub.publish = recorded
+        late = 0
+        try:
+            for _ in range(30):
+                session = PushSession(planner.planner, planner.io, planner.planner.task.goal)
+                planner.arbiter.current = session  # a push running: the timer sends its schedule
+                planner.io.execute(ControlSchedule(0.0, 1e6, [[0.05, 0.0]],
+                                                   origin_ns=planner.get_clock().now().nanoseconds))
+
+                def cancel():
+                    session.stop(Outcome.ABORTED, "cancelled by the client")
+                    planner._send_zero()
+
+                stop = threading.Thread(target=cancel)
+                stops.append(stop)
+                tick = threading.Thread(target=planner._on_timer)
+                tick.start()
+                tick.join()
+                if stops:  # the tick sent zero (the state went stale meanwhile): no race this round
+                    stops.clear()
+                    cancel()
+                else:
+                    stop.join()
+                with lock:
+                    late += published[-1] != (0.0, 0.0)
+                planner.arbiter.current = None
+        finally:
+            planner.cmd_pub.publish = publish
+        assert late == 0, f"{late} of 30 stops were followed by a non-zero command"

@@ -95,8 +95,11 @@ class NodeIO:
     def __init__(self, node: MPCPlannerNode):
         self.node = node
 
+    def now_ns(self) -> int:
+        return self.node.get_clock().now().nanoseconds
+
     def now(self) -> float:
-        return self.node.get_clock().now().nanoseconds * 1e-9
+        return self.now_ns() * 1e-9
 
     plan_clock = now  # planning is timed on the node clock: a deadline is a time on the clock the pusher runs on
 
@@ -104,18 +107,16 @@ class NodeIO:
         return self.node._observation()
 
     def execute(self, schedule: ControlSchedule | None):
-        self.node._schedule = schedule
-        if schedule is None:
-            self.node._publish_twist(np.zeros(2))
+        self.node._set_schedule(schedule)
 
-    def wait(self, until: float, wake):
+    def wait_ns(self, until_ns: int, wake):
         """Poll ``wake`` until it holds or ``until`` passes on the node clock. The node clock is the sim clock under
         use_sim_time, so a slow host (a simulation at any fraction of real time) never cuts a wait short; only a
         clock that stands still for ``CLOCK_STALL_S`` of wall time (a simulation whose /clock died) ends it."""
-        last, last_change = self.now(), time.monotonic()
+        last, last_change = self.now_ns(), time.monotonic()
         while not wake():
-            now = self.now()
-            if now >= until:
+            now = self.now_ns()
+            if now >= until_ns or now < last:  # reached, or the clock jumped back (the push loop says why)
                 return
             if now != last:
                 last, last_change = now, time.monotonic()
@@ -206,6 +207,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.io = NodeIO(self)
         self.arbiter = PushArbiter()  # one push at a time, the newest wins
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
+        # held while a command is chosen and published, and while a stop takes effect: a timer tick that read the
+        # schedule before a stop cannot publish after the stop's zero (issue 28: stop is final)
+        self._cmd_lock = threading.Lock()
+        self._last_tick_ns: int | None = None  # the timer's previous clock reading (a clock stepped back: zero)
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
         self._uncertain_in = None  # the push whose last plan's predicted sigma exceeded uncertainty_threshold
 
@@ -329,8 +334,8 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         with self._lock:
             st = self._state
         if st is None:
-            return Observation(None, -math.inf, problem)
-        return Observation(st[0], st[3].nanoseconds * 1e-9, problem)
+            return Observation(None, None, problem)
+        return Observation(st[0], st[3].nanoseconds, problem)
 
     def _take_seen_states(self) -> np.ndarray:
         """Every valid state received since the last call (the newest alone if none came meanwhile)."""
@@ -379,15 +384,18 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         """The pusher command: what the push loop's schedule says now, zeros while a push runs without one, and
         zeros for ``stop_hold`` after a stop. A stale or invalid state stops the pusher here at once (the push
         loop then pauses or fails)."""
-        now = self.get_clock().now()
-        session, schedule = self.arbiter.current, self._schedule
-        if session is not None:
-            if schedule is not None and (session.stopping or self._state_problem()):
-                self._schedule = schedule = None
-            self._publish_twist(np.zeros(2) if schedule is None else schedule.at(now.nanoseconds * 1e-9))
-            return
-        if self._zero_until is not None and now < self._zero_until:
-            self._publish_twist(np.zeros(2))
+        with self._cmd_lock:
+            now = self.get_clock().now()
+            last, self._last_tick_ns = self._last_tick_ns, now.nanoseconds
+            session, schedule = self.arbiter.current, self._schedule
+            if session is not None:
+                stepped_back = last is not None and now.nanoseconds < last  # the push loop pauses and says why
+                if schedule is not None and (session.stopping or stepped_back or self._state_problem()):
+                    self._schedule = schedule = None
+                self._publish_twist(np.zeros(2) if schedule is None else schedule.at_ns(now.nanoseconds))
+                return
+            if self._zero_until is not None and now < self._zero_until:
+                self._publish_twist(np.zeros(2))
 
     def _publish_twist(self, u):
         u = np.asarray(u, dtype=float)
@@ -404,11 +412,21 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if pub is not None:
             pub.publish(msg)
 
+    def _set_schedule(self, schedule: ControlSchedule | None):
+        """The push loop's schedule for the timer; None: zero at once. Under the command lock, so that the zero of
+        a stop is published after any tick that read the schedule before it."""
+        with self._cmd_lock:
+            self._schedule = schedule
+            if schedule is None:
+                self._publish_twist(np.zeros(2))
+
     def _send_zero(self):
-        """Zero velocity at once, and from the timer for ``stop_hold`` seconds."""
-        self._schedule = None
-        self._zero_until = self.get_clock().now() + Duration(seconds=self.p["stop_hold"])
-        self._publish_twist(np.zeros(2))
+        """Zero velocity at once, and from the timer for ``stop_hold`` seconds (under the command lock: no tick
+        publishes after it what it read before)."""
+        with self._cmd_lock:
+            self._schedule = None
+            self._zero_until = self.get_clock().now() + Duration(seconds=self.p["stop_hold"])
+            self._publish_twist(np.zeros(2))
 
     # ----------------------------------------------------------------------------------------------- the push
     def _goal_of(self, req):
@@ -502,7 +520,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if isinstance(report, DGOCPlanReport):
             return self._publish_dgoc_plan(report)
         plan, goal = report.plan, report.goal
-        header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
+        header = Header(stamp=Time(nanoseconds=report.start_ns).to_msg(), frame_id=self.p["frame_id"])
         spec = plan.spec  # the model that made this plan, resolved
         dt = self.config.sampling.control_duration
         variance = plan.variance  # None unless the model predicts one: then the message's list stays empty

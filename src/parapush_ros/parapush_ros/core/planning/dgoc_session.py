@@ -42,7 +42,7 @@ from .ddp.dgoc import METHODS, PLAN_DT, DGOCPlanner
 from .ddp.solver import DDPSettings, SolveStopped
 from .ddp.tracking import PlanTracker, TrackingConfig, replan
 from .outcome import Outcome, OutcomeMonitor
-from .session import EPS, ControlSchedule, Observation, PushIO, SessionResult
+from .session import ControlSchedule, Observation, PushIO, SessionResult, seconds_to_ns
 from .tasks import Goal
 
 
@@ -289,13 +289,14 @@ class DGOCSession:
         """Run ``tracker`` at ``rate_hz`` until its plan and settling time are over; re-plan from the tracked state
         when it asks to (``_Replan`` ends tracking for a whole new plan)."""
         io, cfg = self.io, self.config.tracking
-        tick = 1.0 / cfg.rate_hz
-        t0, replans, last_tick = io.now(), 0, -1
+        # ticks are counted in integer ns from t0 (exact at any epoch); the tracker gets time since t0 (small, exact)
+        tick, tick_ns = 1.0 / cfg.rate_hz, seconds_to_ns(1.0 / cfg.rate_hz)
+        end_ns = seconds_to_ns(tracker.duration + cfg.settle_s)
+        t0, replans, last_tick = io.now_ns(), 0, -1
         try:
             while True:
-                now = io.now()
-                t = now - t0
-                if t >= tracker.duration + cfg.settle_s - EPS:
+                now = io.now_ns()
+                if now - t0 >= end_ns:
                     io.execute(None)
                     return
                 obs = io.observe()
@@ -307,26 +308,27 @@ class DGOCSession:
                 if self._new_goal is not None:
                     raise _Replan
                 x = self.planner.model_state(obs.x, self.goal.object_index)
+                t = (now - t0) * 1e-9
                 if tracker.wants_replan(t) and replans < cfg.max_replans:
                     self._count(tracker)
                     obs = self._rest_and_observe()
                     tracker = self._tracker(self._plan(obs.x, tracker=tracker, t=t))
                     replans += 1
                     self.result.replans += 1
-                    t0, last_tick = io.now(), -1
+                    t0, last_tick = io.now_ns(), -1
+                    end_ns = seconds_to_ns(tracker.duration + cfg.settle_s)
                     continue
                 # one controller step per tick passed: a loop woken late (a busy host) integrates the plan's
                 # accelerations over the time that passed, not over fewer ticks (at most ``hold`` of them)
-                k = math.floor(t / tick + EPS)
+                k = max(0, (now - t0) // tick_ns)  # a clock stepped back counts as no tick
                 steps = min(max(1, k - last_tick), max(1, round(self.config.hold / tick)))
                 for j in range(steps):
                     v = tracker.command((k - steps + 1 + j) * tick, x)
                 last_tick = k
                 speed = float(np.hypot(*v))
                 sent = v * min(1.0, self.config.max_speed / speed) if speed > 0.0 else v
-                io.execute(ControlSchedule(now, self.config.hold, [sent]))
-                io.wait(t0 + (math.floor(t / tick + EPS) + 1) * tick,
-                        lambda: self.stopping or bool(io.observe().problem))
+                io.execute(ControlSchedule(0.0, self.config.hold, [sent], origin_ns=now))
+                io.wait_ns(t0 + (k + 1) * tick_ns, lambda: self.stopping or bool(io.observe().problem))
                 self._judge(reached=False)
         finally:
             self._count(tracker)
@@ -348,7 +350,7 @@ class DGOCSession:
         io = self.io
         io.execute(None)
         if self.config.rest_s > 0.0:
-            io.wait(io.now() + self.config.rest_s, lambda: self.stopping)
+            io.wait_ns(io.now_ns() + seconds_to_ns(self.config.rest_s), lambda: self.stopping)
         self._judge(reached=False)
         return self._usable_observation()
 
@@ -421,7 +423,7 @@ class DGOCSession:
     def _wait_for(self, condition, seconds: float) -> bool:
         io = self.io
         if not condition():
-            io.wait(io.now() + seconds, lambda: self.stopping or condition())
+            io.wait_ns(io.now_ns() + seconds_to_ns(seconds), lambda: self.stopping or condition())
         self._check_stop()
         return bool(condition())
 

@@ -41,12 +41,24 @@ from ..models.base import ModelDiverged
 from .outcome import DEFAULT_MAX_ACTIONS, MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor, Status
 from .planner import MPCPlanner, Plan
 from .tasks import Goal
+from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, deepest_penetration
 
-EPS = 1e-9  # s: times closer than this are the same instant
+EPS = 1e-9  # s: times closer than this are the same instant (session-relative times only: at epoch scale a float
+# resolves 2.4e-7 s, so clocks are read in integer nanoseconds and periods counted from them, see ``PushSession``)
 # real time: a plan up to this share of a control late is handled as late (it takes over when it arrives) rather
 # than as a planner slower than a control (which plans for a later switch); anytime plans overrun by jitter only
 # (measured: at most 8 % of a 1 s control over 50 plans on 2 loaded cores)
 LATE_TOLERANCE = 0.25
+
+
+def seconds_to_ns(t: float) -> int:
+    """Seconds to integer nanoseconds (durations and session-relative times, never absolute epoch floats)."""
+    return int(round(t * 1e9))
+
+
+def ceil_div(a: int, b: int) -> int:
+    """ceil(a / b) for integers, exact at any magnitude."""
+    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -54,17 +66,26 @@ class Observation:
     """The latest observed state and whether it may be used."""
 
     x: np.ndarray | None  # (D,) or None when nothing was received
-    stamp: float  # s on the session clock: when it was measured
+    stamp_ns: int | None  # ns on the session clock: when it was measured (None: nothing received)
     problem: str = ""  # why it cannot be used (stale, tracking lost, ...); '' = usable
+
+    @property
+    def stamp(self) -> float:
+        """The measurement time in s (for reports: at epoch scale it resolves only 2.4e-7 s)."""
+        return -math.inf if self.stamp_ns is None else self.stamp_ns * 1e-9
 
 
 class ControlSchedule:
     """Pusher velocities over time: ``controls[k]`` is held over [start + k dt, start + (k+1) dt), zero outside.
     Until ``takeover`` the ``previous`` schedule runs instead: the plan being replaced keeps the pusher moving
-    until the new one takes over at the switch, or when it arrives if it is late."""
+    until the new one takes over at the switch, or when it arrives if it is late.
+
+    Times (``start``, ``takeover``, the arguments of ``at`` ...) are seconds after ``origin_ns`` (integer ns on
+    the clock that runs it, e.g. the push's start): small floats, exact to far below a nanosecond whatever the
+    epoch. A clock in absolute ns asks ``at_ns``."""
 
     def __init__(self, start: float, dt: float, controls, previous: ControlSchedule | None = None,
-                 takeover: float | None = None):
+                 takeover: float | None = None, origin_ns: int = 0):
         controls = np.array(controls, dtype=float).reshape(-1, 2)
         if not np.all(np.isfinite(controls)):
             raise ValueError(f"schedule controls must be finite, got {controls.tolist()}")
@@ -73,6 +94,18 @@ class ControlSchedule:
         self.start, self.dt, self.controls = float(start), float(dt), controls
         self.previous = previous
         self.takeover = self.start if takeover is None else float(takeover)
+        self.origin_ns = int(origin_ns)
+        if previous is not None and previous.origin_ns != self.origin_ns:
+            raise ValueError(f"schedule origin_ns {self.origin_ns} differs from the previous schedule's "
+                             f"{previous.origin_ns}")
+
+    def relative(self, t_ns: int) -> float:
+        """Absolute ns on the running clock to this schedule's time (s after ``origin_ns``)."""
+        return (int(t_ns) - self.origin_ns) * 1e-9
+
+    def at_ns(self, t_ns: int) -> np.ndarray:
+        """The commanded velocity at ``t_ns`` (absolute ns on the clock that runs the schedule)."""
+        return self.at(self.relative(t_ns))
 
     @property
     def end(self) -> float:
@@ -113,7 +146,7 @@ class ControlSchedule:
 
     def settled(self) -> ControlSchedule:
         """This schedule without the one it replaced (once it has taken over)."""
-        return ControlSchedule(self.start, self.dt, self.controls)
+        return ControlSchedule(self.start, self.dt, self.controls, origin_ns=self.origin_ns)
 
     def __repr__(self):
         return f"ControlSchedule(start={self.start:.3f}, dt={self.dt:g}, {len(self.controls)} controls)"
@@ -123,7 +156,11 @@ class PushIO(Protocol):
     """What a push needs from the world it runs in (the robot through ROS, or a simulated world)."""
 
     def now(self) -> float:
-        """The session clock (s): the node's clock (simulated time under use_sim_time), the world's time."""
+        """The session clock (s; for reports only: at epoch scale a float resolves 2.4e-7 s)."""
+
+    def now_ns(self) -> int:
+        """The session clock in integer ns: the node's clock (simulated time under use_sim_time), the world's time.
+        Periods are counted on it, exact at any epoch."""
 
     def plan_clock(self) -> float:
         """The clock planning time is measured on (s); the anytime optimiser's deadline is on it too."""
@@ -134,8 +171,8 @@ class PushIO(Protocol):
     def execute(self, schedule: ControlSchedule | None) -> None:
         """From now on the pusher follows ``schedule``; None: stop at once."""
 
-    def wait(self, until: float, wake: Callable[[], bool]) -> None:
-        """Let time pass until ``until`` on the session clock, or until ``wake()`` is true."""
+    def wait_ns(self, until_ns: int, wake: Callable[[], bool]) -> None:
+        """Let time pass until ``until_ns`` (integer ns) on the session clock, or until ``wake()`` is true."""
 
     def planned(self, latency: float) -> float:
         """A plan took ``latency`` s on the plan clock; returns the latency as this world counts it. A simulated
@@ -172,6 +209,14 @@ class SessionConfig:
     plan_margin: float = knob(0.0, "realtime: seconds before the switch by which a plan must be done (the anytime "
                                    "optimiser runs up to 'iterations' iterations until then); negative = plans run "
                                    "late by design (tests)")
+    max_clock_offset: float = knob(0.5, "a scene state stamped further than this from the planner's clock is refused "
+                                        "(s): the mocap host and the planner must share a synchronised clock")
+    max_clock_jump: float = knob(10.0, "the planner's clock reading more than this after its previous reading is a "
+                                       "jump (s; a jump back is one at any size): the push pauses until a scene state "
+                                       "measured after it; longer than the slowest plan")
+    max_start_penetration: float = knob(0.005, "a measured state with the pusher or an object deeper than this "
+                                               "inside another body pauses the push (m; a calibration error); "
+                                               "shallower ones are projected out, with one warning per push")
 
     def __post_init__(self):
         require(finite(self.state_timeout) and self.state_timeout > 0.0, "state_timeout", self.state_timeout,
@@ -179,6 +224,13 @@ class SessionConfig:
         require(finite(self.tracking_loss_timeout) and self.tracking_loss_timeout >= 0.0, "tracking_loss_timeout",
                 self.tracking_loss_timeout, "finite and >= 0")
         require(finite(self.plan_margin), "plan_margin", self.plan_margin, "finite")
+        require(finite(self.max_clock_offset) and self.max_clock_offset > 0.0, "max_clock_offset",
+                self.max_clock_offset, "finite and > 0")
+        require(finite(self.max_clock_jump) and self.max_clock_jump > 0.0, "max_clock_jump", self.max_clock_jump,
+                "finite and > 0")
+        require(finite(self.max_start_penetration) and self.max_start_penetration >= DEFAULT_PROJECTION_TOLERANCE,
+                "max_start_penetration", self.max_start_penetration, f">= {DEFAULT_PROJECTION_TOLERANCE:g} m (the "
+                "projection's own tolerance)")
         require(1 <= self.max_actions <= MAX_ACTIONS_LIMIT, "max_actions", self.max_actions,
                 f"in [1, {MAX_ACTIONS_LIMIT}]")
 
@@ -189,12 +241,13 @@ class PlanReport:
 
     plan: Plan
     step: int  # actions executed when it was made
-    start: float  # session time its first control starts (its time stamp)
+    start: float  # s on the session clock when its first control starts (for reports; exact: start_ns)
     latency: float  # s it took, on the plan clock
     late: float  # s it arrived after its start (0 = on time)
     distance: float  # target to goal when it was made (m)
     goal: Goal
     late_plans: int = 0  # plans of this push so far that were late, this one included
+    start_ns: int = 0  # ns on the session clock when its first control starts (its time stamp)
 
 
 @dataclass
@@ -218,6 +271,9 @@ class SessionResult:
         return sum(r.late > 0.0 for r in self.plans)
 
 
+_UNSET = object()
+
+
 class _Stop(Exception):
     """The push ends: raised inside the loop, caught by ``run``."""
 
@@ -236,6 +292,14 @@ class PushSession:
         self.goal = goal
         self.monitor = monitor or OutcomeMonitor(planner.scene, goal, config.max_actions)
         self.dt = planner.config.sampling.control_duration
+        self.dt_ns = seconds_to_ns(self.dt)  # periods are counted in integer ns: exact at any epoch
+        self.origin_ns = 0  # the session clock (ns) at the start: every schedule's times are relative to it
+        self._last_ns: int | None = None  # the previous clock reading (jump detection)
+        self._jump: tuple | None = None  # (why, clock ns after it, stamp then) until a state measured after it
+        self._jumps = 0  # clock jumps seen so far
+        self._steady_ns = 0  # ns the session clock ran between readings, its jumps left out (how waits count)
+        self._penetration_cache = (None, "")
+        self._warned_projection = False
         self._stop_event = threading.Event()
         self._stop: tuple | None = None
         self._new_goal: Goal | None = None
@@ -265,10 +329,11 @@ class PushSession:
         """Push until the outcome is decided; the pusher is stopped when this returns."""
         res, io = self.result, self.io
         res.started = io.now()
+        self.origin_ns = self._last_ns = io.now_ns()
         self.planner.set_goal(self.goal)
         try:
             self._check_stop()  # stopped while it waited for its turn (a cancel, a newer goal)
-            self._wait_for(lambda: not io.observe().problem, self.config.state_timeout)
+            self._wait_for(lambda: not self._observe().problem, self.config.state_timeout)
             self._usable_observation()
             self._judge(0)
             if self.config.realtime:
@@ -285,52 +350,55 @@ class PushSession:
         return res
 
     def _push_stop_and_plan(self):
-        io, dt = self.io, self.dt
+        io, dt_ns = self.io, self.dt_ns
         while True:
             obs = self._usable_observation()
             plan, latency = self._plan(obs.x)
             latency = io.planned(latency)
             self._check_stop()
-            if io.observe().problem:  # the state went bad while planning: pause, then re-plan
+            if self._observe().problem:  # the state went bad while planning: pause, then re-plan
                 continue
-            start = io.now()
-            self._hand_over(ControlSchedule(start, dt, plan.controls[:1]), plan, start, latency, 0.0)
-            self._hold(start + dt)
+            start = self._now_ns()
+            self._hand_over(self._schedule(start, plan.controls[:1]), plan, start, latency, 0.0)
+            self._hold(start + dt_ns)
             self.planner.commit()  # an interrupted control counts: the pusher has moved
-            if not io.observe().problem:
-                self._wait_for(lambda: io.observe().stamp >= start + dt - EPS, self.config.state_timeout,
+            if not self._observe().problem:
+                self._wait_for(lambda: self._jump is not None or (io.observe().stamp_ns or 0) >= start + dt_ns,
+                               self.config.state_timeout,
                                "no scene state measured after the control ended; planning from the newest one "
                                "(are scene_state stamps on the planner's clock?)")
             self._judge(self.result.actions + 1)
 
     def _push_realtime(self):
-        io, dt = self.io, self.dt
+        io, dt, dt_ns = self.io, self.dt, self.dt_ns
         while True:  # from rest: the first push, and again after every pause
             obs = self._usable_observation()
             plan, latency = self._plan(obs.x, budget=dt - self.config.plan_margin)
             latency = io.planned(latency)
             self._check_stop()
-            if io.observe().problem:
+            if self._observe().problem:
                 continue
-            t0 = io.now()
-            active = ControlSchedule(t0, dt, plan.controls)
+            # every time below is integer ns on the session clock, every period counted from t0 in integers
+            t0 = self._now_ns()
+            active = self._schedule(t0, plan.controls)
             self._hand_over(active, plan, t0, latency, 0.0)
             base, done = self.result.actions, 0  # actions executed before t0, and since
             lead = 1  # plan for the switch this many controls ahead
             while True:
                 # never before the switch of the plan already made (with a lead it may not have started yet)
-                cycle, switch = t0 + done * dt, max(t0 + (done + lead) * dt, active.start)
-                obs = io.observe()
+                cycle = t0 + done * dt_ns
+                switch = max(t0 + (done + lead) * dt_ns, self._abs_ns(active.start))
+                obs = self._observe()
                 if obs.problem or self.stopping:
                     break
                 c0 = io.plan_clock()
                 x_start = self._roll_forward(obs, active, switch)
-                io.report_computing(switch, x_start)
-                warm, u_prev = active.controls_from(switch, self.planner.config.sampling.horizon)
+                io.report_computing(switch * 1e-9, x_start)
+                warm, u_prev = active.controls_from(self._rel(switch), self.planner.config.sampling.horizon)
                 self.planner.warm_start(warm, u_prev)
                 # the budget is one control whatever the lead: the optimiser fills what it is given
-                due = min(switch, cycle + dt) - self.config.plan_margin
-                plan, _ = self._plan(x_start, deadline=c0 + (due - io.now()))
+                due = min(switch, cycle + dt_ns)
+                plan, _ = self._plan(x_start, deadline=c0 + (due - self._now_ns()) * 1e-9 - self.config.plan_margin)
                 latency = io.planned(io.plan_clock() - c0)
                 # a planner slower than one control plans further ahead, so that its plans arrive in time (the
                 # executing plan covers horizon - 1 controls past this one). An anytime plan that overran its
@@ -339,38 +407,121 @@ class PushSession:
                 # period, and for Parareal-K that control was planned on a prediction exact only for K slices.
                 lead = min(max(1, math.ceil(latency / dt - LATE_TOLERANCE)),
                            max(1, self.planner.config.sampling.horizon - 1))
-                arrival = io.now()
-                late = max(0.0, arrival - switch)
-                previous = active.settled() if arrival >= active.takeover - EPS else active
-                schedule = ControlSchedule(switch, dt, plan.controls, previous=previous, takeover=max(switch, arrival))
-                self._hand_over(schedule, plan, switch, latency, late)
-                if late > EPS:
-                    self._status(f"plan late by {late:.3f} s: the previous plan's next control ran meanwhile",
-                                 "warning")
+                arrival = self._now_ns()
+                if self._jump is not None:  # the clock jumped while planning: this plan's times are on the old one
+                    break
+                late_ns = max(0, arrival - switch)
+                previous = active.settled() if arrival >= self._abs_ns(active.takeover) else active
+                schedule = self._schedule(switch, plan.controls, previous, takeover=max(switch, arrival))
+                self._hand_over(schedule, plan, switch, latency, late_ns * 1e-9)
+                if late_ns > 0:
+                    self._status(f"plan late by {late_ns * 1e-9:.3f} s: the previous plan's next control ran "
+                                 f"meanwhile", "warning")
                 # the next plan starts at the first switch after this one arrived; a plan only a little late
                 # (it took over within LATE_TOLERANCE of its switch) is followed at once by the plan for the next
                 # switch, with the rest of the control as budget, so that the late plan's own second control (again
                 # an open-loop guess) does not run for a whole period
-                next_cycle = t0 + max(done + 1, math.ceil((arrival - t0) / dt - EPS)) * dt
-                if EPS < late <= LATE_TOLERANCE * dt and lead == 1:
-                    next_cycle = switch
-                self._hold(next_cycle)
+                next_k = max(done + 1, ceil_div(arrival - t0, dt_ns))
+                if 0 < late_ns <= LATE_TOLERANCE * dt_ns and lead == 1:
+                    next_k = (switch - t0) // dt_ns
+                self._hold(t0 + next_k * dt_ns)
                 active = schedule
-                now = io.now()
-                executed = min(math.ceil((now - t0) / dt - 1e-6), math.ceil((next_cycle - t0) / dt - EPS))
+                # controls begun by now (one begun less than a millionth of a period ago does not count), at most
+                # up to the switch held for; never fewer than before (a clock that jumped back pauses the push)
+                executed = max(done, min(ceil_div(self._now_ns() - t0 - dt_ns // 10**6, dt_ns), next_k))
                 self._record_controls(active, t0, done, executed)
                 done = executed
                 self._judge(base + done)
             io.execute(None)  # a bad state: stop at once; _usable_observation pauses
 
     # ------------------------------------------------------------------------------------------ helpers
-    def _hold(self, until: float):
-        """Let the pusher run its schedule until ``until``; a stop or a bad state ends the wait, and the pusher
+    # ------------------------------------------------------------------------------------------ time
+    def _now_ns(self) -> int:
+        """The session clock (integer ns). A reading before the previous one, or more than ``max_clock_jump``
+        after it, is a clock jump (a sim /clock reset, a system-clock step): the push pauses (``_observe``)."""
+        now = self.io.now_ns()
+        last, self._last_ns = self._last_ns, now
+        if last is not None:
+            if now < last:
+                self._jump = (f"clock jumped back by {(last - now) * 1e-9:.3f} s", now, _UNSET)
+                self._jumps += 1
+            elif now - last > seconds_to_ns(self.config.max_clock_jump):
+                self._jump = (f"clock jumped forward by {(now - last) * 1e-9:.3f} s (max_clock_jump "
+                              f"{self.config.max_clock_jump:g} s)", now, _UNSET)
+                self._jumps += 1
+            else:
+                self._steady_ns += now - last
+        return now
+
+    def _rel(self, t_ns: int) -> float:
+        """Session time (s since the start) of a session clock reading: small, so float-exact."""
+        return (t_ns - self.origin_ns) * 1e-9
+
+    def _abs_ns(self, rel: float) -> int:
+        return self.origin_ns + seconds_to_ns(rel)
+
+    def _schedule(self, start_ns: int, controls, previous: ControlSchedule | None = None,
+                  takeover: int | None = None) -> ControlSchedule:
+        return ControlSchedule(self._rel(start_ns), self.dt, controls, previous=previous,
+                               takeover=None if takeover is None else self._rel(takeover), origin_ns=self.origin_ns)
+
+    # ------------------------------------------------------------------------------------------ observations
+    def _observe(self) -> Observation:
+        """The IO's observation with the session's own checks: a clock jump (until a state measured after it), a
+        stamp off the session clock by more than ``max_clock_offset``, a start deeper inside a body than
+        ``max_start_penetration``."""
+        obs = self.io.observe()
+        now = self._now_ns()
+        problem = ""
+        if self._jump is not None:
+            why, after, stale = self._jump
+            if stale is _UNSET:  # the observation in hand when the jump was seen was measured before it (even one
+                stale = obs.stamp_ns  # with a problem of its own: a dropout during the jump)
+                self._jump = (why, after, stale)
+            if obs.problem:
+                return obs
+            if obs.stamp_ns is not None and obs.stamp_ns != stale and after <= obs.stamp_ns <= now:
+                self._jump = None  # a state measured after the jump (not ahead of the clock): usable again
+            else:
+                problem = f"{why}: waiting for a scene state measured after it"
+        if obs.problem:
+            return obs
+        if not problem and obs.stamp_ns is not None:
+            offset = (now - obs.stamp_ns) * 1e-9
+            if abs(offset) > self.config.max_clock_offset:
+                problem = (f"scene_state stamp {abs(offset):.3f} s {'behind' if offset > 0 else 'ahead of'} the "
+                           f"planner's clock (max_clock_offset {self.config.max_clock_offset:g} s): check the clock "
+                           f"sync of the mocap host and the planner")
+        if not problem and obs.x is not None:
+            problem = self._penetration_problem(obs)
+        return obs if not problem else Observation(obs.x, obs.stamp_ns, problem)
+
+    def _penetration_problem(self, obs: Observation) -> str:
+        """'' or why a measured state is too infeasible to plan from (cached per observation: asked often)."""
+        key = (obs.stamp_ns, id(obs.x))
+        if self._penetration_cache[0] == key:
+            return self._penetration_cache[1]
+        depth, what = deepest_penetration(self.planner.scene, obs.x)
+        limit = self.config.max_start_penetration
+        problem = ""
+        if depth > limit:
+            problem = (f"infeasible measured state: {what} by {depth * 1e3:.1f} mm (max_start_penetration "
+                       f"{limit * 1e3:g} mm): check the mocap calibration")
+        elif depth > DEFAULT_PROJECTION_TOLERANCE and not self._warned_projection:
+            self._warned_projection = True  # once per push: the planner projects it out at every plan
+            self._status(f"measured state infeasible: {what} by {depth * 1e3:.1f} mm; projected out to plan (within "
+                         f"max_start_penetration {limit * 1e3:g} mm; warned once per push)", "warning")
+        self._penetration_cache = (key, problem)
+        return problem
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _hold(self, until_ns: int):
+        """Let the pusher run its schedule until ``until_ns``; a stop or a bad state ends the wait, and the pusher
         stops at once."""
         io = self.io
-        io.wait(until, lambda: self.stopping or bool(io.observe().problem))
+        io.wait_ns(until_ns, lambda: self.stopping or bool(self._observe().problem))
         self._check_stop()
-        if io.observe().problem:
+        if self._observe().problem:
             io.execute(None)
 
     def _plan(self, x, budget: float | None = None, deadline: float | None = None) -> tuple[Plan, float]:
@@ -400,23 +551,23 @@ class PushSession:
             raise _Stop(Outcome.FAILED, f"planning failed: the {plan.model} model predicted a non-finite variance")
         return plan, io.plan_clock() - c0
 
-    def _roll_forward(self, obs: Observation, schedule: ControlSchedule, until: float) -> np.ndarray:
-        """The state predicted for ``until``: ``obs`` rolled forward through what ``schedule`` executes
+    def _roll_forward(self, obs: Observation, schedule: ControlSchedule, until_ns: int) -> np.ndarray:
+        """The state predicted for ``until_ns``: ``obs`` rolled forward through what ``schedule`` executes
         meanwhile, with the planner's model."""
         try:
-            return self.planner.roll_forward(obs.x, schedule.segments(obs.stamp, until))
+            return self.planner.roll_forward(obs.x, schedule.segments(self._rel(obs.stamp_ns), self._rel(until_ns)))
         except (ModelDiverged, ValueError) as e:
             raise _Stop(Outcome.FAILED, f"planning failed: predicting the start state: {e}") from None
 
-    def _hand_over(self, schedule: ControlSchedule, plan: Plan, start: float, latency: float, late: float):
+    def _hand_over(self, schedule: ControlSchedule, plan: Plan, start_ns: int, latency: float, late: float):
         res = self.result
         self.io.execute(schedule)
         if res.first_plan_done is None:
             res.first_plan_done = self.io.now()
         if not self.config.realtime:
             res.controls.append(plan.controls[0].copy())
-        report = PlanReport(plan, res.actions, start, latency, late, res.distance, self.goal,
-                            res.late_plans + (late > 0.0))
+        report = PlanReport(plan, res.actions, start_ns * 1e-9, latency, late, res.distance, self.goal,
+                            res.late_plans + (late > 0.0), start_ns=start_ns)
         res.plans.append(report)
         self.io.report_plan(report)
         u = plan.controls[0]
@@ -424,9 +575,9 @@ class PushSession:
                      f"{res.distance * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan {latency:.2f} s "
                      f"({plan.model})" + (f", {report.late_plans} late plan(s)" if self.config.realtime else ""))
 
-    def _record_controls(self, schedule: ControlSchedule, t0: float, first: int, last: int):
+    def _record_controls(self, schedule: ControlSchedule, t0_ns: int, first: int, last: int):
         for k in range(first, last):
-            self.result.controls.append(schedule.at(t0 + k * self.dt + 1e-6))
+            self.result.controls.append(schedule.at(self._rel(t0_ns + k * self.dt_ns) + 1e-6))
 
     def _judge(self, actions: int):
         """Judge the states seen since the last judgement after ``actions`` actions; raise _Stop when done."""
@@ -455,10 +606,25 @@ class PushSession:
             self.monitor = OutcomeMonitor(self.planner.scene, goal, self.monitor.max_actions)
 
     def _wait_for(self, condition, seconds: float, warning: str = "") -> bool:
-        """Let up to ``seconds`` pass until ``condition()``; stops end the wait (and the push)."""
+        """Let up to ``seconds`` pass until ``condition()``; stops end the wait (and the push). The seconds are
+        counted on the session clock without its jumps: an end computed before a jump back would come that much
+        later (never, after a /clock reset to 0 that stays there), one before a jump forward at once. A wait cut
+        short by a jump goes on for what is left; one that ends with the clock stood still (a /clock that died:
+        ``PushIO.wait_ns`` gives up) ends here too."""
         io = self.io
-        if not condition():
-            io.wait(io.now() + seconds, lambda: self.stopping or condition())
+        self._now_ns()
+        end = self._steady_ns + seconds_to_ns(seconds)
+        while not self.stopping and not condition() and self._steady_ns < end:
+            jumps, before = self._jumps, self._steady_ns
+
+            def wake() -> bool:
+                self._now_ns()  # notices a jump
+                return self.stopping or self._jumps != jumps or condition()
+
+            io.wait_ns(self._now_ns() + end - self._steady_ns, wake)
+            self._now_ns()
+            if self._jumps == jumps and self._steady_ns == before:
+                break  # no time passed, no jump: the clock stands still
         self._check_stop()
         ok = bool(condition())
         if not ok and warning:
@@ -470,7 +636,7 @@ class PushSession:
         is held still for up to ``tracking_loss_timeout``; the push fails if the problem does not clear."""
         self._check_stop()
         io = self.io
-        obs = io.observe()
+        obs = self._observe()
         if not obs.problem:
             return obs
         io.execute(None)
@@ -478,10 +644,11 @@ class PushSession:
         if timeout <= 0.0:
             raise _Stop(Outcome.FAILED, obs.problem)
         self._status(f"paused: {obs.problem}; resuming if it clears within {timeout:g} s", "warning")
-        if not self._wait_for(lambda: not io.observe().problem, timeout):
-            raise _Stop(Outcome.FAILED, f"{obs.problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
+        if not self._wait_for(lambda: not self._observe().problem, timeout):
+            problem = self._observe().problem or obs.problem
+            raise _Stop(Outcome.FAILED, f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
         self._status("valid scene state again: resuming the push")
-        return io.observe()
+        return self._observe()
 
     def _status(self, text: str, level: str = "info"):
         self.io.report_status(text, level)

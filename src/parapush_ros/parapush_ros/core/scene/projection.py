@@ -81,3 +81,23 @@ def max_penetration(scene: Scene, x) -> np.ndarray:
         for j in range(i + 1, len(feet)):
             worst = np.maximum(worst, pair_penetration(f, poses[..., i, :], feet[j], poses[..., j, :])[0])
     return worst
+
+
+def deepest_penetration(scene: Scene, x) -> tuple[float, str]:
+    """The deepest penetration of one state (m; <= 0 feasible) and what it is, naming the bodies ("the pusher inside
+    'slider'"): a measured state that deep is a calibration error to report, not noise to project away."""
+    L = scene.layout
+    x = np.asarray(x, dtype=float)
+    poses, pusher = L.object_poses(x), L.pusher_pos(x)
+    worst, what = -np.inf, ""
+    for i, ob in enumerate(scene.objects):
+        f = ob.footprint
+        pairs = [(disc_penetration(pusher, scene.pusher.radius, f, poses[i])[0], f"the pusher inside {ob.name!r}")]
+        pairs += [(pair_penetration(o.footprint, np.asarray(o.pose), f, poses[i])[0],
+                   f"{ob.name!r} inside obstacle {o.name!r}") for o in scene.obstacles]
+        pairs += [(pair_penetration(f, poses[i], other.footprint, poses[j])[0], f"{ob.name!r} inside {other.name!r}")
+                  for j, other in enumerate(scene.objects) if j > i]
+        for depth, text in pairs:
+            if float(depth) > worst:
+                worst, what = float(depth), text
+    return worst, what

@@ -31,16 +31,28 @@ class WorldIO:
     for the planner (the stop-and-plan experiment of paper 000, which charges planning time only in the task
     time). ``extra_latency(k)``: seconds added to the k-th plan's charged latency (lateness injected by tests, or a
     slower computer). ``dropouts``: (from, to) windows of simulated time in which tracking is lost. ``events``:
-    (time, fn) called once the world's time reaches ``time`` (a cancel, a pre-emption)."""
+    (time, fn) called once the world's time reaches ``time`` (a cancel, a pre-emption). ``epoch_ns``: the session
+    clock's reading at world time 0 (e.g. 1.75e18 ns, a Unix-epoch clock); dropouts, events, ``executed`` and
+    ``statuses`` are in world time (s since it), ``now()``, ``now_ns()`` and observation stamps on the session clock.
+    ``clock_jumps``: (world time, ns) steps of the session clock (a /clock reset, a system-clock step): a wait ends
+    at a jump (its end was on the old clock); the waiting side is asked to wake one world step before and after it.
+    ``stamp_offset_ns``: added to every observation stamp (a mocap host whose clock is off the planner's).
+    ``observation_bias``: (D,) added to every observation (a mocap calibration error)."""
 
     def __init__(self, world: SimWorld, charge_planning: bool = False, plan_clock=time.perf_counter,
-                 extra_latency=None, dropouts=(), events=()):
+                 extra_latency=None, dropouts=(), events=(), epoch_ns: int = 0, clock_jumps=(),
+                 stamp_offset_ns: int = 0, observation_bias=None):
         self.world = world
+        self.stamp_offset_ns = int(stamp_offset_ns)
+        self.observation_bias = None if observation_bias is None else np.asarray(observation_bias, dtype=float)
+        self.epoch_ns = int(epoch_ns)
+        self.clock_jumps = [(float(t), int(ns)) for t, ns in clock_jumps]
         self.charge_planning = charge_planning
         self.plan_clock = plan_clock
         self.extra_latency = extra_latency
         self.plans_charged = 0
         self.ts = float(world.model.opt.timestep)
+        self.ts_ns = int(round(self.ts * 1e9))
         self.step = int(round(world.time / self.ts))
         self.schedule: ControlSchedule | None = None
         self.dropouts = [(float(a), float(b)) for a, b in dropouts]
@@ -54,47 +66,100 @@ class WorldIO:
         self.plans: list[PlanReport] = []
         self.statuses = []  # (time, level, text)
 
-    def now(self) -> float:
+    def time(self) -> float:
+        """World time (s since ``epoch_ns``)."""
         return self.step * self.ts
+
+    def now_ns(self) -> int:
+        return self._clock_ns(self.step)
+
+    def now(self) -> float:
+        return self.now_ns() * 1e-9
+
+    def _clock_ns(self, step: int) -> int:
+        """The session clock at a world step: the epoch, the steps, and every clock jump passed by then."""
+        jumped = sum(ns for t, ns in self.clock_jumps if int(round(t / self.ts)) <= step)
+        return self.epoch_ns + step * self.ts_ns + jumped
+
+    def _step_of(self, t_ns: int) -> int:
+        """The world step at which the session clock (after the jumps passed so far) reads ``t_ns``."""
+        return int(round((t_ns - self._clock_ns(self.step) + self.step * self.ts_ns) / self.ts_ns))
+
+    def _ahead_ns(self, step: int) -> int:
+        """The session clock at a later ``step`` as it runs now, without the jumps on the way: a jump takes
+        effect at its step, so the time up to it is on the clock before it."""
+        return self.now_ns() + (step - self.step) * self.ts_ns
 
     def observe(self) -> Observation:
         if self._obs_step != self.step:  # drawn once per world instant: the noise sequence follows the pushes
             self._obs, self._obs_step = self.world.observe(), self.step
+            if self.observation_bias is not None:
+                self._obs = self._obs + self.observation_bias
             self.observed.append(self._obs)
-        t = self.now()
+        t = self.time()
         lost = any(a - EPS <= t < b - EPS for a, b in self.dropouts)
-        return Observation(self._obs, self._obs_step * self.ts, "tracking lost (simulated dropout)" if lost else "")
+        return Observation(self._obs, self._clock_ns(self._obs_step) + self.stamp_offset_ns,
+                           "tracking lost (simulated dropout)" if lost else "")
 
     def execute(self, schedule: ControlSchedule | None):
         self.schedule = schedule
 
     def wait(self, until: float, wake=lambda: False):
-        target = int(round(until / self.ts))
+        """``wait_ns`` in world time (s)."""
+        self._wait_steps(int(round(until / self.ts)), wake)
+
+    def wait_ns(self, until_ns: int, wake=lambda: False):
+        self._wait_steps(self._step_of(until_ns), wake)
+
+    def _wait_steps(self, target: int, wake):
+        """Run the world up to step ``target``, or until ``wake()``, or up to a clock jump (the wait's end was on
+        the clock before it: the caller reads the new one)."""
         while self.step < target and not wake():
-            marks = [e[0] for e in self.events] + [t for w in self.dropouts for t in w]
+            marks = [e[0] for e in self.events] + [t for w in self.dropouts for t in w] + [
+                t for t, _ in self.clock_jumps]
+            steps = [int(round(m / self.ts)) for m in marks]
+            # the last instant before a jump (a robot's loop reads its clock every few ms) and the first state
+            # measured after it
+            steps += [int(round(t / self.ts)) + d for t, _ in self.clock_jumps for d in (-1, 1)]
             if self.schedule is not None:
-                marks += self.schedule.breakpoints(self.now(), target * self.ts)
-            self._advance(min([target] + [s for s in (int(round(m / self.ts)) for m in marks) if s > self.step]))
-            while self.events and self.events[0][0] <= self.now() + EPS:
+                sched = self.schedule
+                steps += [self._step_of(sched.origin_ns + round(b * 1e9)) for b in sched.breakpoints(
+                    sched.relative(self.now_ns()), sched.relative(self._ahead_ns(target)))]
+            jumps = self._jumps_passed()
+            self._advance(min([target] + [s for s in steps if s > self.step]))
+            while self.events and self.events[0][0] <= self.time() + EPS:
                 self.events.pop(0)[1]()
+            if self._jumps_passed() != jumps:
+                return
+
+    def _jumps_passed(self) -> int:
+        return sum(int(round(t / self.ts)) <= self.step for t, _ in self.clock_jumps)
 
     def planned(self, latency: float) -> float:
         if self.extra_latency is not None:
             latency += float(self.extra_latency(self.plans_charged))
         self.plans_charged += 1
         if self.charge_planning:
-            self.wait(self.now() + latency)
+            self.wait_ns(self.now_ns() + int(round(latency * 1e9)))
         return latency
 
     def _advance(self, target: int):
-        t0, t1 = self.now(), target * self.ts
-        pieces = self.schedule.segments(t0, t1) if self.schedule is not None else [(t0, t1, np.zeros(2))]
-        for a, b, u in pieces:
-            n = int(round(b / self.ts)) - self.step
+        if self.schedule is not None:
+            sched = self.schedule
+            # on the clock as it runs now: a jump at ``target`` (the wait stops there) does not move this stretch
+            rel = [sched.relative(self._ahead_ns(s)) for s in (self.step, target)]
+            pieces = [(self._step_of(sched.origin_ns + round(a * 1e9)), self._step_of(sched.origin_ns + round(b * 1e9)),
+                       u) for a, b, u in sched.segments(*rel)]
+        else:
+            pieces = []
+        pieces.append((self.step, target, np.zeros(2) if self.schedule is None else self.schedule.at_ns(
+            self._ahead_ns(target - 1))))  # whatever rounding left uncovered: the world always reaches ``target``
+        for _, b, u in pieces:
+            n = min(b, target) - self.step
             if n < 1:
                 continue
             seg = self.world.execute(u, n * self.ts)
-            self.executed.append((self.now(), self.now() + n * self.ts, u))
+            self.executed.append((self.time(), self.time() + n * self.ts, u))
             self.step += n
             self._seen.extend(seg)
             self.path.extend(seg)
@@ -111,7 +176,7 @@ class WorldIO:
         pass
 
     def report_status(self, text: str, level: str = "info"):
-        self.statuses.append((self.now(), level, text))
+        self.statuses.append((self.time(), level, text))
 
     def motion_time(self, since: float = 0.0) -> tuple[float, float]:
         """(moving, still): seconds after ``since`` with a non-zero and a zero command."""
@@ -184,7 +249,7 @@ def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEF
     io.observe()  # the observation after the last action, as the robot would see it
     first = (res.first_plan_done if res.first_plan_done is not None else res.ended) - res.started
     dt = planner.config.sampling.control_duration
-    moving, still = io.motion_time(since=res.started + first)
+    moving, still = io.motion_time(since=res.started - io.epoch_ns * 1e-9 + first)
     return ClosedLoopRecord(
         outcome=res.outcome, reason=res.reason, actions=res.actions, final_distance=monitor.distance(world.x),
         states=np.array(io.states), observed=np.array(io.observed), path=np.array(io.path),
@@ -193,5 +258,5 @@ def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEF
         predicted=[r.plan.states for r in res.plans] if keep_plans else [],
         execution_time=res.actions * dt if not realtime else res.ended - res.started - first,
         realtime=realtime, late_plans=res.late_plans, lateness=[r.late for r in res.plans if r.late > 0.0],
-        simulated_time=res.ended - res.started, motion_time=io.motion_time(since=res.started)[0],
+        simulated_time=res.ended - res.started, motion_time=io.motion_time(since=res.started - io.epoch_ns * 1e-9)[0],
         first_plan_time=first, idle_after_first_plan=still)

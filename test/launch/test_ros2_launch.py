@@ -229,6 +229,7 @@ def test_readme_first_push_succeeds_under_ros2_launch(launch, tmp_path):
 def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launch, ros_executor):
     import rclpy
     from parapush_msgs.action import PushObject
+    from parapush_ros import bringup
 
     lt = launch("robot")
     node = ros_executor.add(rclpy.create_node("launch_robot_client"))
@@ -239,4 +240,29 @@ def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launc
         assert "no scene state" in result.message, result.message
     assert lt.proc.poll() is None, lt.output()[-3000:]
     assert lt.interrupt() == 0, lt.output()[-3000:]
-    assert all(code == 0 for code in lt.exits().values()), lt.output()[-3000:]
+    ours = {s.executable for s in bringup.nodes("robot")}
+    exits = {p: c for p, c in lt.exits().items() if p.rsplit("-", 1)[0] in ours}
+    assert sorted(p.rsplit("-", 1)[0] for p in exits) == sorted(ours), lt.output()[-3000:]
+    assert set(exits.values()) == {0}, f"{exits}\n{lt.output()[-3000:]}"
+    assert not _node_tracebacks(lt.output()), lt.output()[-3000:]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_node_run_alone_ends_cleanly_on_sigterm_and_sigint(sig, tmp_path):
+    """A node executable (what ``ros2 run parapush_ros mocap_ingest`` starts) stopped as a service manager (SIGTERM)
+    or a terminal (SIGINT) does: exit 0. (``ros2 launch`` itself answers SIGTERM by abandoning its processes, and
+    ``ros2 run``'s wrapper dies of it: stop a stack with SIGINT.)"""
+    log = tmp_path / "node.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([shutil.which("mocap_ingest") or "mocap_ingest"], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(lambda: "waiting for mocap bodies" in log.read_text(), timeout=START_TIMEOUT, interval=0.1,
+                     what="mocap_ingest to start")
+            os.killpg(proc.pid, sig)
+            assert proc.wait(60) == 0, log.read_text()[-2000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert not _node_tracebacks("[mocap_ingest-1] " + log.read_text().replace("\n", "\n[mocap_ingest-1] "))

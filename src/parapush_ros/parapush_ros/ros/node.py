@@ -49,7 +49,9 @@ def run_node(node_class, args=None, num_threads: int = 1):
             print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: cannot start: {what}", file=sys.stderr,
                   flush=True)
             raise SystemExit(2) from None
-        spinning = SpinningNodes(num_threads=num_threads, name=node.get_name())
+        # at least two threads: the teardown of SpinningNodes, as parapush sim runs every node (a one-thread
+        # executor's destroy hung once at Ctrl-C); callbacks of one callback group never run at once anyway
+        spinning = SpinningNodes(num_threads=max(2, num_threads), name=node.get_name())
         spinning.add(node)
         spinning.start()
         try:

@@ -287,8 +287,10 @@ def planner_defaults(mode: str, arguments: dict, share=None) -> tuple:
     commander limits its plans need in the sim): ``(arguments with the planner's defaults filled in where empty,
     {node: {parameter: value}})``. The planner is the ``planner`` argument, else mpc_planner's files' value."""
     from .core.planning.planners import planner_entry  # noqa: PLC0415
-    name = arguments.get("planner") or _file_parameters(spec("mpc_planner"), mode, arguments, share).get("planner",
-                                                                                                        "mpc")
+    planner = spec("mpc_planner")
+    files = {**merge_like_rcl(parameter_files(planner, mode, share), planner.name),
+             **_user_parameters(planner, arguments)}
+    name = arguments.get("planner") or files.get("planner", "mpc")
     try:
         entry = planner_entry(name)
     except ValueError:
@@ -312,18 +314,15 @@ def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> 
     out = inherited_parameters(spec_, mode, share)
     out.update(merge_like_rcl(parameter_files(spec_, mode, share), spec_.name))
     out.update(planner_params.get(spec_.name, {}))
-    if arguments.get("params_file"):
-        out.update(merge_like_rcl([arguments["params_file"]], spec_.name))
+    out.update(_user_parameters(spec_, arguments))
     out.update(argument_overrides(spec_, arguments))
     return out
 
 
-def _file_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
-    """What the config files and the user's ``params_file`` set for a node (no planner defaults, no arguments)."""
-    out = merge_like_rcl(parameter_files(spec_, mode, share), spec_.name)
-    if arguments.get("params_file"):
-        out.update(merge_like_rcl([arguments["params_file"]], spec_.name))
-    return out
+def _user_parameters(spec_: NodeSpec, arguments: dict) -> dict:
+    """What the user's ``params_file`` sets for a node ({} without one)."""
+    extra = arguments.get("params_file")
+    return merge_like_rcl([extra], spec_.name) if extra else {}
 
 
 def mocap_static_transform_arguments(mode: str, arguments: dict, share=None) -> list:

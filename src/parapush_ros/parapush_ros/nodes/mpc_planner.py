@@ -412,21 +412,21 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if pub is not None:
             pub.publish(msg)
 
-    def _set_schedule(self, schedule: ControlSchedule | None):
-        """The push loop's schedule for the timer; None: zero at once. Under the command lock, so that the zero of
-        a stop is published after any tick that read the schedule before it."""
+    def _set_schedule(self, schedule: ControlSchedule | None, hold: bool = False):
+        """The push loop's schedule for the timer; None: zero at once (with ``hold``, and from the timer for
+        ``stop_hold`` seconds). Under the command lock, so that the zero of a stop is published after any tick
+        that read the schedule before it."""
         with self._cmd_lock:
             self._schedule = schedule
+            if hold:
+                self._zero_until = self.get_clock().now() + Duration(seconds=self.p["stop_hold"])
             if schedule is None:
                 self._publish_twist(np.zeros(2))
 
     def _send_zero(self):
-        """Zero velocity at once, and from the timer for ``stop_hold`` seconds (under the command lock: no tick
-        publishes after it what it read before)."""
-        with self._cmd_lock:
-            self._schedule = None
-            self._zero_until = self.get_clock().now() + Duration(seconds=self.p["stop_hold"])
-            self._publish_twist(np.zeros(2))
+        """Zero velocity at once, and from the timer for ``stop_hold`` seconds; no tick publishes after it what it
+        read before."""
+        self._set_schedule(None, hold=True)
 
     # ----------------------------------------------------------------------------------------------- the push
     def _goal_of(self, req):

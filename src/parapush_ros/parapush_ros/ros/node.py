@@ -10,6 +10,7 @@ callback (the transition just fails); ``transition`` below logs it first, so a b
 """
 from __future__ import annotations
 
+import faulthandler
 import functools
 import os
 import signal
@@ -19,6 +20,7 @@ import threading
 from ..core.config import ConfigError, knobs
 
 SIGNAL_POLL_S = 0.05  # s: how often the main thread looks for a SIGINT / SIGTERM (the spin runs on its own)
+TEARDOWN_LIMIT_S = 15.0  # s a node's teardown may take after a stop (its own waits are bounded by 5 s each)
 
 
 def run_node(node_class, args=None, num_threads: int = 1):
@@ -49,15 +51,21 @@ def run_node(node_class, args=None, num_threads: int = 1):
             print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: cannot start: {what}", file=sys.stderr,
                   flush=True)
             raise SystemExit(2) from None
-        # at least two threads: the teardown of SpinningNodes, as parapush sim runs every node (a one-thread
-        # executor's destroy hung once at Ctrl-C); callbacks of one callback group never run at once anyway
-        spinning = SpinningNodes(num_threads=max(2, num_threads), name=node.get_name())
+        spinning = SpinningNodes(num_threads=num_threads, name=node.get_name())
         spinning.add(node)
-        spinning.start()
         try:
-            while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running:
-                pass
+            if num_threads == 1:  # spun right here: a single-threaded executor costs a node a fraction of the CPU
+                while not stop.is_set() and rclpy.ok():
+                    spinning.executor.spin_once(timeout_sec=SIGNAL_POLL_S)
+            else:
+                spinning.start()
+                while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running:
+                    pass
         finally:  # stop spinning, let the node stop (its zeros go out), wait for callbacks, destroy it
+            # rclpy 7.1's Node.destroy_node can spin forever holding the GIL at shutdown (seen here, in our nodes
+            # and in a plain rclpy.spin() program alike): faulthandler's watchdog thread needs no GIL, so a hung
+            # teardown ends with its traceback and status 1 instead of a process that never exits
+            faulthandler.dump_traceback_later(TEARDOWN_LIMIT_S, exit=True)
             errors = spinning.shutdown(timeout=5.0)
         if errors:
             raise SystemExit(1)

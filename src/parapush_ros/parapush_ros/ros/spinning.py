@@ -139,8 +139,10 @@ class SpinningNodes:
     docstring. Nodes may define ``stop_activity(timeout)`` (end their own long-running work and wait for it)."""
 
     def __init__(self, context=None, num_threads: int = 4, name: str = "ros-spin"):
+        from rclpy.executors import SingleThreadedExecutor  # noqa: PLC0415
         self.context = context
-        self.executor = parallel_executor(num_threads, context)
+        self.executor = (SingleThreadedExecutor(context=context) if num_threads == 1
+                         else parallel_executor(num_threads, context))
         self.nodes: list = []
         self.spin = BackgroundSpin(self.executor, name=name)
 

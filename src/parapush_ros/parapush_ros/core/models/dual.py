@@ -84,12 +84,6 @@ def where(mask: np.ndarray, a, b) -> Dual:
     return Dual(np.where(mask, a.val, b.val), np.where(mask[:, None], a.der, b.der))
 
 
-def maximum0(a: Dual) -> Dual:
-    """max(a, 0) with the derivative of the active branch (a hinge for soft constraints)."""
-    pos = a.val > 0.0
-    return Dual(np.where(pos, a.val, 0.0), np.where(pos[:, None], a.der, 0.0))
-
-
 def stack(duals: list[Dual]) -> tuple[np.ndarray, np.ndarray]:
     """(N, M) values and (N, M, K) Jacobian of M Duals."""
     return np.stack([d.val for d in duals], -1), np.stack([d.der for d in duals], -2)

@@ -32,12 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from ..core.models.fine import default_threads
 from ..core.config import ConfigError
@@ -50,7 +52,7 @@ from ..core.models.registry import COARSE, ModelSpec, Predictor, names, spec_nam
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene
 from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
-from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
+from .common import output_paths, print_table, pyplot, save_figure, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
@@ -366,9 +368,8 @@ def run(args) -> dict:
     path, out = output_paths(args, "mpc")
     for world in (worlds if scenes else []):
         for model in models:
-            progress = Progress(len(scenes), f"{world} world, {model}")
-            records = run_model(scenes, model, world, replace(config, model=model),
-                                weights, args, progress)
+            with tqdm(total=len(scenes), desc=f"{world} world, {model}", unit="scene", file=sys.stderr) as progress:
+                records = run_model(scenes, model, world, replace(config, model=model), weights, args, progress)
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             res["runs"] += records
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")

@@ -411,6 +411,8 @@ def test_bench_learned_small(tmp_path):
     for case in (res["single"]["N2"], res["multi"]["N2"]):
         assert case["exact_at_K_equals_N"]
         for model in ("learned", "analytical"):
+            # measured against the fine model's own serial rollout (not the K = N iterate itself): 0 at K = N only
+            # because Parareal is exact there
             assert np.asarray(case[model]["mean_rms_mm"])[:, -1].max() == 0.0
     assert res["cost"]["cylinder_slider"]["learned_batch100_fine_over_coarse"] > 0
     assert (out / "learned.png").stat().st_size > 1000

@@ -12,7 +12,7 @@ import numpy as np
 
 
 class Dual:
-    __slots__ = ("val", "der")
+    __slots__ = ("der", "val")
     __array_priority__ = 100.0  # ndarray (op) Dual defers to Dual's reflected operators
 
     def __init__(self, val, der):
@@ -20,14 +20,14 @@ class Dual:
         self.der = der
 
     @staticmethod
-    def seed(values: np.ndarray) -> list["Dual"]:
+    def seed(values: np.ndarray) -> list[Dual]:
         """One Dual per column of ``values`` (N, K), each the derivative of itself: the K independent inputs."""
         n, k = values.shape
         eye = np.eye(k)
         return [Dual(values[:, i].copy(), np.broadcast_to(eye[i], (n, k)).copy()) for i in range(k)]
 
     @staticmethod
-    def const(val, like: "Dual") -> "Dual":
+    def const(val, like: Dual) -> Dual:
         return Dual(np.broadcast_to(np.asarray(val, dtype=float), like.val.shape).copy(), np.zeros_like(like.der))
 
     def __add__(self, o):

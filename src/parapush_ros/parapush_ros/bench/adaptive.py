@@ -27,7 +27,6 @@ import sys
 import time
 
 import numpy as np
-from tqdm import tqdm
 
 from ..core.models.base import rollout, rollout_with_variance
 from ..core.models.fine import FineModel
@@ -188,6 +187,7 @@ def evaluate(batches, thresholds, weights=None, threads=None, label="bench adapt
     """Error and cost per method over the batches ((scene, x0, U) triples), and how well the ensemble's sigma
     tells the coarse error (``correlation``)."""
     ms = methods(thresholds, slice_thresholds)
+    from tqdm import tqdm  # noqa: PLC0415
     progress = tqdm(total=len(batches) * (len(ms) + 1), desc=f"{label} (fine reference + methods)", unit="run",
                     file=sys.stderr)
     err = {m: [] for m in ms}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from tqdm import tqdm
 
 from ..core.models.analytical import AnalyticalCoarseModel
 from ..core.models.base import rollout
@@ -30,6 +29,7 @@ def run(args) -> dict:
     ref = rollout(fine, x0, U, args.dt)[:, -1]
     grid = np.round(np.arange(0.1, 1.01, 0.075), 3)
     rows, scores = [], []
+    from tqdm import tqdm  # noqa: PLC0415
     progress = tqdm(total=len(grid), desc="calibrate", unit="K_omega", file=sys.stderr)
     for k in grid:
         coarse = AnalyticalCoarseModel(scene, k_omega=float(k))

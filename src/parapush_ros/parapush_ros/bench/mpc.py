@@ -39,7 +39,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from ..core.models.fine import default_threads
 from ..core.config import ConfigError
@@ -366,6 +365,7 @@ def run(args) -> dict:
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
            "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
     path, out = output_paths(args, "mpc")
+    from tqdm import tqdm  # noqa: PLC0415
     for world in (worlds if scenes else []):
         for model in models:
             with tqdm(total=len(scenes), desc=f"{world} world, {model}", unit="scene", file=sys.stderr) as progress:

@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from ..core.models.base import ModelDiverged
 from ..core.models.fine import FineModel, default_threads
@@ -305,7 +304,8 @@ def run(args) -> dict:
     print(f"datagen: {n_chunks} chunks of {size} samples ({n_chunks - len(todo)} present), objects {objects}, "
           f"{workers} worker threads -> {root}", file=sys.stderr)
     fines = {}
-    prog = tqdm(total=len(todo) * size, desc="datagen samples", unit="sample", file=sys.stderr)
+    from tqdm import tqdm  # noqa: PLC0415
+    prog = tqdm(total=len(todo) * size, desc="datagen samples", unit="sample", file=sys.stderr, disable=not todo)
 
     def make(c):
         n = schedule[c]

@@ -89,14 +89,14 @@ def test_a_scripted_teleop_push_is_recorded_over_dds(ros_context, ros_executor, 
         msg.header.stamp, msg.header.frame_id = stamp, "table"
         state_pub.publish(msg)
         sent += 1
-        wait_for(lambda: node.states_received >= sent, 10.0, what="the recorder to take the state")
+        wait_for(lambda: node.states_received >= sent, 10.0, what="the recorder to take the state")  # noqa: B023 - called within this iteration
         u = script(t)
         cmd = TwistStamped()
         cmd.header.frame_id = "table"
         cmd.twist.linear.x, cmd.twist.linear.y = float(u[0]), float(u[1])
         n = recorder.commands
         cmd_pub.publish(cmd)
-        wait_for(lambda: recorder.commands > n, 10.0, what="the recorder to take the command")
+        wait_for(lambda: recorder.commands > n, 10.0, what="the recorder to take the command")  # noqa: B023 - called within this iteration
         world.execute(u, TICK)
         t = round(t + TICK, 9)
 
@@ -118,7 +118,7 @@ def test_a_scripted_teleop_push_is_recorded_over_dds(ros_context, ros_executor, 
 
 
 def test_record_cli_checks_its_arguments(tmp_path):
-    with pytest.raises(ValueError, match="--out: the demonstration file must end in .json"):
+    with pytest.raises(ValueError, match=r"--out: the demonstration file must end in .json"):
         cli.main(["demos", "record", "--scene", "block_003", "--out", str(tmp_path / "x.txt")])
     with pytest.raises(ValueError, match="--object: DG-OC demonstrations push a box"):
         cli.main(["demos", "record", "--scene", "cylinder_slider", "--out", str(tmp_path / "x.json")])

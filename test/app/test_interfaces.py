@@ -109,7 +109,7 @@ def assert_plan_eq(a, b):
 def test_constants():
     assert (ObjectState.SHAPE_BOX, ObjectState.SHAPE_CYLINDER) == (0, 1)
     R = PushObject.Result
-    assert (R.REACHED, R.HIT_OBSTACLE, R.OFF_TABLE, R.TIMEOUT, R.ABORTED, R.FAILED, R.OTHER_IN_GOAL) == tuple(range(7))
+    assert tuple(range(7)) == (R.REACHED, R.HIT_OBSTACLE, R.OFF_TABLE, R.TIMEOUT, R.ABORTED, R.FAILED, R.OTHER_IN_GOAL)
 
 
 @pytest.mark.parametrize("msg_type,make,check", [

@@ -126,7 +126,7 @@ def test_launch_file_is_the_shared_launch_description(mode):
     calls = [n for n in ast.walk(funcs["generate_launch_description"]) if isinstance(n, ast.Call)]
     assert [(ast.unparse(c.func), [a.value for a in c.args]) for c in calls] == [("bringup.launch_description",
                                                                                   [mode])]
-    assert REQUIRED_ARGUMENTS <= set(bringup.LAUNCH_ARGUMENTS)
+    assert set(bringup.LAUNCH_ARGUMENTS) >= REQUIRED_ARGUMENTS
 
 
 # ------------------------------------------------------------------------------------------------ rcl's merge

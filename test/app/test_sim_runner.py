@@ -108,7 +108,7 @@ def test_stack_runs_the_launch_file_nodes_with_their_parameter_files(ros_context
 def test_missing_nodes_are_an_error_unless_left_out_explicitly(ros_context, monkeypatch):
     ghost = bringup.NodeSpec("ghost_node", "ghost_node", "parapush_ros.nodes.ghost_node", "GHOST")
     monkeypatch.setattr(bringup, "NODES", (ghost,) + bringup.NODES)
-    with pytest.raises(RuntimeError, match="ghost_node.*--without ghost_node"):
+    with pytest.raises(RuntimeError, match=r"ghost_node.*--without ghost_node"):
         SimStack({}, context=ros_context)
     with pytest.raises(ValueError, match="not nodes of the sim"):
         SimStack({}, without=["teapot"], context=ros_context)
@@ -123,7 +123,7 @@ def test_stack_tracks_every_object_of_a_clutter_scene(ros_context):
     """Paper 001's multi-object scene over ROS: the sim publishes, and mocap_ingest tracks, four cylinders plus the
     pusher; RViz markers show every object and the goal region; planner and predictor run Parareal on the learned
     coarse model (launch argument coarse_model)."""
-    from visualization_msgs.msg import MarkerArray  # noqa: PLC0415
+    from visualization_msgs.msg import MarkerArray
     stack = SimStack({"scene": "clutter_push", "model": "parareal1", "coarse_model": "learned"}, context=ros_context)
     try:
         planner = stack.nodes["mpc_planner"]

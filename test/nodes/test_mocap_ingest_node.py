@@ -114,7 +114,7 @@ def tick(pubs, t):
 
 @pytest.mark.parametrize("ingest", [{"timeout": 5.0}], indirect=True)
 def test_scene_state_in_the_table_frame_with_measurement_stamps(ingest, ros_executor):
-    node, pubs, states, _ = ingest
+    _node, pubs, states, _ = ingest
     markers = Recorder()
     ros_executor.nodes[-1].create_subscription(MarkerArray, "/mocap_ingest/markers", markers, RELIABLE)
     stream(pubs, 100.0, 40)
@@ -140,7 +140,7 @@ def test_scene_state_in_the_table_frame_with_measurement_stamps(ingest, ros_exec
 
 
 def test_dropout_marks_the_body_invalid_and_recovery(ingest):
-    node, pubs, states, diags = ingest
+    _node, pubs, states, diags = ingest
     stream(pubs, 10.0, 20)
     wait_for(lambda: states.last() is not None and states.last().objects[0].tracking_valid, what="valid slider")
     n = states.count()
@@ -163,7 +163,7 @@ def test_dropout_marks_the_body_invalid_and_recovery(ingest):
     (lambda t: pose(t, 0.9, 3.0, 0.76), "off the table"),
 ], ids=["nan", "non-unit-quaternion", "wrong-frame", "off-table"])
 def test_bad_poses_are_rejected_with_a_diagnostic(ingest, bad, words):
-    node, pubs, states, diags = ingest
+    _node, pubs, states, diags = ingest
     stream(pubs, 20.0, 15)
     wait_for(lambda: states.last() is not None and states.last().objects[0].tracking_valid, what="valid slider")
     n = states.count()
@@ -177,7 +177,7 @@ def test_bad_poses_are_rejected_with_a_diagnostic(ingest, bad, words):
 
 
 def test_nothing_is_published_before_every_body_was_seen(ingest):
-    node, pubs, states, diags = ingest
+    _node, pubs, states, diags = ingest
     stream(pubs, 30.0, 20, slider=False)
     clock = [30.2]
 

@@ -278,7 +278,7 @@ def test_a_stale_or_invalid_state_that_lasts_fails_the_push(harness, fault, word
 
 
 def test_a_tracking_dropout_pauses_the_push_and_it_resumes(harness):
-    h, planner = harness
+    h, _planner = harness
     x = h.scene.initial_state()
     h.publish_static(x)
     h.cmds.clear()
@@ -507,7 +507,7 @@ def test_stop_is_final_no_command_tick_publishes_after_the_stops_zero(harness):
                                                    origin_ns=planner.get_clock().now().nanoseconds))
 
                 def cancel():
-                    session.stop(Outcome.ABORTED, "cancelled by the client")
+                    session.stop(Outcome.ABORTED, "cancelled by the client")  # noqa: B023 - called within this iteration
                     planner._send_zero()
 
                 stop = threading.Thread(target=cancel)

@@ -5,10 +5,10 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from conftest import wait_for  # noqa: E402
-from parapush_ros import bringup  # noqa: E402
-from parapush_ros.core.fidelity.recordings import MocapTopics, read_recording  # noqa: E402
-from parapush_ros.sim_runner import SimStack  # noqa: E402
+from conftest import wait_for
+from parapush_ros import bringup
+from parapush_ros.core.fidelity.recordings import MocapTopics, read_recording
+from parapush_ros.sim_runner import SimStack
 
 pytestmark = pytest.mark.timeout(90)
 

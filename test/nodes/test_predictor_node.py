@@ -51,7 +51,7 @@ def states_of(res, scene):
 
 
 def test_models_answer_and_parareal_K_equals_N_is_the_fine_model(served):
-    node, _, client = served
+    _node, _, client = served
     scene = load_scene(SCENE)
     fine = call(client, request(scene, "fine"))
     coarse = call(client, request(scene, "coarse"))
@@ -106,7 +106,7 @@ def test_fine_divergence_is_reported(served):
 
 
 def test_prediction_markers_are_latched_for_rviz(served):
-    node, client_node, client = served
+    _node, client_node, client = served
     scene = load_scene(SCENE)
     assert call(client, request(scene, "parareal", K=2)).success
     got = []

@@ -116,7 +116,7 @@ class Harness:
                 self.t = round(self.t + 1.0 / RATE, 9)
             self.clock_pub.publish(Clock(clock=Time(nanoseconds=int(round(self.t * 1e9))).to_msg()))
             if self.expect_output and (self.out or self.t > 1.0):  # once outputs flow: lock-step on them
-                wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,
+                wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,  # noqa: B023 - called within this iteration
                          what="the commander's output for the period")
             else:
                 self._stop.wait(1.0 / RATE)
@@ -517,7 +517,7 @@ def test_transitions_from_another_thread_never_let_a_non_zero_out_after_the_stop
         h.wait_sim(0.2)
         t_on = now().nanoseconds * 1e-9
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
-        h.wait_output(lambda m: vel(m)[0] > 0.0 and stamp(m) >= t_on, "motion after activate", since=0.0)
+        h.wait_output(lambda m: vel(m)[0] > 0.0 and stamp(m) >= t_on, "motion after activate", since=0.0)  # noqa: B023 - called within this iteration
         with h.lock:
             out = list(h.out)
         last_off = max(k for k, m in enumerate(out) if stamp(m) <= t_off)

@@ -31,11 +31,11 @@ def test_stop_ends_callbacks_and_shutdown_after_it_is_clean(ros_context, thread_
         ex = MultiThreadedExecutor(num_threads=2, context=ros_context)
         node = rclpy.create_node(f"spin_test_{cycle}", context=ros_context)
         ticks = []
-        node.create_timer(0.002, lambda: ticks.append(1))
+        node.create_timer(0.002, lambda: ticks.append(1))  # noqa: B023 - called within this iteration
         ex.add_node(node)
         spin = BackgroundSpin(ex, name="spin-test").start()
         assert spin.running
-        wait_for(lambda: len(ticks) >= 3, timeout=5.0, what="timer callbacks while spinning")
+        wait_for(lambda: len(ticks) >= 3, timeout=5.0, what="timer callbacks while spinning")  # noqa: B023 - called within this iteration
         assert spin.stop(timeout=5.0) and not spin.running
         assert spin.drain(timeout=5.0) == [] and spin.errors == []  # callbacks in flight end, none failed
         ex.shutdown(timeout_sec=5.0)

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("rclpy")
-from parapush_msgs.msg import PushPlan  # noqa: E402
-from std_msgs.msg import Header  # noqa: E402
-from visualization_msgs.msg import Marker  # noqa: E402
+from parapush_msgs.msg import PushPlan
+from std_msgs.msg import Header
+from visualization_msgs.msg import Marker
 
-from parapush_ros.core.scene.spec import load_scene  # noqa: E402
-from parapush_ros.ros import markers  # noqa: E402
-from parapush_ros.ros.conversions import (ConversionError, array_to_state_variance,  # noqa: E402
+from parapush_ros.core.scene.spec import load_scene
+from parapush_ros.ros import markers
+from parapush_ros.ros.conversions import (ConversionError, array_to_state_variance,
                                           state_variance_to_array)
 
 

@@ -12,7 +12,7 @@ import yaml
 from .core.scene.spec import load_scene
 
 
-def scene_with_overrides(scene_arg: str, overrides) -> "object":
+def scene_with_overrides(scene_arg: str, overrides) -> object:
     """Load a scene and apply ``key.path=value`` overrides (YAML values) to its dict; validated like a file."""
     scene = load_scene(scene_arg)
     if not overrides:

@@ -85,7 +85,7 @@ class SimStack:
         """Exceptions raised by the nodes' callbacks so far (printed when they happen)."""
         return self.spinning.errors
 
-    def start(self) -> "SimStack":
+    def start(self) -> SimStack:
         self.spinning.start()
         return self
 

@@ -312,7 +312,7 @@ def make_schedule(seed: int, horizon: float, bodies, hostile_requests, hostile_g
         cycles, seen = [[] for _ in bags], [set() for _ in bags]
         while t < horizon or any(len(s) < len(set(b)) for s, b in zip(seen, bags)):
             variants = []
-            for bag, cycle, done in zip(bags, cycles, seen):
+            for bag, cycle in zip(bags, cycles):
                 if bag and not cycle:
                     cycle += [bag[i] for i in rng.permutation(len(bag))]
                 variants.append(cycle.pop() if bag else None)

@@ -112,5 +112,5 @@ def test_mcap_errors_say_sample_and_only_reader_failures_are_unreadable_bags(tmp
                                              r"sample \(at most"):
         read_mcap(tmp_path / "gap.mcap", scene, topics)
     (tmp_path / "foreign.mcap").write_bytes(b"not an mcap file at all")
-    with pytest.raises(RecordingError, match="foreign.mcap: not a readable MCAP bag"):
+    with pytest.raises(RecordingError, match=r"foreign.mcap: not a readable MCAP bag"):
         read_mcap(tmp_path / "foreign.mcap", scene, topics)

@@ -33,7 +33,7 @@ def test_whole_chunks_load_in_order_and_bad_ones_are_named(tmp_path):
 
 def test_primitive_datasets_load_through_the_same_chunks(tmp_path):
     root = dataset(tmp_path / "prim", datagen_primitive.FORMAT, "poses_next", n_chunks=2)
-    meta, data = datagen_primitive.load(root, max_samples=5)
+    _meta, data = datagen_primitive.load(root, max_samples=5)
     assert data["poses"].shape == (5, 3) and data["poses_next"][4, 0] == 1
     (root / "chunk_00000.npz").unlink()
     with pytest.raises(ValueError, match=r"1 of its 2 chunks missing or unreadable \(chunk_00000.npz\)"):

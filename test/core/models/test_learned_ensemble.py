@@ -48,7 +48,7 @@ def test_variance_is_zero_where_nothing_moves_and_grows_along_a_push(model):
     one = LM.family_scene(1)
     m1 = LearnedEnsembleModel(one, model.emdn, model.meta)
     x = one.initial_state()
-    xs, vs = m1.propagate_with_variance(np.stack([x, x]), np.array([[0.05, 0.01], [0.05, -0.01]]), 1.0)
+    _xs, vs = m1.propagate_with_variance(np.stack([x, x]), np.array([[0.05, 0.01], [0.05, -0.01]]), 1.0)
     vx, vy = one.layout.object_poses(vs)[:, 0, 0], one.layout.object_poses(vs)[:, 0, 1]
     np.testing.assert_allclose([vx[0], vy[0]], [vx[1], vy[1]], rtol=1e-5)
     # far from the training data (a push 3x faster than any in it, <= 5 cm/s) the ensemble is less sure

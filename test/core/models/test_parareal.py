@@ -59,7 +59,7 @@ def test_fig5_cases_converge(models, name, offset):
 
 
 def test_tolerance_stops_early_and_reports_changes(models):
-    scene, pr, fine = models["cylinder_slider"]
+    scene, pr, _fine = models["cylinder_slider"]
     x0 = start(scene, 0.02)
     r = pr.solve(x0, FIG5_U, 1.0, max_iterations=4, tolerance=0.05)  # 5 cm: everything counts as converged
     assert r.iterations == 1 and bool(r.converged[0]) and r.fine_slices == 4
@@ -90,7 +90,7 @@ def test_projection_never_leaves_penetration_and_never_touches_exact_slices(mode
 
 
 def test_batch_equals_single_solves(models):
-    scene, pr, fine = models["cylinder_slider"]
+    scene, pr, _fine = models["cylinder_slider"]
     rng = np.random.default_rng(11)
     M = 5
     x0 = sideways_starts(scene, rng, M, 0.05)
@@ -104,7 +104,7 @@ def test_batch_equals_single_solves(models):
 @pytest.mark.parametrize("name", ["box_slider", "cylinder_slider"])
 def test_pipelined_schedule_equals_batched_bitwise(models, name):
     """No barrier between sweeps, same arithmetic: every iterate equals the batched schedule's, at every K."""
-    scene, pr, fine = models[name]
+    scene, pr, _fine = models[name]
     rng = np.random.default_rng(5)
     x0 = start(scene, 0.03)
     U = np.vstack([FIG5_U, rng.uniform(-0.01, 0.04, (2, 2))])  # N = 6: iterations overlap on 2 threads

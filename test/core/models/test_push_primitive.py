@@ -24,7 +24,7 @@ def test_valid_action_keeps_pushes_on_a_face():
     assert np.all((a[:, 1] >= 0.0) & (a[:, 1] <= 1.0))
     np.testing.assert_allclose(a[0], [0.0, 0.5])
     assert a[1, 0] == pytest.approx(MAX_OBLIQUE) and a[1, 1] == 1.0
-    poses, actions = random_pushes(np.random.default_rng(0), 100)
+    _poses, actions = random_pushes(np.random.default_rng(0), 100)
     np.testing.assert_allclose(valid_action(actions), actions, atol=1e-12)
 
 

@@ -49,7 +49,7 @@ def test_central_push_moves_the_slider_straight_with_the_pusher():
 def test_sticking_by_hand_and_its_sign_convention():
     """Push +x at p_y = +1 cm (above the centre) with a little tangential velocity: sticking, clockwise turn."""
     py, vn, vt = 0.01, 0.1, 0.01
-    x1, face, mode = BLOCK.step_info(state(py, (vn, vt)), np.zeros(2))
+    x1, _face, mode = BLOCK.step_info(state(py, (vn, vt)), np.zeros(2))
     assert mode == STICK
     px, c2 = -0.06, BLOCK.c ** 2
     d = c2 + px ** 2 + py ** 2

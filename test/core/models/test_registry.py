@@ -121,7 +121,7 @@ def test_a_variance_threshold_is_refused_without_a_coarse_variance_or_when_not_f
     prediction (every plan of the planner node); it is refused when the predictor is made, as an infinite one is
     (it would silently turn Parareal-K into the coarse model)."""
     scene = load_scene("four_cylinders")
-    with pytest.raises(ValueError, match="parareal_variance_threshold: .* coarse_model 'analytical' does not"):
+    with pytest.raises(ValueError, match=r"parareal_variance_threshold: .* coarse_model 'analytical' does not"):
         Predictor(scene, coarse="analytical", variance_threshold=1e-3)
     for bad in (float("inf"), float("nan"), -1e-3):
         with pytest.raises(ValueError, match="parareal_variance_threshold: must be >= 0 m"):

@@ -132,7 +132,7 @@ def test_the_corner_keep_out_holds_the_pusher_off_the_corners():
     along = np.array([0.0, 0.035, 0.05, 0.059])  # pusher centre along the -x face (half width 0.06)
     X = np.zeros((1, len(along), 7))
     X[0, :, 3], X[0, :, 4] = -0.06 - r, along
-    res, J = cost._corners(X)
+    res, _J = cost._corners(X)
     d = np.hypot(r, 0.06 - along)
     np.testing.assert_allclose(res[0].max(-1), np.maximum(r + w.corner_margin - d, 0.0), atol=1e-12)
     assert res[0, 0].max() == 0.0 and res[0, 1].max() == 0.0 and res[0, 3].max() > res[0, 2].max() > 0.0

@@ -136,14 +136,14 @@ def test_goals_and_settings_are_checked():
     planner = DGOCPushPlanner.__new__(DGOCPushPlanner)  # never used: the goal check comes first
     with pytest.raises(ValueError, match="needs a yaw"):
         DGOCSession(planner, None, goal_for(SCENE, "block", (0.1, 0.0)))
-    with pytest.raises(ConfigError, match="^method: must be one of"):
+    with pytest.raises(ConfigError, match=r"^method: must be one of"):
         DGOCConfig(method="ilqr")
-    with pytest.raises(ConfigError, match="^demonstrations: "):
+    with pytest.raises(ConfigError, match=r"^demonstrations: "):
         DGOCPushPlanner(SCENE, DGOCConfig(demonstrations="/nonexistent"))
     with pytest.raises(ValueError, match="DG-OC pushes boxes"):
         DGOCPushPlanner(load_scene("cylinder_slider"), DGOCConfig(demonstrations="block_003")).planner(0)
     assert set(PLANNERS) >= {"mpc", "dgoc"} and planner_entry("dgoc").needs_yaw
-    with pytest.raises(ConfigError, match="^planner: 'x' is not one of mpc, alg2, dgoc"):
+    with pytest.raises(ConfigError, match=r"^planner: 'x' is not one of mpc, alg2, dgoc"):
         planner_entry("x")
 
 

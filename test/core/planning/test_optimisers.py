@@ -174,7 +174,7 @@ def test_a_registered_optimiser_is_planned_with_and_has_its_settings(side_proble
     planner = MPCPlanner(scene, config, task=task, predictor=Predictor(scene))
     assert isinstance(planner.optimiser, Greedy)
     assert planner.plan(x0).result.iterations == 2
-    with pytest.raises(ConfigError, match="^greedy.keep: must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match=r"^greedy.keep: must be >= 1, got 0"):
         PlannerConfig.from_values({"optimiser": "greedy", "greedy.keep": 0})
     with pytest.raises(ValueError, match="'greedy': must be a new identifier"):
         register_optimiser("greedy", Greedy)

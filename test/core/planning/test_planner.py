@@ -4,6 +4,8 @@
 Real models only (the analytical coarse model keeps this file fast); the predictor spy below subclasses the real
 ``Predictor`` to count and inspect its calls, it does not replace any of its work.
 """
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -143,7 +145,7 @@ def test_push_primitive_walks_round_the_target_then_pushes_along_the_path(obstac
     _, d = task.path_to_goal(x)
     q = slider - (reach + 0.002) * d  # the push point
     # on the way to the push point (straight pieces sampled finely) the pusher never cuts through the slider
-    fine = np.concatenate([a + np.linspace(0, 1, 20)[:, None] * (b - a) for a, b in zip(path[:-1], path[1:])])
+    fine = np.concatenate([a + np.linspace(0, 1, 20)[:, None] * (b - a) for a, b in pairwise(path)])
     arrive = int(np.argmin(np.linalg.norm(fine - q, axis=-1)))
     assert np.linalg.norm(fine[arrive] - q) < 0.01 and arrive > 20
     assert np.linalg.norm(fine[:arrive + 1] - slider, axis=-1).min() > reach - 1e-3
@@ -274,7 +276,7 @@ def test_start_state_prediction_with_the_learned_coarse_model(model):
     """Issue 19: the real-time loop predicts the start state through a fraction of a control; the learned coarse
     model predicts whole 1 s slices only. One slice of Parareal-K is the fine model's, so Parareal predicts it with
     the fine model; the learned model alone does the same for a segment that is not a whole slice."""
-    from parapush_ros.core.models.registry import Predictor  # noqa: PLC0415
+    from parapush_ros.core.models.registry import Predictor
     s = load_scene("clutter_push")
     predictor = Predictor(s, coarse="learned", threads=1)
     planner = MPCPlanner(s, PlannerConfig(model=model), predictor=predictor)

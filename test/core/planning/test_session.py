@@ -71,7 +71,7 @@ def test_the_anytime_optimiser_stops_before_its_deadline():
 
 # ------------------------------------------------------------------------------------------------ stop and plan
 def test_stop_and_plan_pushes_to_the_goal_and_stops_between_controls():
-    scene, planner, world, io = setup()
+    _scene, planner, world, io = setup()
     rec = run_closed_loop(planner, world, io=io)
     assert rec.outcome is Outcome.REACHED, rec.reason
     assert len(rec.plan_times) == rec.actions == len(rec.controls) and rec.states.shape[0] == rec.actions + 1
@@ -82,7 +82,7 @@ def test_stop_and_plan_pushes_to_the_goal_and_stops_between_controls():
 # ------------------------------------------------------------------------------------------------ safety
 @pytest.mark.parametrize("realtime", [False, True])
 def test_a_dropout_pauses_the_push_and_it_resumes(realtime):
-    scene, planner, world, io = setup(realtime=realtime, dropouts=[(1.2, 2.0)])
+    _scene, planner, _world, io = setup(realtime=realtime, dropouts=[(1.2, 2.0)])
     session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime, tracking_loss_timeout=3.0))
     res = session.run()
     assert res.outcome is Outcome.REACHED, res.reason
@@ -95,7 +95,7 @@ def test_a_dropout_pauses_the_push_and_it_resumes(realtime):
 
 @pytest.mark.parametrize("realtime", [False, True])
 def test_a_dropout_that_lasts_fails_the_push_with_the_pusher_stopped(realtime):
-    scene, planner, world, io = setup(realtime=realtime, dropouts=[(1.2, 100.0)])
+    _scene, planner, _world, io = setup(realtime=realtime, dropouts=[(1.2, 100.0)])
     res = PushSession(planner, io, planner.task.goal,
                       SessionConfig(realtime=realtime, tracking_loss_timeout=1.0)).run()
     assert res.outcome is Outcome.FAILED and "tracking_loss_timeout 1 s" in res.reason
@@ -106,7 +106,7 @@ def test_a_dropout_that_lasts_fails_the_push_with_the_pusher_stopped(realtime):
 
 @pytest.mark.parametrize("realtime", [False, True])
 def test_cancel_stops_the_pusher_at_once(realtime):
-    scene, planner, world, io = setup(realtime=realtime)
+    _scene, planner, _world, io = setup(realtime=realtime)
     session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime))
     io.events.append((1.3, lambda: session.stop(Outcome.ABORTED, "cancelled by the client")))
     res = session.run()
@@ -135,7 +135,7 @@ def test_a_new_push_pre_empts_the_running_one():
 
 
 def test_a_push_cancelled_while_it_waits_for_its_turn_never_plans_nor_moves():
-    scene, planner, world, io = setup()
+    _scene, planner, _world, io = setup()
     arbiter = PushArbiter()
     first, second = PushSession(planner, io, planner.task.goal), PushSession(planner, io, planner.task.goal)
     runs = {}
@@ -165,7 +165,7 @@ def test_the_goal_moves_during_a_push():
 
 # ------------------------------------------------------------------------------------------------ real time
 def test_realtime_pushes_without_stopping_between_controls():
-    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: 0.3 * DT)
+    _scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: 0.3 * DT)
     rec = run_closed_loop(planner, world, realtime=True, io=io)
     assert rec.outcome is Outcome.REACHED, rec.reason
     first = rec.first_plan_time
@@ -181,7 +181,7 @@ def test_realtime_pushes_without_stopping_between_controls():
 
 def test_a_late_plan_neither_stops_the_pusher_nor_sends_nan():
     lateness = {2: 1.4 * DT, 3: 2.6 * DT}  # plans 2 and 3 take longer than a control period
-    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: lateness.get(k, 0.2 * DT))
+    _scene, planner, _world, io = setup(realtime=True, extra_latency=lambda k: lateness.get(k, 0.2 * DT))
     session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True))
     res = session.run()
     assert res.outcome is Outcome.REACHED, res.reason
@@ -206,7 +206,7 @@ def test_a_plan_a_little_late_is_followed_at_once_by_the_plan_for_the_next_switc
     made at once for the next switch: neither the lead grows nor does the late plan's own second control (planned
     on the least exact part of its prediction) run open loop for a whole period."""
     lateness = {2: 1.1 * DT}  # plan 2 overruns its control by a tenth
-    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: lateness.get(k, 0.2 * DT))
+    _scene, planner, _world, io = setup(realtime=True, extra_latency=lambda k: lateness.get(k, 0.2 * DT))
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True)).run()
     assert res.outcome is Outcome.REACHED, res.reason
     assert res.late_plans == 1
@@ -221,7 +221,7 @@ def test_a_plan_a_little_late_is_followed_at_once_by_the_plan_for_the_next_switc
 
 
 def test_a_planner_slower_than_a_control_plans_further_ahead_and_is_on_time():
-    scene, planner, world, io = setup(realtime=True, extra_latency=lambda k: 1.5 * DT)
+    _scene, planner, _world, io = setup(realtime=True, extra_latency=lambda k: 1.5 * DT)
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True, max_actions=40)).run()
     assert res.outcome is Outcome.REACHED, res.reason
     assert res.late_plans == 1 and res.plans[1].late == pytest.approx(0.5 * DT)  # only the first, aimed one ahead
@@ -234,7 +234,7 @@ def test_a_stop_ends_an_anytime_plan_whose_deadline_never_comes():
     """On a frozen plan clock (a simulation whose /clock died) the deadline never comes: a cancel or shutdown
     must still end the optimiser after its current iteration, so no planning thread outlives its push."""
     config = PlannerConfig.from_values(dict(model="coarse", samples=8, iterations=10**9, control_duration=DT))
-    scene, planner, world, io = setup(realtime=True, config=config)
+    _scene, planner, _world, io = setup(realtime=True, config=config)
     session = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=True))
     iterations = []
     optimise = planner.optimiser.optimise
@@ -275,7 +275,7 @@ def test_a_plan_with_a_non_finite_variance_fails_the_push_with_the_pusher_stoppe
     """A NaN variance would be published on the plan and judged 'certain' (NaN > threshold is False): the push
     fails instead, before the plan runs, saying why."""
     config = PlannerConfig.from_values(dict(model=nan_variance_model, samples=4, iterations=1, control_duration=DT))
-    scene, planner, world, io = setup(config=config)
+    _scene, planner, _world, io = setup(config=config)
     res = PushSession(planner, io, planner.task.goal, SessionConfig()).run()
     assert res.outcome is Outcome.FAILED and "non-finite predicted states or variance" in res.reason, res.reason
     assert not io.executed or all(np.all(u == 0.0) for _, _, u in io.executed)
@@ -288,7 +288,7 @@ EPOCHS = [EPOCH_NS, EPOCH_NS + 123_456_789, *np.random.default_rng(28).integers(
 
 def epoch_run(realtime, dt, epoch_ns, max_actions=6):
     config = PlannerConfig.from_values(dict(model="coarse", samples=8, iterations=2, control_duration=dt, seed=3))
-    scene, planner, world, io = setup(realtime=realtime, config=config, epoch_ns=epoch_ns,
+    _scene, planner, _world, io = setup(realtime=realtime, config=config, epoch_ns=epoch_ns,
                                       extra_latency=lambda k: 0.3 * dt)
     far = replace(planner.task.goal, position=(0.45, 0.0))  # never reached: the push times out
     return PushSession(planner, io, far, SessionConfig(realtime=realtime, max_actions=max_actions)).run(), io
@@ -339,7 +339,7 @@ def test_a_clock_jump_pauses_the_push_and_it_resumes_on_a_state_measured_after_i
     and the push resumes re-planned from the first state measured after the jump (one world step later), every
     time after it on the new clock."""
     epoch = 1_750_000_000_000_000_000
-    scene, planner, world, io = setup(realtime=realtime, epoch_ns=epoch, clock_jumps=[(1.2, jump_ns)])
+    _scene, planner, _world, io = setup(realtime=realtime, epoch_ns=epoch, clock_jumps=[(1.2, jump_ns)])
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime)).run()
     assert res.outcome is Outcome.REACHED, res.reason
     paused = f"paused: {why}: waiting for a scene state measured after it"
@@ -363,7 +363,7 @@ def test_a_pause_counts_its_timeout_without_a_jump_back_during_it(tracking_back,
     jump, would otherwise come 1000 s late (never, on a /clock reset that stays at 0). Tracking back at 1.8 s
     resumes the push; never back, it fails once tracking_loss_timeout (1 s) of clock time passed, the jump's step
     (1 ms, unknown to the session) not counted."""
-    scene, planner, world, io = setup(dropouts=[(1.2, tracking_back)], clock_jumps=[(1.5, -1_000_000_000_000)])
+    _scene, planner, _world, io = setup(dropouts=[(1.2, tracking_back)], clock_jumps=[(1.5, -1_000_000_000_000)])
     res = PushSession(planner, io, planner.task.goal, SessionConfig(tracking_loss_timeout=1.0)).run()
     assert res.outcome is outcome, res.reason
     assert all(np.all(u == 0.0) for u in commands_between(io, 1.2, tracking_back))
@@ -375,14 +375,14 @@ def test_a_pause_counts_its_timeout_without_a_jump_back_during_it(tracking_back,
 
 
 def test_a_clock_step_forward_within_max_clock_jump_is_no_jump():
-    scene, planner, world, io = setup(clock_jumps=[(1.2, 5_000_000_000)])
+    _scene, planner, _world, io = setup(clock_jumps=[(1.2, 5_000_000_000)])
     res = PushSession(planner, io, planner.task.goal, SessionConfig()).run()
     assert res.outcome is Outcome.REACHED and not any(t.startswith("paused") for t in texts(io)), texts(io)
 
 
 @pytest.mark.parametrize("realtime", [False, True])
 def test_scene_stamps_off_the_planners_clock_are_refused_with_a_status_to_check_clock_sync(realtime):
-    scene, planner, world, io = setup(realtime=realtime, stamp_offset_ns=800_000_000)
+    _scene, planner, _world, io = setup(realtime=realtime, stamp_offset_ns=800_000_000)
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime, tracking_loss_timeout=1.0)).run()
     problem = ("scene_state stamp 0.800 s ahead of the planner's clock (max_clock_offset 0.5 s): check the clock sync "
                "of the mocap host and the planner")
@@ -393,7 +393,7 @@ def test_scene_stamps_off_the_planners_clock_are_refused_with_a_status_to_check_
 
 @pytest.mark.parametrize("offset_ns", [300_000_000, -300_000_000])
 def test_scene_stamps_within_max_clock_offset_are_used(offset_ns):
-    scene, planner, world, io = setup(stamp_offset_ns=offset_ns)
+    _scene, planner, _world, io = setup(stamp_offset_ns=offset_ns)
     res = PushSession(planner, io, planner.task.goal, SessionConfig()).run()
     # stamps 0.3 s behind make stop and plan wait for a state stamped after each control (the world differs, so
     # the push may take longer than 20 actions): never a pause
@@ -415,7 +415,7 @@ def pusher_bias(scene, depth):
 @pytest.mark.parametrize("realtime", [False, True])
 def test_a_measured_start_deeper_than_max_start_penetration_pauses_the_push_naming_the_body_and_depth(realtime):
     scene = load_scene("cylinder_slider")
-    scene, planner, world, io = setup(realtime=realtime, observation_bias=pusher_bias(scene, 0.020))
+    scene, planner, _world, io = setup(realtime=realtime, observation_bias=pusher_bias(scene, 0.020))
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime, tracking_loss_timeout=1.0)).run()
     problem = ("infeasible measured state: the pusher inside 'cylinder' by 20.0 mm (max_start_penetration 5 mm): "
                "check the mocap calibration")
@@ -427,7 +427,7 @@ def test_a_measured_start_deeper_than_max_start_penetration_pauses_the_push_nami
 @pytest.mark.parametrize("realtime", [False, True])
 def test_a_measured_start_within_max_start_penetration_warns_once_per_push_and_pushes(realtime):
     scene = load_scene("cylinder_slider")
-    scene, planner, world, io = setup(realtime=realtime, observation_bias=pusher_bias(scene, 0.003))
+    scene, planner, _world, io = setup(realtime=realtime, observation_bias=pusher_bias(scene, 0.003))
     res = PushSession(planner, io, planner.task.goal, SessionConfig(realtime=realtime)).run()
     # pushing from 4.55 mm off, real time may not make it in 20 actions: the push runs either way
     assert res.outcome in (Outcome.REACHED, Outcome.TIMEOUT), res.reason

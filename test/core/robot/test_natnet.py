@@ -129,7 +129,7 @@ def test_hand_assembled_3_1_frame():
     frame = natnet.decode_frame(packet(7, payload), "3.1")
     assert frame.frame_number == 7
     assert_bodies(frame.rigid_bodies, (RigidBody(42, (0.25, 0.5, 1.0), (0, 0, 0, 1), 0.002, True),))
-    with pytest.raises(NatNetError, match="natnet_version 4.1"):  # a 3.x stream read as 4.1
+    with pytest.raises(NatNetError, match=r"natnet_version 4.1"):  # a 3.x stream read as 4.1
         natnet.decode_frame(packet(7, payload), "4.1")
 
 
@@ -189,11 +189,11 @@ def test_malformed_packets_name_what_and_where():
         natnet.decode_frame(natnet.pack_modeldef([], "4.1"), "4.1")
     with pytest.raises(NatNetError, match="negative marker set count -1 at byte 8"):
         natnet.decode_frame(packet(7, i32(1) + i32(-1)), "3.1")
-    with pytest.raises(NatNetError, match="rigid body count 1000000 needs at least 38000000 bytes.* at byte 16"):
+    with pytest.raises(NatNetError, match=r"rigid body count 1000000 needs at least 38000000 bytes.* at byte 16"):
         natnet.decode_frame(packet(7, i32(1) + i32(0) + i32(0) + i32(1000000)), "3.0")
-    with pytest.raises(NatNetError, match="unterminated marker set 0 name.* at byte 12"):
+    with pytest.raises(NatNetError, match=r"unterminated marker set 0 name.* at byte 12"):
         natnet.decode_frame(packet(7, i32(1) + i32(1) + b"abcdefgh"), "3.0")
-    with pytest.raises(NatNetError, match="rigid body section declares 40 bytes but its entries take 38.* at byte 28"):
+    with pytest.raises(NatNetError, match=r"rigid body section declares 40 bytes but its entries take 38.* at byte 28"):
         natnet.decode_frame(packet(7, i32(1) + i32(0) + i32(0) + i32(0) + i32(0) + i32(1) + i32(40) + bytes(40)),
                             "4.1")
     with pytest.raises(NatNetError, match="marker set byte count 999 does not fit"):

@@ -72,7 +72,7 @@ def test_validation_names_file_and_field(change, field, words):
 def test_bad_file_errors(tmp_path):
     p = tmp_path / "broken.yaml"
     p.write_text("table: [unclosed")
-    with pytest.raises(SceneError, match="broken.yaml: not valid YAML"):
+    with pytest.raises(SceneError, match=r"broken.yaml: not valid YAML"):
         load_scene(p)
     with pytest.raises(SceneError, match="no such scene file"):
         load_scene("does_not_exist")

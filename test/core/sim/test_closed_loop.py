@@ -131,7 +131,7 @@ def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
                                               == key and r["outcome"] != "reached"}
     other = dict(part, seed=4)
     (tmp_path / "other.json").write_text(json.dumps(other))
-    with pytest.raises(ValueError, match="other.json: 'seed' is 4"):
+    with pytest.raises(ValueError, match=r"other.json: 'seed' is 4"):
         main(["bench", "mpc-merge", str(tmp_path / "part" / "bench_mpc.json"), str(tmp_path / "other.json"),
               "--json", str(merged_path)])
 
@@ -149,7 +149,7 @@ def test_bench_mpc_merge_refuses_parts_with_another_parareal_variance_threshold(
     merged = tmp_path / "merged.json"
     assert main(["bench", "mpc-merge", str(files["old"]), str(files["off"]), "--json", str(merged)]) == 0
     assert json.loads(merged.read_text())["parareal_variance_threshold"] == 0.0
-    with pytest.raises(ValueError, match="off.json: 'parareal_variance_threshold' is 0.0, but .*on.json has 0.002"):
+    with pytest.raises(ValueError, match=r"off.json: 'parareal_variance_threshold' is 0.0, but .*on.json has 0.002"):
         main(["bench", "mpc-merge", str(files["on"]), str(files["off"]), "--json", str(merged)])
 
 

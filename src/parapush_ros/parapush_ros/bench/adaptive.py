@@ -23,6 +23,7 @@ fixed-K errors: the premise of every variance gate.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..core.models.parareal import Parareal
 from ..core.planning.tasks import PushTask
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import load_scene
-from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
+from .common import output_paths, print_table, pyplot, save_figure, write_json
 from .learned import random_cluster_pushes
 
 N = 4
@@ -186,7 +187,9 @@ def evaluate(batches, thresholds, weights=None, threads=None, label="bench adapt
     """Error and cost per method over the batches ((scene, x0, U) triples), and how well the ensemble's sigma
     tells the coarse error (``correlation``)."""
     ms = methods(thresholds, slice_thresholds)
-    progress = Progress(len(batches) * (len(ms) + 1), f"{label} (fine reference + methods)")
+    from tqdm import tqdm  # noqa: PLC0415
+    progress = tqdm(total=len(batches) * (len(ms) + 1), desc=f"{label} (fine reference + methods)", unit="run",
+                    file=sys.stderr)
     err = {m: [] for m in ms}
     fine_slices = {m: 0 for m in ms}
     seconds = {m: 0.0 for m in ms}
@@ -219,6 +222,7 @@ def evaluate(batches, thresholds, weights=None, threads=None, label="bench adapt
                 progress.update()
         finally:
             fine.close()
+    progress.close()
     res = {}
     for m in ms:
         e = np.concatenate(err[m])

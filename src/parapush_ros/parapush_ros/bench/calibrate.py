@@ -7,6 +7,8 @@ The defaults in ``core/models/analytical.py`` came from this command with its de
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..core.models.analytical import AnalyticalCoarseModel
@@ -15,7 +17,7 @@ from ..core.models.fine import FineModel
 from ..core.models.parareal import Parareal
 from ..core.scene.spec import load_scene
 from ..core.scene.state import wrap_angle
-from .common import Progress, output_paths, print_table, write_json
+from .common import output_paths, print_table, write_json
 from .convergence import random_pushes
 
 
@@ -27,7 +29,8 @@ def run(args) -> dict:
     ref = rollout(fine, x0, U, args.dt)[:, -1]
     grid = np.round(np.arange(0.1, 1.01, 0.075), 3)
     rows, scores = [], []
-    progress = Progress(len(grid), "calibrate")
+    from tqdm import tqdm  # noqa: PLC0415
+    progress = tqdm(total=len(grid), desc="calibrate", unit="K_omega", file=sys.stderr)
     for k in grid:
         coarse = AnalyticalCoarseModel(scene, k_omega=float(k))
         c_end = rollout(coarse, x0[0], U[0], args.dt)  # warm the caches; cheap
@@ -38,6 +41,7 @@ def run(args) -> dict:
         scores.append(pos + yaw)
         rows.append((float(k), pos, yaw, pos + yaw))
         progress.update()
+    progress.close()
     fine.close()
     best = float(grid[int(np.argmin(scores))])
     print_table(["K_omega", "P1 pos err mm", "P1 yaw err deg", "score"], rows,

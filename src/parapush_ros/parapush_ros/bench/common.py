@@ -1,4 +1,4 @@
-"""Shared plumbing of the benchmarks: output paths, tables, JSON, plots, progress and machine facts."""
+"""Shared plumbing of the benchmarks: output paths, tables, JSON, plots and machine facts (progress: tqdm)."""
 from __future__ import annotations
 
 import json
@@ -101,23 +101,6 @@ def save_figure(fig, path: Path) -> None:
     fig.savefig(path, dpi=120)
     pyplot().close(fig)
     print(f"wrote {path}")
-
-
-class Progress:
-    """One-line progress on stderr for long jobs (no dependency on a progress-bar package)."""
-
-    def __init__(self, total: int, label: str):
-        self.total, self.label, self.done = max(1, total), label, 0
-        self.t0 = time.perf_counter()
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        el = time.perf_counter() - self.t0
-        eta = el / self.done * (self.total - self.done)
-        sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} ({el:.0f} s, ~{eta:.0f} s left)   ")
-        if self.done >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def interleaved_times(fns, repeats: int, warmup: int = 1) -> np.ndarray:

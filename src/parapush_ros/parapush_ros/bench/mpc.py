@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict, replace
@@ -50,7 +51,7 @@ from ..core.models.registry import COARSE, ModelSpec, Predictor, names, spec_nam
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene
 from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
-from .common import Progress, output_paths, print_table, pyplot, save_figure, write_json
+from .common import output_paths, print_table, pyplot, save_figure, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
@@ -254,11 +255,11 @@ def timing_study(scene, models, config: PlannerConfig, weights, repeats: int, co
             pr = predictors[threads]
             if batched:
                 def job():
-                    pr.predict(X0, U, s.control_duration, model=model)
+                    pr.predict(X0, U, s.control_duration, model=model)  # noqa: B023 - timed within this iteration
             else:
                 def job():
                     for m in range(s.samples):
-                        pr.predict(x0, U[m], s.control_duration, model=model)
+                        pr.predict(x0, U[m], s.control_duration, model=model)  # noqa: B023 - timed in this iteration
             wall[label], cpu[label] = _time_job(job, repeats)
         entry = cpu if clock == "cpu" else wall
         serial = entry["one after another, 1 thread"]
@@ -364,11 +365,11 @@ def run(args) -> dict:
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
            "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
     path, out = output_paths(args, "mpc")
+    from tqdm import tqdm  # noqa: PLC0415
     for world in (worlds if scenes else []):
         for model in models:
-            progress = Progress(len(scenes), f"{world} world, {model}")
-            records = run_model(scenes, model, world, replace(config, model=model),
-                                weights, args, progress)
+            with tqdm(total=len(scenes), desc=f"{world} world, {model}", unit="scene", file=sys.stderr) as progress:
+                records = run_model(scenes, model, world, replace(config, model=model), weights, args, progress)
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             res["runs"] += records
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")

@@ -145,9 +145,10 @@ def _single_predictions(args, scene, serial_fine, solver, x0, u, dt, res):
                   f"differ in cost and the model (equal slice costs) does not apply; try a smaller --offset",
                   flush=True)
         for K in range(1, N + 1):
-            t = interleaved_times([lambda: rollout(serial_fine, x0, U, dt),
-                                   lambda: solver.solve(x0, U, dt, max_iterations=K),
-                                   lambda: solver.solve(x0, U, dt, max_iterations=K, schedule="pipelined")],
+            # the lambdas run inside interleaved_times, within this iteration
+            t = interleaved_times([lambda: rollout(serial_fine, x0, U, dt),  # noqa: B023
+                                   lambda: solver.solve(x0, U, dt, max_iterations=K),  # noqa: B023
+                                   lambda: solver.solve(x0, U, dt, max_iterations=K, schedule="pipelined")],  # noqa: B023
                                   args.repeats)
             t_fine, t_par, t_pipe = np.median(t, axis=0)
             model = 1.0 / ((1 + K) * c_c / c_f + K * math.ceil(N / P) / N)

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +103,7 @@ def path_in_region(poses, lesion, step: float = 0.002) -> float:
     """Share of the length of the polyline through the box positions that lies inside ``lesion``."""
     p = np.asarray(poses, dtype=float)[:, :2]
     inside = total = 0.0
-    for a, b in zip(p[:-1], p[1:]):
+    for a, b in pairwise(p):
         length = float(np.linalg.norm(b - a))
         if length == 0.0:
             continue

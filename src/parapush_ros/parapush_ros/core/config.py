@@ -25,7 +25,7 @@ class ConfigError(ValueError):
         super().__init__(f"{name}: {message}")
         self.name = name
 
-    def within(self, prefix: str) -> "ConfigError":
+    def within(self, prefix: str) -> ConfigError:
         """The same error named with ``prefix`` before the field (a config nested under a namespace)."""
         return ConfigError(prefix + self.name, str(self)[len(self.name) + 2:])
 

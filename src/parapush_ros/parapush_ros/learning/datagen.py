@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bench.common import Progress
 from ..core.models.base import ModelDiverged
 from ..core.models.fine import FineModel, default_threads
 from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene
@@ -305,7 +304,8 @@ def run(args) -> dict:
     print(f"datagen: {n_chunks} chunks of {size} samples ({n_chunks - len(todo)} present), objects {objects}, "
           f"{workers} worker threads -> {root}", file=sys.stderr)
     fines = {}
-    prog = Progress(len(todo) * size, "datagen samples")
+    from tqdm import tqdm  # noqa: PLC0415
+    prog = tqdm(total=len(todo) * size, desc="datagen samples", unit="sample", file=sys.stderr, disable=not todo)
 
     def make(c):
         n = schedule[c]
@@ -319,6 +319,7 @@ def run(args) -> dict:
     try:
         chunks.write_chunks(root, todo, make, lambda c: prog.update(size))
     finally:
+        prog.close()
         for f, _ in fines.values():
             f.close()
         # generation time summed from the chunks themselves: right across resumes, also after a killed run

@@ -28,7 +28,7 @@ class Split:
     actions: np.ndarray  # (N, 2)
     raw: np.ndarray  # the paper's 7 raw features (N, 7) (the GP's inputs)
 
-    def take(self, idx) -> "Split":
+    def take(self, idx) -> Split:
         return Split(self.x[idx], self.y[idx], self.poses[idx], self.actions[idx], self.raw[idx])
 
     def __len__(self):

@@ -323,7 +323,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             st = self._state
         if st is None:
             return f"no scene state received on {self.state_sub.topic_name}"
-        x, err, t, _ = st
+        _x, err, t, _ = st
         age = (self.get_clock().now() - t).nanoseconds * 1e-9
         if age > self.p["state_timeout"]:
             return f"stale scene state: last one {age:.2f} s ago (state_timeout {self.p['state_timeout']} s)"

@@ -23,6 +23,7 @@ Unparsable packets are counted, logged (throttled) and dropped; they never stop 
 """
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -126,10 +127,8 @@ class NatNetBridgeNode(Node):
         try:
             if reuse:  # other NatNet clients on this machine may listen to the same group and port
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
+            with contextlib.suppress(OSError):  # the kernel's default buffer still works
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_RCVBUF)
-            except OSError:
-                pass  # the kernel's default buffer still works
             sock.bind(address)
             if group:
                 membership = socket.inet_aton(group) + socket.inet_aton(self.local)

@@ -96,7 +96,7 @@ def uncertainty_markers(scene: Scene, states: np.ndarray, variance: np.ndarray, 
     poses, var = L.object_poses(states), L.object_poses(variance)
     out = []
     mid = 0
-    for k, spec in enumerate(scene.objects):
+    for k in range(len(scene.objects)):
         rgb = PALETTE[k % len(PALETTE)]
         for n in range(1, len(states)):
             sx, sy = (float(sigmas * np.sqrt(max(v, 0.0))) for v in var[n, k, :2])

@@ -81,7 +81,7 @@ class BackgroundSpin:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "BackgroundSpin":
+    def start(self) -> BackgroundSpin:
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -156,7 +156,7 @@ class SpinningNodes:
         self.nodes.append(node)
         return node
 
-    def start(self) -> "SpinningNodes":
+    def start(self) -> SpinningNodes:
         self.spin.start()
         return self
 

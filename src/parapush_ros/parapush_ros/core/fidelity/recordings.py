@@ -184,14 +184,14 @@ class MocapTopics:
     body_map: str = ""  # "object=MocapBody, ..." (mocap_ingest's body_map); objects not listed use their own name
 
     @classmethod
-    def from_values(cls, values: dict) -> "MocapTopics":
+    def from_values(cls, values: dict) -> MocapTopics:
         transform = MocapToTable.from_params(values["table_origin_in_mocap"], values["table_rotation_in_mocap"],
                                              values["up_axis"])
         return cls(transform=transform, driver=values["mocap_driver"], template=values["pose_topic_template"],
                    pusher_body=values["pusher_body"], body_map=values.get("body_map") or "")
 
     @classmethod
-    def from_bag(cls, path) -> "MocapTopics | None":
+    def from_bag(cls, path) -> MocapTopics | None:
         """The parameters stored in a bag by ``McapPoseWriter`` (``parapush sim --record``), or None."""
         from mcap.reader import make_reader  # noqa: PLC0415
         with Path(path).open("rb") as f:
@@ -203,7 +203,7 @@ class MocapTopics:
         return None
 
     @classmethod
-    def from_config(cls, path=None) -> "MocapTopics":
+    def from_config(cls, path=None) -> MocapTopics:
         """The mocap_ingest parameters of a YAML file (default: the shipped ``config/mocap_ingest.yaml``)."""
         from ...ros.params import MOCAP_INGEST  # noqa: PLC0415
         import yaml  # noqa: PLC0415
@@ -276,7 +276,7 @@ def read_recording(path, scene: Scene, topics: MocapTopics | None = None) -> Rec
         if topics is None:  # what the bag says it was recorded with, else the shipped mocap_ingest configuration
             try:
                 topics = MocapTopics.from_bag(path)
-            except Exception as e:  # the mcap library's errors: a truncated or foreign file
+            except Exception as e:  # noqa: BLE001 - the mcap library's errors: a truncated or foreign file
                 raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
         return read_mcap(path, scene, topics or MocapTopics.from_config())
     raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")

@@ -12,7 +12,7 @@ import numpy as np
 
 
 class Dual:
-    __slots__ = ("val", "der")
+    __slots__ = ("der", "val")
     __array_priority__ = 100.0  # ndarray (op) Dual defers to Dual's reflected operators
 
     def __init__(self, val, der):
@@ -20,14 +20,14 @@ class Dual:
         self.der = der
 
     @staticmethod
-    def seed(values: np.ndarray) -> list["Dual"]:
+    def seed(values: np.ndarray) -> list[Dual]:
         """One Dual per column of ``values`` (N, K), each the derivative of itself: the K independent inputs."""
         n, k = values.shape
         eye = np.eye(k)
         return [Dual(values[:, i].copy(), np.broadcast_to(eye[i], (n, k)).copy()) for i in range(k)]
 
     @staticmethod
-    def const(val, like: "Dual") -> "Dual":
+    def const(val, like: Dual) -> Dual:
         return Dual(np.broadcast_to(np.asarray(val, dtype=float), like.val.shape).copy(), np.zeros_like(like.der))
 
     def __add__(self, o):
@@ -82,12 +82,6 @@ def where(mask: np.ndarray, a, b) -> Dual:
     if not isinstance(b, Dual):
         b = Dual.const(b, a)
     return Dual(np.where(mask, a.val, b.val), np.where(mask[:, None], a.der, b.der))
-
-
-def maximum0(a: Dual) -> Dual:
-    """max(a, 0) with the derivative of the active branch (a hinge for soft constraints)."""
-    pos = a.val > 0.0
-    return Dual(np.where(pos, a.val, 0.0), np.where(pos[:, None], a.der, 0.0))
 
 
 def stack(duals: list[Dual]) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ torch is imported by this module; ``parapush_ros.core`` does not import it at pa
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -63,7 +64,7 @@ class StackedMDN(nn.Module):
         super().__init__()
         g = torch.Generator().manual_seed(int(cfg.seed))
         sizes = (n_in,) + cfg.hidden
-        self.hidden = nn.ModuleList(_StackedLinear(cfg.members, a, b, g) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.hidden = nn.ModuleList(_StackedLinear(cfg.members, a, b, g) for a, b in pairwise(sizes))
         if cfg.unscaled_inputs and cfg.unscaled_init > 0.0:
             with torch.no_grad():
                 w = self.hidden[0].weight
@@ -231,7 +232,7 @@ class EnsembleMDN:
                 "weights": {k: v.detach().clone() for k, v in self.net.state_dict().items()}}
 
     @classmethod
-    def from_state(cls, state: dict, source: str = "<memory>") -> "EnsembleMDN":
+    def from_state(cls, state: dict, source: str = "<memory>") -> EnsembleMDN:
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             got = state.get("format") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"{source}: not an E-MDN (format {got!r}, expected {FORMAT!r})")
@@ -247,7 +248,7 @@ class EnsembleMDN:
         torch.save(self.state(), path)
 
     @classmethod
-    def load(cls, path) -> "EnsembleMDN":
+    def load(cls, path) -> EnsembleMDN:
         return cls.from_state(torch.load(path, map_location="cpu", weights_only=True), str(path))
 
     def _check_xy(self, x, y):

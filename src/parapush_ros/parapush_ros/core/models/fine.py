@@ -70,9 +70,9 @@ class FineModel:
             self._pool = None
 
     def __del__(self):
-        try:
+        try:  # noqa: SIM105 - no contextlib in __del__: it may run at interpreter exit
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - __del__ must not raise
             pass
 
     def _data(self) -> mujoco.MjData:
@@ -143,7 +143,7 @@ class FineModel:
             f = Future()
             try:
                 f.set_result(job())
-            except Exception as e:  # surfaced through the future, as with a pool
+            except Exception as e:  # noqa: BLE001 - surfaced through the future, as with a pool
                 f.set_exception(e)
             return f
         return self._pool.submit(job)

@@ -60,7 +60,7 @@ class Lesion:
             raise ValueError(f"lesion: need x0 < x1 and y0 < y1, got {self}")
 
     @classmethod
-    def parse(cls, text: str, what: str = "--lesion") -> "Lesion":
+    def parse(cls, text: str, what: str = "--lesion") -> Lesion:
         try:
             v = [float(t) for t in text.split(",")]
         except ValueError:
@@ -262,7 +262,7 @@ class EMDNPrimitive(PrimitiveModel):
                     "lesion": self.lesion.as_list() if self.lesion else None, "info": self.info}, path)
 
     @classmethod
-    def load(cls, path) -> "EMDNPrimitive":
+    def load(cls, path) -> EMDNPrimitive:
         import torch  # noqa: PLC0415
 
         from .ensemble_mdn import EnsembleMDN  # noqa: PLC0415

@@ -134,7 +134,7 @@ class QuasiStaticPusherSlider:
                                  f"{self.size[1]} m box (the motion cone's edges pass through v_n = 0)")
 
     @classmethod
-    def from_scene(cls, scene, obj: int | str = 0, **kw) -> "QuasiStaticPusherSlider":
+    def from_scene(cls, scene, obj: int | str = 0, **kw) -> QuasiStaticPusherSlider:
         """The model of one box object of a scene (size, mass, table and pusher friction, pusher radius)."""
         o = scene.objects[scene.object_index(obj) if isinstance(obj, str) else obj]
         if o.shape != "box":

@@ -121,7 +121,7 @@ class ModelSpec:
     fine: str | None = None  # fine propagator (for "parareal")
 
     @classmethod
-    def parse(cls, spec, coarse: str | None = None, fine: str | None = None) -> "ModelSpec":
+    def parse(cls, spec, coarse: str | None = None, fine: str | None = None) -> ModelSpec:
         """Text such as 'parareal2', 'learned' or 'fine' (or a ModelSpec) -> a checked ModelSpec. ``coarse`` and
         ``fine`` fill the propagators the text leaves open. ValueErrors name the bad part."""
         if isinstance(spec, ModelSpec):
@@ -240,7 +240,7 @@ class Predictor:
                              f"does not")
 
     @classmethod
-    def from_parameters(cls, scene: Scene, p: dict, **kwargs) -> "Predictor":
+    def from_parameters(cls, scene: Scene, p: dict, **kwargs) -> Predictor:
         """A predictor from a node's parameters (``coarse_model``, ``fine_model``, ``threads`` and each model's
         options, as ``parameter_descriptions`` declares them)."""
         options = {e.name: {o: p[e.parameter(o)] for o in e.options if e.parameter(o) in p and o != "threads"}

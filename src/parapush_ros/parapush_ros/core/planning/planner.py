@@ -63,7 +63,7 @@ class PlannerConfig:
         return out
 
     @classmethod
-    def from_values(cls, values) -> "PlannerConfig":
+    def from_values(cls, values) -> PlannerConfig:
         """From a mapping of setting names as ``settings()`` spells them (ROS parameters); missing ones keep their
         defaults. Every optimiser's settings are checked, the chosen one's used. ``ConfigError`` names the
         setting."""

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import math
 import threading
+from itertools import pairwise
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 import numpy as np
 
@@ -133,7 +135,7 @@ class ControlSchedule:
     def segments(self, t0: float, t1: float) -> list:
         """(from, to, u) pieces of constant command covering [t0, t1]."""
         edges = [t0, *self.breakpoints(t0, t1), t1]
-        return [(a, b, self.at(0.5 * (a + b))) for a, b in zip(edges[:-1], edges[1:]) if b > a + EPS]
+        return [(a, b, self.at(0.5 * (a + b))) for a, b in pairwise(edges) if b > a + EPS]
 
     def controls_from(self, t: float, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Warm start of a plan that starts at ``t``: the ``n`` controls this schedule holds from ``t`` on (the
@@ -363,7 +365,7 @@ class PushSession:
             self._hold(start + dt_ns)
             self.planner.commit()  # an interrupted control counts: the pusher has moved
             if not self._observe().problem:
-                self._wait_for(lambda: self._jump is not None or (io.observe().stamp_ns or 0) >= start + dt_ns,
+                self._wait_for(lambda: self._jump is not None or (io.observe().stamp_ns or 0) >= start + dt_ns,  # noqa: B023 - called within this iteration
                                self.config.state_timeout,
                                "no scene state measured after the control ended; planning from the newest one "
                                "(are scene_state stamps on the planner's clock?)")
@@ -619,7 +621,7 @@ class PushSession:
 
             def wake() -> bool:
                 self._now_ns()  # notices a jump
-                return self.stopping or self._jumps != jumps or condition()
+                return self.stopping or self._jumps != jumps or condition()  # noqa: B023 - called within this iteration
 
             io.wait_ns(self._now_ns() + end - self._steady_ns, wake)
             self._now_ns()

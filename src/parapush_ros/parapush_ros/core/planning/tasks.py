@@ -58,7 +58,7 @@ class CostWeights:
         return tuple(f.name for f in fields(cls))
 
     @classmethod
-    def from_mapping(cls, data, source: str = "<dict>") -> "CostWeights":
+    def from_mapping(cls, data, source: str = "<dict>") -> CostWeights:
         """Validate a complete mapping of weights; errors name the source and the offending key."""
         if not isinstance(data, dict):
             raise ValueError(f"{source}: cost weights must be a mapping, got {type(data).__name__}")
@@ -70,7 +70,7 @@ class CostWeights:
             raise ValueError(f"{source}: missing cost weight(s) {missing}")
         return cls(**{n: _weight(data[n], f"{source}: {n}") for n in cls.names()})
 
-    def with_overrides(self, overrides: dict | None, source: str = "overrides") -> "CostWeights":
+    def with_overrides(self, overrides: dict | None, source: str = "overrides") -> CostWeights:
         """A copy with some weights replaced (validated like the file)."""
         if not overrides:
             return self
@@ -203,13 +203,13 @@ class PushTask:
     def target(self) -> int:
         return self.goal.object_index
 
-    def with_goal(self, goal: Goal) -> "PushTask":
+    def with_goal(self, goal: Goal) -> PushTask:
         return PushTask(self.scene, self.weights, goal, self.proposal)
 
-    def with_weights(self, weights: CostWeights) -> "PushTask":
+    def with_weights(self, weights: CostWeights) -> PushTask:
         return PushTask(self.scene, weights, self.goal, self.proposal)
 
-    def with_proposal(self, proposal: ProposalConfig) -> "PushTask":
+    def with_proposal(self, proposal: ProposalConfig) -> PushTask:
         return PushTask(self.scene, self.weights, self.goal, proposal)
 
     def proposals(self, x, horizon: int, dt: float) -> list:

@@ -75,7 +75,7 @@ class Workspace:
         self.obstacles = [(n, f, np.asarray(p, dtype=float)) for n, f, p in obstacles]
 
     @classmethod
-    def from_scene(cls, scene) -> "Workspace":
+    def from_scene(cls, scene) -> Workspace:
         return cls(scene.table.half, scene.pusher.radius,
                    [(o.name, o.footprint, o.pose) for o in scene.obstacles])
 

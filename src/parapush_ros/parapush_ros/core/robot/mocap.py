@@ -114,7 +114,7 @@ class MocapToTable:
                                    f"{list(self.rotation)}")
 
     @classmethod
-    def from_params(cls, origin, rotation, up_axis: str) -> "MocapToTable":
+    def from_params(cls, origin, rotation, up_axis: str) -> MocapToTable:
         """From node parameters: ``rotation`` is ``[yaw]`` (rad about the up axis) or ``[qx, qy, qz, qw]``."""
         rotation = [float(r) for r in rotation]
         if len(rotation) == 1:
@@ -173,7 +173,7 @@ class PlanarPose:
     tilt: float
 
     @classmethod
-    def from_table_pose(cls, position, quaternion) -> "PlanarPose":
+    def from_table_pose(cls, position, quaternion) -> PlanarPose:
         yaw = float(yaw_from_quaternion([float(c) for c in quaternion]))
         return cls(float(position[0]), float(position[1]), float(position[2]), yaw, tilt_from_quaternion(quaternion))
 

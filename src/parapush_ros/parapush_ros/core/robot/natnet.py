@@ -211,7 +211,7 @@ class OtherMessage:
 class _Reader:
     """Bounds-checked cursor over ``buf[pos:end]``; offsets in errors are from the packet start."""
 
-    __slots__ = ("buf", "pos", "end")
+    __slots__ = ("buf", "end", "pos")
 
     def __init__(self, buf: bytes, pos: int, end: int):
         self.buf, self.pos, self.end = buf, pos, end

@@ -15,7 +15,7 @@ def _roots():
     try:
         from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415
         yield Path(get_package_share_directory(PACKAGE))
-    except Exception:  # ament index absent (plain Python) or package not installed
+    except Exception:  # noqa: BLE001 - ament index absent (plain Python) or package not installed
         pass
     for parent in Path(__file__).resolve().parents:
         if (parent / "config").is_dir() and (parent / "launch").is_dir():

@@ -124,7 +124,7 @@ class Scene:
     def initial_state(self) -> np.ndarray:
         return self.layout.compose(np.array(self.pusher.start), np.array([o.pose for o in self.objects]))
 
-    def with_poses(self, pusher_start=None, object_poses=None, obstacle_poses=None, goal=None) -> "Scene":
+    def with_poses(self, pusher_start=None, object_poses=None, obstacle_poses=None, goal=None) -> Scene:
         """A copy with other start poses (e.g. a random benchmark scene); not re-validated (``revalidated`` does
         that)."""
         pusher = self.pusher if pusher_start is None else replace(self.pusher, start=tuple(map(float, pusher_start)))
@@ -135,7 +135,7 @@ class Scene:
         return replace(self, pusher=pusher, objects=objects, obstacles=obstacles,
                        goal=self.goal if goal is None else goal)
 
-    def revalidated(self, source: str, edit=None, **changes) -> "Scene":
+    def revalidated(self, source: str, edit=None, **changes) -> Scene:
         """This scene changed and validated like a scene file, errors naming ``source``: its ``to_dict()`` with the
         top-level keys ``changes`` replaced (``name=...``, ``support={...}``), then changed in place by
         ``edit(data)`` where given, goes through ``scene_from_dict``. The one way to change a scene and check it."""

@@ -249,7 +249,7 @@ def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEF
     io.observe()  # the observation after the last action, as the robot would see it
     first = (res.first_plan_done if res.first_plan_done is not None else res.ended) - res.started
     dt = planner.config.sampling.control_duration
-    moving, still = io.motion_time(since=res.started - io.epoch_ns * 1e-9 + first)
+    _moving, still = io.motion_time(since=res.started - io.epoch_ns * 1e-9 + first)
     return ClosedLoopRecord(
         outcome=res.outcome, reason=res.reason, actions=res.actions, final_distance=monitor.distance(world.x),
         states=np.array(io.states), observed=np.array(io.observed), path=np.array(io.path),

@@ -72,7 +72,7 @@ class LearnedEnsembleModel(LearnedCoarseModel):
         self._collecting.var = value
 
     @classmethod
-    def load(cls, scene, path=None, **kwargs) -> "LearnedEnsembleModel":
+    def load(cls, scene, path=None, **kwargs) -> LearnedEnsembleModel:
         path = Path(path) if path else default_weights_path()
         blob = read_weights_file(path, FORMAT, ("emdn", "meta"), "learned ensemble")
         from ..ensemble_mdn import EnsembleMDN  # noqa: PLC0415 (torch: read_weights_file found it)

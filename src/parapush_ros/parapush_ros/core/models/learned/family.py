@@ -41,7 +41,7 @@ def read_weights_file(path: Path, fmt: str, fields: tuple[str, ...], what: str) 
         raise LearnedModelError(f"reading {path.name} needs torch ({e})") from None
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # corrupt or foreign file: say which
+    except Exception as e:  # noqa: BLE001 - corrupt or foreign file: say which
         raise LearnedModelError(f"{path}: not a readable weights file ({e})") from None
     if not isinstance(blob, dict) or blob.get("format") != fmt:
         got = blob.get("format") if isinstance(blob, dict) else type(blob).__name__

@@ -71,7 +71,7 @@ class LearnedCoarseModel:
         self.object_velocities = uses_object_velocities(meta)
 
     @classmethod
-    def load(cls, scene: Scene, path=None, **kwargs) -> "LearnedCoarseModel":
+    def load(cls, scene: Scene, path=None, **kwargs) -> LearnedCoarseModel:
         """Load weights (``None``: the shipped ones) and check they fit ``scene``."""
         path = Path(path) if path else default_weights_path()
         blob = read_weights_file(path, FORMAT, ("state_dict", "norm", "meta"), "learned coarse model")

@@ -68,7 +68,7 @@ class Demonstration:
         text = json.dumps(data, indent=None, separators=(",", ":"))
         Path(path).write_text(text.replace('"rows":[[', '"rows":[\n[').replace("],[", "],\n[") + "\n")
 
-    def to_start(self, pose) -> "Demonstration":
+    def to_start(self, pose) -> Demonstration:
         """The same push, started from slider pose ``pose`` (x, y, yaw) instead of the origin."""
         x0, y0, th = (float(v) for v in pose)
         c, s = np.cos(th), np.sin(th)

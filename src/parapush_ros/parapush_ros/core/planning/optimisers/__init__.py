@@ -51,6 +51,18 @@ def make_optimiser(name: str, predictor, task, sampling: SamplingConfig = Sampli
     return optimiser(name).cls(predictor, task, sampling, config, model=model)
 
 
-__all__ = ["OPTIMISERS", "MPPI", "MPPIConfig", "OptimiserResult", "SamplingConfig", "SamplingOptimiser",
-           "StochasticConfig", "StochasticOptimiser", "UncertaintyAverseConfig", "UncertaintyAverseMPPI",
-           "make_optimiser", "optimiser", "register_optimiser"]
+__all__ = [
+    "MPPI",
+    "OPTIMISERS",
+    "MPPIConfig",
+    "OptimiserResult",
+    "SamplingConfig",
+    "SamplingOptimiser",
+    "StochasticConfig",
+    "StochasticOptimiser",
+    "UncertaintyAverseConfig",
+    "UncertaintyAverseMPPI",
+    "make_optimiser",
+    "optimiser",
+    "register_optimiser",
+]

@@ -181,8 +181,12 @@ def vel(m):
     return (m.twist.linear.x, m.twist.linear.y)
 
 
+def msg_seconds(t) -> float:
+    return t.sec + t.nanosec * 1e-9
+
+
 def stamp(m) -> float:
-    return m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+    return msg_seconds(m.header.stamp)
 
 
 def test_the_arm_moves_only_after_an_explicit_activate(harness):
@@ -509,13 +513,13 @@ def test_transitions_from_another_thread_never_let_a_non_zero_out_after_the_stop
     now = node.get_clock().now
     for i in range(8):
         assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
-        t_off = now().nanoseconds * 1e-9
+        t_off = msg_seconds(now().to_msg())  # as stamp() reads a message (ns * 1e-9 can differ in the last bit)
         if i % 2:
             assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
             assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
             wait_for(lambda: node.out_pub.get_subscription_count() >= 1, what="the new output publisher matched")
         h.wait_sim(0.2)
-        t_on = now().nanoseconds * 1e-9
+        t_on = msg_seconds(now().to_msg())
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
         h.wait_output(lambda m: vel(m)[0] > 0.0 and stamp(m) >= t_on, "motion after activate", since=0.0)  # noqa: B023 - called within this iteration
         with h.lock:

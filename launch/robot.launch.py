@@ -10,8 +10,9 @@ or a ros2_control forward velocity controller, plus the gripper controller) firs
 (the mocap -> table transform lives in config/mocap_ingest.yaml), then config/robot.yaml if present, then the
 launch arguments, as listed by parapush_ros.bringup. The static transform (tf2_ros static_transform_publisher)
 is computed from the same mocap_ingest parameters, so TF agrees with the scene state; all parapush markers are in
-the table frame, which is RViz's fixed frame. velocity_commander is a lifecycle node: the launch configures it,
-then activates it; `ros2 lifecycle set /velocity_commander deactivate` silences the arm (after one zero).
+the table frame, which is RViz's fixed frame. velocity_commander is a lifecycle node: it configures and
+activates itself at start (autostart: true in its config; a params_file with autostart: false makes it wait for
+`ros2 lifecycle set`); `ros2 lifecycle set /velocity_commander deactivate` silences the arm (after one zero).
 """
 from parapush_ros import bringup
 

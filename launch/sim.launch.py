@@ -8,8 +8,8 @@ The node set and each node's parameter files come from parapush_ros.bringup, whi
 for machines without `ros2 launch`) reads too: config/<node>.yaml, then config/sim.yaml, then the launch
 arguments. The simulator publishes /clock; every node runs on it with use_sim_time:=true (the default here).
 RViz's fixed frame is the table frame, in which every marker is published; a static transform mocap frame ->
-table (from config/mocap_ingest.yaml, as on the robot) puts the table frame into TF. Lifecycle nodes
-(velocity_commander) are configured and activated by launch events.
+table (from config/mocap_ingest.yaml, as on the robot) puts the table frame into TF. The lifecycle nodes
+(mpc_planner, velocity_commander) configure and activate themselves at start (autostart: true in their config).
 """
 from parapush_ros import bringup
 

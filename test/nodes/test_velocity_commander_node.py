@@ -26,7 +26,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from conftest import lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
-from parapush_ros.ros.node import bring_up  # noqa: E402
+from parapush_ros.ros.node import autostart, bring_up  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -353,6 +353,27 @@ def test_startup_waits_count_from_configure_and_activate_and_cleanup_takes_them_
     assert node._entities == [] and list(node.timers) == [] and list(node.clients) == []
     bring_up(node)
     assert node._gripper_wait_since >= first_wait and lifecycle_state(node) == "active"
+
+
+@pytest.mark.parametrize("value, state", [(True, "active"), (False, "unconfigured")])
+def test_autostart_configures_and_activates_the_node_itself_or_leaves_it_waiting(ros_executor, value, state):
+    """What each node's main() does before it spins (and parapush sim with the same parameters): no service call
+    that a loaded host's DDS discovery could lose."""
+    node = ros_executor.add(VelocityCommanderNode(namespace=f"/cmd_autostart_{value}", parameter_overrides=[
+        Parameter("autostart", value=value), Parameter("gripper_enabled", value=False)]))
+    assert autostart(node) is value
+    assert lifecycle_state(node) == state
+
+
+def test_autostart_that_fails_leaves_the_node_up_and_says_how_to_retry(ros_executor):
+    """Activate refused (Servo's units unknown): the node stays inactive and running, the log names the
+    transition; the stack is not taken down by one node that cannot activate."""
+    node = ros_executor.add(VelocityCommanderNode(namespace="/cmd_autostart_refused", parameter_overrides=[
+        Parameter("autostart", value=True), Parameter("gripper_enabled", value=False),
+        Parameter("servo_parameters_service", value=""), Parameter("servo_command_in_type", value="unitless"),
+        Parameter("servo_scale_linear", value=0.0)]))
+    assert autostart(node) is False
+    assert lifecycle_state(node) == "inactive"
 
 
 def speed(m):

@@ -44,7 +44,7 @@ class NodeSpec:
     modes: tuple = MODES  # launch files / runners that start it
     inherit: tuple = ()  # nodes whose parameters this node takes too where it declares the same name
     when: str = ""  # a launch argument that starts this node when it is set (OPTIONAL_NODES)
-    lifecycle: bool = False  # an rclpy.lifecycle node: started unconfigured, then configured and activated
+    lifecycle: bool = False  # an rclpy.lifecycle node: configures and activates itself (autostart) or waits
 
     @property
     def config(self) -> str:
@@ -352,8 +352,8 @@ def launch_description(mode: str):
 
     Every node of the mode with its parameters, the static transform mocap frame -> table (from mocap_ingest's
     parameters, so TF agrees with the scene state and the table frame exists in TF for RViz), optionally RViz.
-    Lifecycle nodes (``NodeSpec.lifecycle``) are configured as soon as they start and activated once inactive,
-    so the arm moves only after that explicit activate."""
+    Lifecycle nodes (``NodeSpec.lifecycle``) configure and activate themselves as soon as they have started
+    (``autostart: true`` in config/<node>.yaml), so the arm moves only after that activate."""
     from launch import LaunchDescription  # noqa: PLC0415
     from launch.actions import DeclareLaunchArgument, OpaqueFunction  # noqa: PLC0415
 
@@ -421,20 +421,9 @@ def _failed_node_ends_launch(name, event, context):
 
 
 def _lifecycle_actions(node_kwargs: dict) -> list:
-    """A lifecycle node, the event that configures it at start, and the handler that activates it once it is
-    inactive (launch_ros' lifecycle events)."""
-    from launch.actions import EmitEvent, RegisterEventHandler  # noqa: PLC0415
-    from launch.events import matches_action  # noqa: PLC0415
+    """A lifecycle node (launch_ros tracks its state; ``ros2 lifecycle`` manages it). It configures and activates
+    itself (its parameter ``autostart``, see ``ros.node``), not through launch_ros' ``ChangeState`` events, whose one
+    unretried service call per transition could be lost on a loaded host."""
     from launch_ros.actions import LifecycleNode  # noqa: PLC0415
-    from launch_ros.event_handlers import OnStateTransition  # noqa: PLC0415
-    from launch_ros.events.lifecycle import ChangeState  # noqa: PLC0415
-    from lifecycle_msgs.msg import Transition  # noqa: PLC0415
 
-    node = LifecycleNode(namespace="", **node_kwargs)
-
-    def change(transition_id):
-        return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id))
-
-    activate = RegisterEventHandler(OnStateTransition(target_lifecycle_node=node, goal_state="inactive",
-                                                      entities=[change(Transition.TRANSITION_ACTIVATE)]))
-    return [activate, node, change(Transition.TRANSITION_CONFIGURE)]
+    return [LifecycleNode(namespace="", **node_kwargs)]

@@ -34,7 +34,7 @@ class SimStack:
         import rclpy  # noqa: PLC0415
         from rclpy.parameter import Parameter  # noqa: PLC0415
 
-        from .ros.node import bring_up  # noqa: PLC0415
+        from .ros.node import autostart  # noqa: PLC0415
 
         args = {name: d for name, (d, _) in bringup.launch_argument_defaults("sim").items()}
         args.update({k: v for k, v in (arguments or {}).items() if v is not None})
@@ -69,8 +69,8 @@ class SimStack:
                 self.parameters[spec.name] = params
                 node = cls(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
                 self.add_node(spec.name, node)
-                if spec.lifecycle:  # configure and activate, as the launch files do
-                    bring_up(node)
+                if spec.lifecycle:  # autostart: true (config/<node>.yaml) configures and activates it, as under
+                    autostart(node)  # ros2 launch, where the node's own main() does it
         except BaseException:
             self.shutdown()
             raise

@@ -3,9 +3,12 @@ and the lifecycle (managed node) helpers.
 
 Lifecycle: a node whose output moves the robot (``velocity_commander``, ``mpc_planner``) is an
 ``rclpy.lifecycle`` node. It starts *unconfigured* and sends nothing; ``configure`` builds what it needs,
-``activate`` enables its output, ``deactivate`` stops the robot and disables it. The launch files
-(``bringup.launch_description``) and ``parapush sim`` (``bring_up`` here) configure and activate it explicitly;
-``ros2 lifecycle set /<node> activate`` does it by hand. rclpy swallows an exception raised in a transition
+``activate`` enables its output, ``deactivate`` stops the robot and disables it. With its parameter ``autostart``
+(true in ``config/<node>.yaml``, so under both launch files and ``parapush sim``) the node configures and activates
+itself as soon as it has started (``autostart`` here); with ``autostart: false`` it waits for
+``ros2 lifecycle set /<node> configure`` / ``activate``. Not launch_ros' lifecycle events: they hang on one DDS service
+call each, and with Fast DDS on a loaded host a ``change_state`` request sent as soon as the service is discovered
+was seen never to arrive (both managed nodes still unconfigured 300 s later), so the stack never started. rclpy swallows an exception raised in a transition
 callback (the transition just fails); ``transition`` below logs it first, so a bad parameter is said in the log.
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ def run_node(node_class, args=None, num_threads: int = 1):
             print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: cannot start: {what}", file=sys.stderr,
                   flush=True)
             raise SystemExit(2) from None
+        autostart(node)  # before the spin: the transitions' own waits run on timers, never block on a service
         spinning = SpinningNodes(num_threads=num_threads, name=node.get_name())
         spinning.add(node)
         try:
@@ -174,6 +178,22 @@ class ManagedEntities:
 
     def _forget(self):
         """Drop the node's references to what configure made (the entities themselves are destroyed)."""
+
+
+def autostart(node) -> bool:
+    """Configure and activate a lifecycle node whose parameter ``autostart`` is true (in the caller's thread, before
+    it spins); whether it is active. A transition that fails leaves the node where it stopped, running, with the
+    reason in its log and how to retry: the stack stays up (the planner refuses goals saying why), as a node managed
+    by hand would."""
+    if not (node.has_parameter("autostart") and node.get_parameter("autostart").value):
+        return False
+    try:
+        bring_up(node)
+    except RuntimeError as e:
+        node.get_logger().error(f"autostart: {e}; the node stays up (`ros2 lifecycle set /{node.get_name()} "
+                                f"<transition>` to retry)")
+        return False
+    return True
 
 
 def bring_up(node):

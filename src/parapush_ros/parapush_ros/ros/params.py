@@ -87,7 +87,14 @@ POSE_RECORDER = {
                         "FILE` sets it)"),
 }
 
+MANAGED = {  # every lifecycle node's
+    "autostart": Param(False, "configure and activate this managed node as soon as it has started, in its own "
+                              "process (the launch files and parapush sim: config/<node>.yaml sets true); false = "
+                              "it waits unconfigured and silent for `ros2 lifecycle set <node> configure`"),
+}
+
 COMMANDER_IO = {  # the commander's interfaces; its limits are SafetyConfig's settings
+    **MANAGED,
     "scene": Param("obstacle_push", "scene name or path: the table and obstacles the pusher must stay clear of"),
     "output": Param("servo", "output interface: servo (MoveIt Servo TwistStamped) | ur_twist (UR twist "
                              "controller) | joint_velocity (Float64MultiArray for a 2-axis stage)"),
@@ -151,6 +158,7 @@ def _planner_params() -> dict:
     from ..core.planning.planners import PLANNERS  # noqa: PLC0415
     from ..core.planning.tasks import load_cost_weights  # noqa: PLC0415
     spec = {
+        **MANAGED,
         "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
                                         "objects, obstacles and the default goal"),
         "planner": Param("mpc", "push planner (core/planning/planners.py): "

@@ -8,8 +8,9 @@ Lifecycle: a node whose output moves the robot (``velocity_commander``, ``mpc_pl
 itself as soon as it has started (``autostart`` here); with ``autostart: false`` it waits for
 ``ros2 lifecycle set /<node> configure`` / ``activate``. Not launch_ros' lifecycle events: they hang on one DDS service
 call each, and with Fast DDS on a loaded host a ``change_state`` request sent as soon as the service is discovered
-was seen never to arrive (both managed nodes still unconfigured 300 s later), so the stack never started. rclpy swallows an exception raised in a transition
-callback (the transition just fails); ``transition`` below logs it first, so a bad parameter is said in the log.
+was seen never to arrive (both managed nodes still unconfigured 300 s later), so the stack never started.
+rclpy swallows an exception raised in a transition callback (the transition just fails); ``transition`` below logs
+it first, so a bad parameter is said in the log.
 """
 from __future__ import annotations
 

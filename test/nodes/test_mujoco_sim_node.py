@@ -15,7 +15,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from conftest import wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.core.robot.mocap import MocapToTable  # noqa: E402
 from parapush_ros.nodes.mocap_ingest import MocapIngestNode  # noqa: E402
-from parapush_ros.nodes.mujoco_sim import MujocoSimNode  # noqa: E402
+from parapush_ros.nodes.mujoco_sim import STEP_NS, MujocoSimNode  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
 from parapush_ros.ros.node import bring_up  # noqa: E402
 from parapush_ros.ros.qos import CLOCK, RELIABLE, SENSOR  # noqa: E402
@@ -222,7 +222,40 @@ def test_a_sim_that_cannot_keep_its_real_time_factor_says_so(ros_context, ros_ex
     assert status.level == DiagnosticStatus.WARN and "of 1000x" in status.message
 
 
+def test_a_stand_in_for_the_real_cell_runs_on_the_system_clock_with_a_mocap_clock_offset_and_servo_units(
+        ros_context, ros_executor):
+    """clock system: epoch-scale stamps and no /clock; clock_offset (set at run time) moves every pose stamp by the
+    mocap host's offset; unitless twists are fractions of moveit_servo.scale.linear, as MoveIt Servo reads them."""
+    import time
+
+    sim = ros_executor.add(MujocoSimNode(namespace="/simsys", parameter_overrides=params(
+        scene="cylinder_slider", pose_topic_template="/simsys/{body}/pose", clock="system", publish_clock=False,
+        position_noise=0.0, yaw_noise=0.0, **{"moveit_servo.command_in_type": "unitless",
+                                                "moveit_servo.scale.linear": 0.4})))
+    io = ros_executor.add(rclpy.create_node("simsys_io", namespace="/simsys", context=ros_context))
+    clock, pose = Latest(), Latest()
+    io.create_subscription(Clock, "/clock", clock, CLOCK)
+    io.create_subscription(PoseStamped, "/simsys/cylinder/pose", pose, SENSOR)
+    wait_for(lambda: pose.msg is not None, timeout=30, what="poses")
+    assert abs(sec(pose.msg.header.stamp) - time.time()) < 30.0  # the system clock's epoch, not 0
+    assert sim.time_ns % STEP_NS == 0  # whole physics steps from a step-aligned origin
+
+    assert sim.set_parameters([Parameter("clock_offset", value=1000.0)])[0].successful
+    wait_for(lambda: sec(pose.msg.header.stamp) - time.time() > 900.0, timeout=30, what="offset stamps")
+    bad = sim.set_parameters([Parameter("clock_offset", value=math.nan)])[0]
+    assert not bad.successful and "clock_offset" in bad.reason
+
+    cmd = io.create_publisher(TwistStamped, "/servo_node/delta_twist_cmds", RELIABLE)
+    wait_for(lambda: cmd.get_subscription_count() > 0, timeout=30, what="the sim's command subscription")
+    cmd.publish(twist(io, 0.25))
+    wait_for(lambda: sim._cmd is not None, timeout=30, what="the twist to arrive")
+    np.testing.assert_allclose(sim._cmd[1], [0.1, 0.0])  # 0.25 of scale.linear 0.4 m/s
+    assert clock.msg is None  # nothing on /clock
+
+
 @pytest.mark.parametrize("name, value, words", [
+    ("clock", "gps", "parameter clock: must be one of sim, system"),
+    ("moveit_servo.command_in_type", "fast", "moveit_servo.command_in_type: must be speed_units or unitless"),
     ("command_interface", "torque", "parameter command_interface: must be one of twist, joint_velocity"),
     ("pose_reliability", "fast", "parameter pose_reliability: must be one of reliable, best_effort"),
     ("step_period", 0.0, r"parameter step_period: must be > 0, got 0.0"),
@@ -233,3 +266,13 @@ def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, wo
     """The settings are SimConfig's and EmulatedMocapConfig's, checked there; the node only reports them."""
     with pytest.raises(ValueError, match=words):
         MujocoSimNode(parameter_overrides=params(**{name: value}))
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"clock": "system"}, "parameter publish_clock: must be false with clock system"),
+    ({"clock": "system", "publish_clock": False, "real_time_factor": 2.0}, "real_time_factor: must be 1 with"),
+    ({"moveit_servo.command_in_type": "unitless", "moveit_servo.scale.linear": 0.0}, "scale.linear: must be > 0"),
+])
+def test_settings_that_contradict_each_other_are_refused(ros_context, overrides, words):
+    with pytest.raises(ValueError, match=words):
+        MujocoSimNode(parameter_overrides=params(**overrides))

@@ -1014,6 +1014,11 @@ def add_parser(sub):
     p.add_argument("--out", default="out", help="directory for the JSON and the PNG (default: ./out)")
     p.add_argument("--json", default=None, help="JSON result file (default: <out>/soak.json)")
     p.add_argument("--status-period", type=float, default=10.0, help="seconds of wall time between status lines")
+    p.add_argument("--robot", action="store_true", help="the robot launch under the real `ros2 launch`, each node "
+                   "its own process on the system clock, against a stand-in cell (soak_robot.py's docstring)")
+    p.add_argument("--control-duration", type=float, default=None,
+                   help=f"s per planned control (default: 0.1 with --robot, {PLANNER_OVERRIDES['control_duration']} "
+                        f"otherwise)")
     p.set_defaults(func=run)
     return p
 
@@ -1024,15 +1029,26 @@ def run(args, context=None) -> dict:
         raise ValueError(f"--minutes: must be > 0, got {args.minutes}")
     if not args.status_period > 0.0:
         raise ValueError(f"--status-period: must be > 0, got {args.status_period}")
+    dt = args.control_duration
+    if dt is not None and not (math.isfinite(dt) and dt > 0.0):
+        raise ValueError(f"--control-duration: must be > 0, got {dt}")
+    if args.robot:
+        from .soak_robot import run_robot_soak  # noqa: PLC0415
+        summary = run_robot_soak(args.minutes, args.seed, args.scene, dt or 0.1, Path(args.out),
+                                 Path(args.json) if args.json else None)
+        if summary["failures"]:
+            raise SystemExit("parapush soak --robot: FAILED: " + "; ".join(summary["failures"]))
+        return summary
     summary = run_soak(args.minutes, args.seed, args.scene, Path(args.out),
-                       Path(args.json) if args.json else None, args.status_period, context=context)
+                       Path(args.json) if args.json else None, args.status_period, context=context,
+                       control_duration=dt)
     if summary["failures"]:
         raise SystemExit("parapush soak: FAILED: " + "; ".join(summary["failures"]))
     return summary
 
 
 def run_soak(minutes: float, seed: int, scene_name: str, out: Path, json_path: Path | None,
-             status_period: float = 10.0, context=None) -> dict:
+             status_period: float = 10.0, context=None, control_duration: float | None = None) -> dict:
     import rclpy  # noqa: PLC0415
     from rclpy.parameter import Parameter  # noqa: PLC0415
 
@@ -1042,10 +1058,11 @@ def run_soak(minutes: float, seed: int, scene_name: str, out: Path, json_path: P
     out.mkdir(parents=True, exist_ok=True)
     json_path = json_path or out / "soak.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
+    planner = dict(PLANNER_OVERRIDES, **({"control_duration": control_duration} if control_duration else {}))
     counters = ExceptionCounters().install()
     try:
         stack = SimStack({"scene": scene_name, "model": "coarse"},
-                         overrides={"mpc_planner": dict(PLANNER_OVERRIDES), "parareal_predictor": {"threads": 1}},
+                         overrides={"mpc_planner": planner, "parareal_predictor": {"threads": 1}},
                          context=context)
         try:
             node = stack.add_node("parapush_soak", rclpy.create_node(
@@ -1070,6 +1087,7 @@ def run_soak(minutes: float, seed: int, scene_name: str, out: Path, json_path: P
 
 def summarise(soak: Soak, counters: ExceptionCounters, minutes: float, seed: int) -> dict:
     """The run's JSON: what happened, what the monitor saw, and ``failures`` (empty when the soak passed)."""
+    planner_settings = {**{k: soak.stack.parameters["mpc_planner"][k] for k in PLANNER_OVERRIDES}, "model": "coarse"}
     m = soak.monitor
     timed = [s for s in m.stops if "stop_time_s" in s]
     by_kind = _stops_by_kind(m.stops)
@@ -1083,7 +1101,7 @@ def summarise(soak: Soak, counters: ExceptionCounters, minutes: float, seed: int
     rss_end = soak.rss[-1][2]
     own_nonfinite = sum(n for k, n in hostile_msgs.items() if k in ("pusher_cmd_nan", "pusher_cmd_inf"))
     summary = {
-        "minutes": minutes, "seed": seed, "scene": soak.scene.name, "planner": dict(PLANNER_OVERRIDES, model="coarse"),
+        "minutes": minutes, "seed": seed, "scene": soak.scene.name, "planner": planner_settings,
         "wall_time_s": round(soak.wall_time, 1), "startup_wall_s": round(soak.startup_wall, 1),
         "sim_time_s": round(soak.sim_time, 2), "real_time_factor": round(soak.sim_time / soak.wall_time, 3),
         "coverage_end_sim_s": round(soak.coverage_end, 1),

@@ -13,6 +13,11 @@ same mocap -> table transform parameters, at ``pose_rate`` on the sim clock with
 (``rosgraph_msgs/Clock``) for ``use_sim_time``; ``/diagnostics``.
 Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/srv/LoadScene``).
 
+As a stand-in for the real cell (``parapush soak --robot``): ``clock: system`` runs the world on the system clock
+(epoch-scale stamps, no ``/clock``); ``clock_offset`` adds the mocap host's clock offset to every pose stamp (settable
+at run time); the emulated Servo reads twists per ``moveit_servo.command_in_type`` (``unitless``: fractions of
+``moveit_servo.scale.linear``), parameters a commander can read from this node as it reads them from Servo's.
+
 The physics is the fine model's MuJoCo model (``core.sim.world.SimWorld``), stepped at
 ``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows
 down (every other node runs on it), it never skips ahead, and the node says so (a warning and ``/diagnostics``
@@ -59,6 +64,7 @@ from ..ros.mocap import mocap_setup
 COMMANDS = dict(zip(COMMAND_INTERFACES, (topics.SERVO_TWIST, topics.FORWARD_VELOCITY_COMMANDS)))
 MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stalled process does not spiral
 MAX_TICK_PERIODS = 4.0  # and at most this many nominal ticks (step_period x real_time_factor) in one iteration
+STEP_NS = round(TIMESTEP * 1e9)  # one physics step (ns): the clock counts whole steps
 LAG_WARNING_FRACTION = 0.9  # below this share of real_time_factor over a second, falling behind is reported
 
 
@@ -79,6 +85,13 @@ class MujocoSimNode(Node):
         self.mocap_config = declare_config(self, EmulatedMocapConfig, read_only=False)
         p.update({**asdict(self.config), **asdict(self.mocap_config)})  # every parameter's value by name
         self.joint_matrix = self.config.command_matrix
+        self.twist_gain = self._servo_gain(p[topics.SERVO_COMMAND_IN_TYPE], p[topics.SERVO_SCALE_LINEAR])
+        self._clock_offset = self.mocap_config.clock_offset
+        # clock system: the world's time is the system clock's (ns, a whole number of physics steps from the start)
+        self._origin_ns = 0
+        if self.config.clock == "system":
+            now_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds
+            self._origin_ns = now_ns - now_ns % STEP_NS
         self.pose_qos = qos.POSE[p["pose_reliability"]]
         self.sim = None
         self.pose_pubs = {}  # mocap body key -> publisher of the current scene
@@ -119,8 +132,24 @@ class MujocoSimNode(Node):
 
     @property
     def time(self) -> float:
-        """The sim clock (s): monotonic across resets and scene loads."""
-        return (self._steps_offset + self.sim.steps) * TIMESTEP
+        """The sim clock (s): monotonic across resets and scene loads; epoch-scale with ``clock: system``."""
+        return self.time_ns * 1e-9
+
+    @property
+    def time_ns(self) -> int:
+        return self._origin_ns + (self._steps_offset + self.sim.steps) * STEP_NS
+
+    @staticmethod
+    def _servo_gain(in_type: str, scale: float) -> float:
+        """m/s of the pusher per unit of an incoming twist, as MoveIt Servo reads it."""
+        if in_type == "speed_units":
+            return 1.0
+        if in_type != "unitless":
+            raise ValueError(f"parameter {topics.SERVO_COMMAND_IN_TYPE}: must be speed_units or unitless, got "
+                             f"{in_type!r}")
+        if not (math.isfinite(scale) and scale > 0.0):
+            raise ValueError(f"parameter {topics.SERVO_SCALE_LINEAR}: must be > 0 with unitless, got {scale!r}")
+        return float(scale)
 
     # ------------------------------------------------------------------------------------------ scene
     def _load(self, scene):
@@ -162,9 +191,16 @@ class MujocoSimNode(Node):
                     return SetParametersResult(successful=False, reason=str(e))
                 self.emulator.hidden = hidden
                 self.get_logger().info(f"hidden bodies: {sorted(hidden) or 'none'}")
+            elif prm.name == "clock_offset":  # the mocap host's clock steps (a soak's fault)
+                if not (isinstance(prm.value, float) and math.isfinite(prm.value)):
+                    return SetParametersResult(successful=False,
+                                               reason=f"clock_offset: must be a finite float, got {prm.value!r}")
+                self._clock_offset = prm.value
+                self.get_logger().info(f"mocap clock offset: {prm.value:+.3f} s")
             elif prm.name in self.p and prm.name != "use_sim_time":
                 return SetParametersResult(successful=False,
-                                           reason=f"{prm.name} cannot be changed at run time (only hidden_bodies)")
+                                           reason=f"{prm.name} cannot be changed at run time (only hidden_bodies, "
+                                                  f"clock_offset)")
         return SetParametersResult(successful=True)
 
     def _on_reset(self, req, res):
@@ -208,7 +244,7 @@ class MujocoSimNode(Node):
             self.get_logger().warning(
                 f"twist stamp {stamp:.3f} s is {skew:+.3f} s off the sim clock ({self.time:.3f} s): is use_sim_time "
                 f"set on the sender? Servo would drop it.", throttle_duration_sec=2.0)
-        self._cmd = (stamp, rotate_planar(v, -self.p["table_yaw_in_command_frame"]))
+        self._cmd = (stamp, rotate_planar(v * self.twist_gain, -self.p["table_yaw_in_command_frame"]))
 
     def _on_joint_velocity(self, msg: Float64MultiArray):
         q = np.asarray(msg.data, dtype=float)
@@ -239,14 +275,27 @@ class MujocoSimNode(Node):
 
     def _advance(self):
         now = time.monotonic()
-        wanted = (now - self._last_wall) * self.p["real_time_factor"]
         cap = min(MAX_SIM_STEP_PER_TICK, MAX_TICK_PERIODS * self.p["step_period"] * self.p["real_time_factor"])
-        budget = min(wanted, cap) + self._carry
-        self._behind += max(0.0, wanted - cap)  # sim time given up: the host could not keep up
-        self._last_wall = now
-        nsteps = int(budget / TIMESTEP + 1e-9)
-        self._carry = budget - nsteps * TIMESTEP
         em = self.emulator
+        if self._origin_ns:  # clock system: catch up with the system clock; a stall skips the world ahead (a real
+            # one does not wait for us), so every stamp stays on the clock the robot's nodes read
+            lag_ns = Clock(clock_type=ClockType.SYSTEM_TIME).now().nanoseconds - self.time_ns
+            cap_ns = int(cap * 1e9)
+            if lag_ns > cap_ns:
+                skipped = (lag_ns - cap_ns) // STEP_NS
+                self._origin_ns += skipped * STEP_NS
+                self._behind += skipped * TIMESTEP
+                em.next_sample = max(em.next_sample, self.time)
+                lag_ns -= skipped * STEP_NS
+            nsteps = max(0, lag_ns // STEP_NS)
+            self._last_wall = now
+        else:
+            wanted = (now - self._last_wall) * self.p["real_time_factor"]
+            budget = min(wanted, cap) + self._carry
+            self._behind += max(0.0, wanted - cap)  # sim time given up: the host could not keep up
+            self._last_wall = now
+            nsteps = int(budget / TIMESTEP + 1e-9)
+            self._carry = budget - nsteps * TIMESTEP
         while nsteps > 0:
             to_sample = max(1, int(math.ceil((em.next_sample - self.time) / TIMESTEP - 1e-9)))
             n = min(nsteps, to_sample)
@@ -267,14 +316,14 @@ class MujocoSimNode(Node):
             self.get_logger().warning(f"object {name!r} fell off the table (sim time {self.time:.3f} s)")
         if self.clock_pub is not None:
             msg = ClockMsg()
-            msg.clock = Time(nanoseconds=(self._steps_offset + self.sim.steps) * round(TIMESTEP * 1e9)).to_msg()
+            msg.clock = Time(nanoseconds=self.time_ns).to_msg()
             self.clock_pub.publish(msg)
 
     def _publish_poses(self, samples):
         for key, stamp, p_table, q_table in samples:
             p, q = self.transform.to_mocap(p_table, q_table)
             msg = PoseStamped()
-            msg.header.stamp = Time(nanoseconds=int(round(stamp * 1e9))).to_msg()
+            msg.header.stamp = Time(nanoseconds=int(round((stamp + self._clock_offset) * 1e9))).to_msg()
             msg.header.frame_id = self.p["mocap_frame_id"]
             msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in p)
             (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
@@ -289,7 +338,11 @@ class MujocoSimNode(Node):
         self._wall_start, self._sim_start = now_wall, now_sim
         behind, self._behind = self._behind, 0.0
         lagging = behind > 0.0 and rtf < LAG_WARNING_FRACTION * self.p["real_time_factor"]
-        if lagging:
+        if behind > 0.0 and self._origin_ns:
+            lagging = True
+            self.get_logger().warning(f"the host stalled: the world skipped {behind:.3f} s ahead (clock system: it "
+                                      f"keeps to the system clock)", throttle_duration_sec=10.0)
+        elif lagging:
             self.get_logger().warning(
                 f"falling behind: {rtf:.2f}x real time achieved, {self.p['real_time_factor']:g}x asked (the host is "
                 f"too slow or busy; every node runs on the sim clock, so the simulation slows down rather than "
@@ -308,7 +361,7 @@ class MujocoSimNode(Node):
         level = DiagnosticStatus.WARN if problems else DiagnosticStatus.OK
         message = "; ".join(problems) or "running"
         arr = DiagnosticArray()
-        arr.header.stamp = Time(nanoseconds=int(round(self.time * 1e9))).to_msg()
+        arr.header.stamp = Time(nanoseconds=self.time_ns).to_msg()
         arr.status.append(DiagnosticStatus(level=level, name="mujoco_sim", hardware_id=self.sim.scene.name,
                                            message=message,
                                            values=[KeyValue(key=k, value=v) for k, v in values.items()]))

@@ -18,6 +18,7 @@ from ..core.robot.mocap import TrackingConfig
 from ..core.robot.natnet import BridgeConfig
 from ..core.sim.config import SimConfig
 from ..core.sim.mocap_emulator import EmulatedMocapConfig
+from . import topics
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,12 @@ MUJOCO_SIM_IO = {  # mujoco_sim's interfaces; its clock, arm and mocap emulation
     "command_frame_id": Param("table", "required frame_id of twist commands"),
     "hidden_bodies": Param("", "mocap bodies not published (occluded), comma separated; may be changed at run "
                                "time"),
+    # the emulated arm reads twists as MoveIt Servo does, under Servo's own parameter names, so that the commander
+    # can ask this node's parameter service what a real Servo's would answer (servo_parameters_service)
+    topics.SERVO_COMMAND_IN_TYPE: Param("speed_units", "twist interface: how the emulated MoveIt Servo reads a "
+                                                       "twist: speed_units (m/s) | unitless (fractions of "
+                                                       "moveit_servo.scale.linear)"),
+    topics.SERVO_SCALE_LINEAR: Param(0.4, "twist interface, unitless: m/s per unit (MoveIt Servo's default 0.4)"),
 }
 MUJOCO_SIM = {**MUJOCO_SIM_IO, **config_params(SimConfig), **config_params(EmulatedMocapConfig)}
 

@@ -8,6 +8,7 @@ from ..config import finite, knob, require
 from ..robot.command_safety import joint_matrix
 from ..robot.mocap import POSE_RELIABILITIES
 
+CLOCKS = ("sim", "system")
 COMMAND_INTERFACES = ("twist", "joint_velocity")  # TwistStamped (MoveIt Servo, UR) | Float64MultiArray (ros2_control)
 
 
@@ -28,12 +29,20 @@ class SimConfig:
     pose_reliability: str = knob("best_effort", "QoS reliability of the pose topics: best_effort (as vrpn_mocap) | "
                                                 "reliable (as natnet_ros2)")
     publish_clock: bool = knob(True, "publish /clock (simulated time) for use_sim_time")
+    clock: str = knob("sim", "sim: the world's own time from 0 (published on /clock when publish_clock) | system: "
+                             "the system clock, as a real arm and mocap system live on (epoch-scale stamps; the world "
+                             "runs at real time and skips ahead rather than lag when the host stalls; "
+                             "real_time_factor 1, publish_clock false)")
 
     def __post_init__(self):
         require(self.command_interface in COMMAND_INTERFACES, "command_interface", self.command_interface,
                 f"one of {', '.join(COMMAND_INTERFACES)}")
         require(self.pose_reliability in POSE_RELIABILITIES, "pose_reliability", self.pose_reliability,
                 f"one of {', '.join(POSE_RELIABILITIES)}")
+        require(self.clock in CLOCKS, "clock", self.clock, f"one of {', '.join(CLOCKS)}")
+        if self.clock == "system":  # the world cannot run faster or slower than the clock it is stamped with
+            require(self.real_time_factor == 1.0, "real_time_factor", self.real_time_factor, "1 with clock system")
+            require(not self.publish_clock, "publish_clock", self.publish_clock, "false with clock system")
         for name in ("real_time_factor", "step_period", "command_timeout"):
             v = getattr(self, name)
             require(finite(v) and v > 0.0, name, v, "> 0")

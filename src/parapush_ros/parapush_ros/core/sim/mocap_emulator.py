@@ -28,9 +28,12 @@ class EmulatedMocapConfig:
     dropout_probability: float = knob(0.0, "probability per sample and body that tracking drops out")
     dropout_duration: float = knob(0.1, "duration of a random dropout (s)")
     seed: int = knob(0, "seed of the noise and dropouts")
+    clock_offset: float = knob(0.0, "the mocap host's clock minus this host's (s), added to every pose stamp as a "
+                                    "mocap PC without clock sync stamps them; may be changed at run time")
 
     def __post_init__(self):
         require(finite(self.pose_rate) and self.pose_rate > 0.0, "pose_rate", self.pose_rate, "> 0")
+        require(finite(self.clock_offset), "clock_offset", self.clock_offset, "finite")
         for name in ("position_noise", "yaw_noise", "latency", "dropout_duration"):
             v = getattr(self, name)
             require(finite(v) and v >= 0.0, name, v, ">= 0")

@@ -1,0 +1,748 @@
+"""``parapush soak --robot``: the robot launch as the robot runs it, under faults of the robot's own kinds.
+
+``ros2 launch parapush_ros robot.launch.py`` starts mocap_ingest, parareal_predictor, mpc_planner and
+velocity_commander, each its own process, on the **system clock** (no ``/clock``: epoch-scale stamps). A stand-in
+for the cell runs beside it as a process of its own: ``mujoco_sim`` with ``clock: system`` is the arm behind MoveIt
+Servo's interface (twists on ``/servo_node/delta_twist_cmds``, halted when older than Servo's
+``incoming_command_timeout``; ``moveit_servo.command_in_type`` alternating between ``unitless``, Servo's default,
+and ``speed_units`` from one start of the stack to the next, which the commander reads at configure from the
+stand-in's parameter service as it reads a real Servo's) and the mocap system (``PoseStamped`` per body as the
+configured driver publishes it, stamped on the mocap host's clock: ``clock_offset``). The soak itself is a third
+process: a node that sends goals, injects faults, and watches the arm's input.
+
+Episodes follow one another, each a ``PushObject`` goal 4-10 cm from the object with one fault 0.3-1 s into it
+(every kind once first, in an order drawn from ``--seed``, then drawn at random; a push that ended before its
+fault still gets it, on an idle arm, and ``faults_during_push`` counts those that met a push):
+
+  none                 a plain goal (the yardstick for goals_reached)
+  cancel               the goal cancelled
+  estop                ``velocity_commander/estop`` held 0.5-1.5 s, then ``reset``
+  mocap_offset_10ms    the mocap host's clock steps 10 ms / 200 ms / 2 s ahead of ours for 2 s (2 s is beyond
+  mocap_offset_200ms   the planner's ``max_clock_offset``: it must refuse those states and say to check clock
+  mocap_offset_2s      sync), then back
+  mocap_clock_back     the mocap host's clock jumps back by 1 s for 2 s
+  max_speed_set        ``ros2 param set /velocity_commander max_speed 0.05`` for 2 s, then back to its value
+  teleop               a person's twist on ``pusher_cmd_teleop`` for 1.5 s mid-push (it has priority)
+  sigint, sigterm      the whole stack's process group gets SIGINT (Ctrl-C) / SIGTERM (systemd, docker stop)
+                       mid-push; every node must exit 0 and leave a zero twist last; then a fresh start
+
+and, once per start, hostile parameter sets (a read-only parameter, a negative speed limit, a non-finite one, a
+non-finite mocap offset) that must be refused naming the parameter.
+
+Measured (on the arm's input; twists are converted to m/s with the stand-in's Servo units; a twist is placed in time
+by its stamp, which the commander takes from the system clock the soak reads too):
+
+  unsafe_commands      twists faster than the commander's max_speed in force when they were stamped
+  nonzero_after_stop   non-zero twists stamped after a stop had taken the arm to zero and before anything allowed
+                       motion again: after an e-stop's answer (until reset), after the first zero that follows a
+                       cancel or the end of a push (the commander ramps a planner's zero down at max_acceleration:
+                       that ramp is the stop) until the next goal or teleop; a SIGINT / SIGTERM whose last twist
+                       on the arm's input was not zero counts one
+  param_sets_ignored   max_speed sets that were answered successful but twists stamped after the answer exceeded
+                       the new limit
+  clock_faults         per kind: injected, during a push, and how many of those the planner answered with a clock
+                       complaint on planner/status (it must, beyond its max_clock_offset)
+  goals_reached        per fault kind: goals sent, reached
+  exceptions           tracebacks and RCL errors in any node's output
+  memory               each node's RSS (psutil): growth from the end of a start's warm-up (20 s) to its end
+
+Figures are wall-clock behaviour of real processes on this host: a busy host reaches fewer goals, but every safety
+figure above holds at any speed (stamps, not arrival times, decide). Exit status non-zero when a safety figure,
+a hostile set or a node's exit failed. ``--minutes`` runs at least until every kind of episode happened once.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .ros import topics
+
+FAULTS = ("none", "cancel", "estop", "mocap_offset_10ms", "mocap_offset_200ms", "mocap_offset_2s",
+          "mocap_clock_back", "max_speed_set", "teleop", "sigint", "sigterm")
+MOCAP_OFFSETS = {"mocap_offset_10ms": 0.01, "mocap_offset_200ms": 0.2, "mocap_offset_2s": 2.0,
+                 "mocap_clock_back": -1.0}
+CLOCK_FAULT_HOLD = 2.0  # s a mocap clock fault lasts
+SERVO_UNITS = ("unitless", "speed_units")  # alternating per start: Servo's default first
+SERVO_SCALE_LINEAR = 0.4  # m/s per unit (MoveIt Servo's default scale.linear)
+GOAL_DISTANCE = (0.04, 0.10)  # m from the object
+GOAL_TOLERANCE = 0.02  # m: pushes long enough to meet their fault
+FAULT_AFTER = (0.3, 1.0)  # s after a goal is accepted
+GOAL_EDGE_MARGIN = 0.12  # m inside the table's edges
+GOAL_SECONDS = 8.0  # s of pushing a goal may take (max_actions = this / control_duration)
+START_TIMEOUT = 300.0  # s (wall) for a start of the stack to be ready: imports of torch and MuJoCo on a busy host
+EXIT_TIMEOUT = 60.0  # s for the stack to exit after SIGINT / SIGTERM
+ANSWER_TIMEOUT, ANSWER_ATTEMPTS = 10.0, 3  # s for a service's answer, and how often a request is sent
+RSS_WARMUP = 20.0  # s after a start before its RSS baseline
+SPEED_TOL = 1e-6  # m/s of rounding on a speed limit
+ZERO = 1e-9  # m/s: a twist below this is zero
+HOSTILE_SETS = (  # (node, parameter, value, what the refusal must name)
+    ("velocity_commander", "scene", "clutter_push", "scene"),
+    ("velocity_commander", "max_speed", -1.0, "max_speed"),
+    ("velocity_commander", "max_acceleration", math.inf, "max_acceleration"),
+    ("mujoco_sim", "clock_offset", math.nan, "clock_offset"),
+)
+OUR_NODES = ("mocap_ingest", "parareal_predictor", "mpc_planner", "velocity_commander", "mujoco_sim")
+
+
+def launch_available() -> str:
+    """Empty when ``ros2 launch`` with launch_ros can run here, else why not (one line)."""
+    if shutil.which("ros2") is None or importlib.util.find_spec("launch_ros") is None:
+        return ("needs the real `ros2 launch` (a ROS 2 install, or the overlay ../shared/ros2-launch/build.sh builds: "
+                "source build/ros2-launch/setup.bash)")
+    return ""
+
+
+class Process:
+    """A command in its own process group (as a terminal or a service manager runs it), output in a file."""
+
+    def __init__(self, argv: list, log: Path):
+        self.argv, self.log = argv, log
+        self._out = open(log, "w")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def send(self, sig: int):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = EXIT_TIMEOUT) -> int:
+        """Signal the whole group and wait; SIGKILL after ``timeout`` (then the status is the kill's)."""
+        self.send(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            code = self.proc.wait()
+        self._out.close()
+        return code
+
+    def exits(self) -> dict:
+        """ros2 launch's report of each process: {name: exit code}."""
+        text = self.output()
+        out = {m[1]: 0 for m in re.finditer(r"\[INFO\] \[([\w-]+)\]: process has finished cleanly", text)}
+        out.update({m[1]: int(m[2]) for m in re.finditer(
+            r"\[ERROR\] \[([\w-]+)\]: process has died \[pid \d+, exit code (-?\d+)", text)})
+        return {name.rsplit("-", 1)[0]: code for name, code in out.items()}
+
+
+def node_errors(text: str) -> list:
+    """Lines of our nodes' output that show a traceback or an RCL error."""
+    names = "|".join(OUR_NODES)
+    return [ln for ln in text.splitlines()
+            if (re.match(rf"\[({names})-\d+\]", ln) or not ln.startswith("["))
+            and ("Traceback" in ln or "RCLError" in ln or "exception" in ln.lower())]
+
+
+@dataclass
+class Twist:
+    stamp: float  # s, system clock (the commander's)
+    v: np.ndarray  # m/s of the pusher (Servo units converted)
+
+
+@dataclass
+class Window:
+    """A stretch of time in which the arm's input must be zero: from ``start`` (or from the first zero twist at or
+    after ``after``, where ``start`` is None) to ``end``."""
+    kind: str
+    after: float
+    start: float | None = None
+    end: float = math.inf
+
+
+@dataclass
+class Results:
+    unsafe: list = field(default_factory=list)
+    nonzero_after_stop: list = field(default_factory=list)
+    param_sets: list = field(default_factory=list)  # (accepted at, limit, fault end)
+    param_sets_ignored: int = 0
+    clock_faults: dict = field(default_factory=dict)
+    goals: dict = field(default_factory=dict)
+    hostile: list = field(default_factory=list)
+    exits: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    exceptions: list = field(default_factory=list)
+    rss: dict = field(default_factory=dict)
+    teleop: dict = field(default_factory=lambda: {"episodes": 0, "twists": 0, "followed": 0})
+    starts: list = field(default_factory=list)
+    exits_last_zero: list = field(default_factory=list)
+    faults_during_push: dict = field(default_factory=dict)
+
+
+class Monitor:
+    """The soak's rclpy nodes (system clock): one spun on a thread of its own watches the arm's input and the
+    statuses; the clients (action, services, parameters) are on a second node spun only by the soak's main thread,
+    which also sends their requests: rclpy's (Jazzy) ActionClient registers a request's future after sending it,
+    so an executor thread that takes the answer first drops it (seen here: a goal never answered)."""
+
+    def __init__(self, scene):
+        import rclpy  # noqa: PLC0415
+        from geometry_msgs.msg import TwistStamped  # noqa: PLC0415
+        from parapush_msgs.action import PushObject  # noqa: PLC0415
+        from parapush_msgs.msg import SceneState  # noqa: PLC0415
+        from rclpy.action import ActionClient  # noqa: PLC0415
+        from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor  # noqa: PLC0415
+        from rclpy.parameter_client import AsyncParameterClient  # noqa: PLC0415
+        from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: PLC0415
+        from std_msgs.msg import String  # noqa: PLC0415
+        from std_srvs.srv import Trigger  # noqa: PLC0415
+
+        from .ros import qos  # noqa: PLC0415
+
+        self.rclpy, self.PushObject, self.Trigger, self.TwistStamped = rclpy, PushObject, Trigger, TwistStamped
+        rclpy.init()
+        self.node = rclpy.create_node("parapush_robot_soak")
+        self.lock = threading.Lock()
+        self.twists: list[Twist] = []
+        self.last_state = None
+        self.planner_status: list = []  # (receipt time, text)
+        n = self.node
+        # every twist, even when this process is starved for a while: a deep queue (the arm's input is judged whole)
+        n.create_subscription(TwistStamped, topics.SERVO_TWIST, self._on_twist,
+                              QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE))
+        n.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
+        n.create_subscription(String, topics.PLANNER_STATUS, self._on_status, qos.RELIABLE)
+        self.teleop = n.create_publisher(TwistStamped, topics.PUSHER_CMD_TELEOP, qos.RELIABLE)
+        c = self.client_node = rclpy.create_node("parapush_robot_soak_client")
+        self.action = ActionClient(c, PushObject, topics.PUSH_ACTION)
+        self.estop = c.create_client(Trigger, "/velocity_commander/estop")
+        self.reset = c.create_client(Trigger, "/velocity_commander/reset")
+        self.params = {name: AsyncParameterClient(c, name) for name in ("velocity_commander", "mujoco_sim")}
+        self.client_executor = SingleThreadedExecutor()
+        self.client_executor.add_node(c)
+        self.executor = MultiThreadedExecutor(num_threads=2)
+        self.executor.add_node(n)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True, name="soak-monitor")
+        self.thread.start()
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+    def _on_twist(self, msg):
+        """Raw, in the Servo's units: converted by stamp in ``RobotSoak.twists`` (a twist of the stack that is
+        stopping can arrive after the next start changed the units)."""
+        with self.lock:
+            self.twists.append(Twist(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
+                                     np.array([msg.twist.linear.x, msg.twist.linear.y])))
+
+    def _on_state(self, msg):
+        self.last_state = msg
+
+    def _on_status(self, msg):
+        with self.lock:
+            self.planner_status.append((self.now(), msg.data))
+
+    def object_xy(self, name: str):
+        s = self.last_state
+        return None if s is None else next((np.array([o.x, o.y]) for o in s.objects if o.name == name), None)
+
+    def pause(self, seconds: float, until=None):
+        """Spin the clients' node for ``seconds`` (or until ``until()``): the main thread's only way to wait."""
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end and not (until is not None and until()):
+            self.client_executor.spin_once(timeout_sec=min(0.01, max(0.0, t_end - time.monotonic())))
+
+    def wait(self, future, timeout: float, what: str):
+        self.pause(timeout, future.done)
+        if not future.done():
+            raise TimeoutError(f"{what}: no answer within {timeout:g} s")
+        return future.result()
+
+    def request(self, ready, send, what: str):
+        """A service request, sent again when its answer does not come: with Fast DDS a request sent as soon as a
+        service is discovered can be lost (the server has not matched the client yet). Every request the soak makes
+        is idempotent (the same set, e-stop or reset again)."""
+        if not ready(timeout_sec=60.0):
+            raise TimeoutError(f"{what}: service not available within 60 s")
+        for attempt in range(ANSWER_ATTEMPTS):
+            try:
+                return self.wait(send(), ANSWER_TIMEOUT, what)
+            except TimeoutError:
+                if attempt == ANSWER_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def set_parameter(self, node: str, name: str, value):
+        """Set one parameter through the node's parameter service: (successful, reason, answer time)."""
+        from rclpy.parameter import Parameter  # noqa: PLC0415
+        client = self.params[node]
+        res = self.request(client.wait_for_services, lambda: client.set_parameters([Parameter(name, value=value)]),
+                           f"set {node} {name}")
+        r = res.results[0]
+        return r.successful, r.reason, self.now()
+
+    def call(self, client, what: str):
+        res = self.request(client.wait_for_service, lambda: client.call_async(self.Trigger.Request()), what)
+        return res, self.now()
+
+    def close(self):
+        self.rclpy.try_shutdown()  # wakes the monitor's executor; then nothing is in flight on the nodes
+        self.thread.join(timeout=5.0)
+        self.executor.shutdown(timeout_sec=5.0)
+        self.client_executor.shutdown(timeout_sec=5.0)
+
+
+class RobotSoak:
+    def __init__(self, scene_name: str, seed: int, minutes: float, control_duration: float, out: Path):
+        from .core.scene.spec import load_scene  # noqa: PLC0415
+
+        self.scene = load_scene(scene_name)
+        self.target = self.scene.objects[0].name
+        self.seed, self.minutes, self.dt, self.out = seed, minutes, control_duration, out
+        self.rng = np.random.default_rng(seed)
+        self.max_actions = max(1, math.ceil(GOAL_SECONDS / control_duration))
+        self.horizon = max(4, round(1.0 / control_duration))
+        self.results = Results(clock_faults={k: {"injected": 0, "during_push": 0, "said": 0} for k in MOCAP_OFFSETS},
+                               goals={k: {"sent": 0, "reached": 0, "outcomes": {}} for k in FAULTS})
+        self.windows: list[Window] = []
+        self.limits: list = []  # (from stamp, max_speed m/s)
+        self.teleop_windows: list = []  # (start, end, v)
+        self.max_speed = 0.1
+        self.launch = self.standin = None
+        self.starts = 0
+        self.gains: list = []  # (from stamp, m/s per unit of the arm's input): the stand-in Servo's units per start
+        self.signals: list = []  # (stamp, kind) of each SIGINT / SIGTERM of the stack
+        self.monitor = Monitor(self.scene)
+
+    # ------------------------------------------------------------------------------------------ the stack
+    def _files(self, units: str) -> tuple[Path, Path]:
+        from . import bringup  # noqa: PLC0415
+        args = {"scene": self.scene.name}
+        sim = bringup.node_parameters(bringup.spec("mujoco_sim"), "robot", args)
+        sim.update({"use_sim_time": False, "publish_clock": False, "clock": "system", "real_time_factor": 1.0,
+                    "scene": self.scene.name, topics.SERVO_COMMAND_IN_TYPE: units,
+                    topics.SERVO_SCALE_LINEAR: SERVO_SCALE_LINEAR, "seed": self.seed + self.starts})
+        standin = self.out / f"standin_{self.starts}.yaml"
+        standin.write_text(yaml.safe_dump({"mujoco_sim": {"ros__parameters": sim}}))
+        stack = self.out / "robot_soak_params.yaml"
+        stack.write_text(yaml.safe_dump({
+            "mpc_planner": {"ros__parameters": {
+                "model": "coarse", "samples": 10, "iterations": 1, "horizon": self.horizon,
+                "control_duration": self.dt, "max_actions": self.max_actions, "threads": 1}},
+            "parareal_predictor": {"ros__parameters": {"threads": 1}},
+            "velocity_commander": {"ros__parameters": {
+                # the stand-in has no gripper; its Servo answers for its parameters at the sim node's service
+                "gripper_enabled": False, "require_grasp": False,
+                "servo_parameters_service": "/mujoco_sim/get_parameters"}}}))
+        return standin, stack
+
+    def start(self):
+        units = SERVO_UNITS[self.starts % len(SERVO_UNITS)]
+        standin, stack = self._files(units)
+        self.gains.append((self.monitor.now(), SERVO_SCALE_LINEAR if units == "unitless" else 1.0))
+        t0 = time.monotonic()
+        self.standin = Process(["ros2", "run", "parapush_ros", "mujoco_sim", "--ros-args", "--params-file",
+                                str(standin)], self.out / f"standin_{self.starts}.log")
+        self.launch = Process(["ros2", "launch", "parapush_ros", "robot.launch.py", "rviz:=false",
+                               f"scene:={self.scene.name}", f"params_file:={stack}"],
+                              self.out / f"ros2_launch_{self.starts}.log")
+        self.starts += 1
+        m = self.monitor
+        ready = {"planner active": lambda: "[mpc_planner]: active" in self.launch.output(),
+                 "commander active": lambda: "[velocity_commander]: active" in self.launch.output(),
+                 "scene state": lambda: m.object_xy(self.target) is not None,
+                 "push_object action": m.action.server_is_ready}
+        while not all(f() for f in ready.values()):
+            m.pause(0.1)
+            if self.launch.proc.poll() is not None or self.standin.proc.poll() is not None:
+                raise RuntimeError(f"the stack ended while starting:\n{self.launch.output()[-3000:]}")
+            if time.monotonic() - t0 > START_TIMEOUT:
+                missing = [k for k, f in ready.items() if not f()]
+                raise RuntimeError(f"the stack was not ready within {START_TIMEOUT:g} s (missing: {missing}):\n"
+                                   f"{self.launch.output()[-3000:]}")
+        self.started_at = m.now()
+        self.max_speed = 0.1
+        self.limits.append((m.now(), self.max_speed))
+        self.results.starts.append({"servo_units": units, "ready_s": round(time.monotonic() - t0, 1)})
+        print(f"[soak --robot] start {self.starts}: ready in {time.monotonic() - t0:.0f} s (Servo {units})",
+              flush=True)
+        self._hostile_sets()
+
+    def stop(self, sig: int) -> dict:
+        """Stop the stack's process group with ``sig``, then the stand-in. Each node's exit as ``ros2 launch``
+        reports it (after SIGTERM it reports none: it ends at once, leaving its processes to their own SIGTERM), and
+        the nodes still running ``EXIT_TIMEOUT`` later (killed then)."""
+        import psutil  # noqa: PLC0415
+        try:
+            family = psutil.Process(self.launch.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            family = []
+        code = self.launch.stop(sig)
+        _, alive = psutil.wait_procs(family, timeout=EXIT_TIMEOUT)
+        left = []
+        for p in alive:
+            try:
+                left.append(" ".join(p.cmdline()[:2]))
+                p.kill()
+            except psutil.Error:
+                continue
+        exits = {k: v for k, v in self.launch.exits().items() if k in OUR_NODES}
+        self.standin.stop(signal.SIGINT)
+        self.results.exceptions += node_errors(self.launch.output()) + node_errors(self.standin.output())
+        rec = {"signal": signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left}
+        self.results.exits.append(rec)
+        return rec
+
+    def _rss(self):
+        import psutil  # noqa: PLC0415
+        for proc in (self.launch, self.standin):
+            try:
+                family = [psutil.Process(proc.proc.pid), *psutil.Process(proc.proc.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for p in family:
+                try:
+                    cmd = " ".join(p.cmdline())
+                    name = next((n for n in OUR_NODES if f"/{n} " in f"{cmd} "), None)  # the executable
+                    if name is not None:
+                        rec = self.results.rss.setdefault(name, {})
+                        key = f"start_{self.starts}"
+                        mb = p.memory_info().rss / 2**20
+                        warm = self.monitor.now() - self.started_at >= RSS_WARMUP
+                        if warm and key not in rec:
+                            rec[key] = mb
+                        rec[f"end_{self.starts}"] = mb
+                except psutil.Error:
+                    continue
+
+    # ------------------------------------------------------------------------------------------ episodes
+    def _hostile_sets(self):
+        for node, name, value, names in HOSTILE_SETS:
+            ok, reason, _ = self.monitor.set_parameter(node, name, value)
+            refused = not ok and names in reason
+            self.results.hostile.append({"node": node, "parameter": name, "value": repr(value), "refused": refused,
+                                         "reason": reason[:200]})
+
+    def _goal(self):
+        m = self.monitor
+        xy = m.object_xy(self.target)
+        angle, dist = self.rng.uniform(-math.pi, math.pi), self.rng.uniform(*GOAL_DISTANCE)
+        limit = self.scene.table.half - GOAL_EDGE_MARGIN
+        gx, gy = np.clip(xy + dist * np.array([math.cos(angle), math.sin(angle)]), -limit, limit)
+        return self.monitor.PushObject.Goal(target_object=self.target, goal_x=float(gx), goal_y=float(gy),
+                                            position_tolerance=GOAL_TOLERANCE, yaw_tolerance=-1.0,
+                                            max_actions=self.max_actions)
+
+    def episode(self, fault: str) -> bool:
+        """One goal with ``fault`` in it; False when the stack was stopped (a start must follow)."""
+        m = self.monitor
+        g = self.results.goals[fault]
+        goal = self._goal()
+        sent = m.now()
+        self._end_windows(sent)  # a new goal allows motion again
+        handle = m.wait(m.action.send_goal_async(goal), 30.0, "the goal's answer")
+        g["sent"] += 1
+        if not handle.accepted:
+            g["outcomes"]["rejected"] = g["outcomes"].get("rejected", 0) + 1
+            return True
+        result = handle.get_result_async()
+        m.pause(self.rng.uniform(*FAULT_AFTER), result.done)
+        during = not result.done()  # a push that ended already still gets its fault (on an idle arm)
+        self.results.faults_during_push[fault] = self.results.faults_during_push.get(fault, 0) + during
+        if self._inject(fault, handle, during):
+            g["outcomes"]["stack stopped"] = g["outcomes"].get("stack stopped", 0) + 1
+            return False
+        r = m.wait(result, GOAL_SECONDS * 4 + 60.0, "the goal's result").result
+        from .soak import OUTCOMES  # noqa: PLC0415
+        outcome = OUTCOMES[r.outcome] if r.outcome < len(OUTCOMES) else f"code {r.outcome}"
+        g["outcomes"][outcome] = g["outcomes"].get(outcome, 0) + 1
+        g["reached"] += outcome == "reached"
+        self.windows.append(Window("push end", m.now()))
+        self._rss()
+        return True
+
+    def _inject(self, fault: str, handle, during: bool) -> bool:
+        """Apply ``fault`` (and undo it where it is undone); True when the stack was stopped."""
+        m = self.monitor
+        if fault == "cancel":
+            m.wait(handle.cancel_goal_async(), 30.0, "the cancel's answer")
+            self.windows.append(Window("cancel", m.now()))
+        elif fault == "estop":
+            res, t = m.call(m.estop, "e-stop")
+            if not res.success:
+                self.results.problems.append(f"e-stop refused: {res.message}")
+            window = Window("estop", t, start=t)
+            self.windows.append(window)
+            m.pause(self.rng.uniform(0.5, 1.5))
+            window.end = m.now()  # stamps after the reset was asked may be the reset's motion
+            res, _ = m.call(m.reset, "e-stop reset")
+            if not res.success:
+                self.results.problems.append(f"e-stop reset refused: {res.message}")
+        elif fault in MOCAP_OFFSETS:
+            rec = self.results.clock_faults[fault]
+            rec["injected"] += 1
+            rec["during_push"] += during
+            t0 = m.now()
+            ok, reason, _ = m.set_parameter("mujoco_sim", "clock_offset", MOCAP_OFFSETS[fault])
+            if not ok:
+                self.results.problems.append(f"clock_offset {MOCAP_OFFSETS[fault]} refused: {reason}")
+            m.pause(CLOCK_FAULT_HOLD)
+            m.set_parameter("mujoco_sim", "clock_offset", 0.0)
+            with m.lock:
+                said = [s for t, s in m.planner_status if t >= t0 and "clock" in s]
+            rec["said"] += bool(said) and during
+            if said:
+                rec["example"] = said[0][:200]
+        elif fault == "max_speed_set":
+            new = 0.5 * self.max_speed
+            ok, reason, t = m.set_parameter("velocity_commander", "max_speed", new)
+            if not ok:
+                self.results.problems.append(f"max_speed {new} refused: {reason}")
+            m.pause(CLOCK_FAULT_HOLD)
+            t_restore = m.now()  # the lower limit holds from the set's answer until the restore is asked
+            if ok:
+                self.limits += [(t, new), (t_restore, self.max_speed)]
+                self.results.param_sets.append((t, new, t_restore))
+            ok, reason, _ = m.set_parameter("velocity_commander", "max_speed", self.max_speed)
+            if not ok:
+                self.results.problems.append(f"max_speed {self.max_speed} refused: {reason}")
+        elif fault == "teleop":
+            self._teleop()
+        elif fault in ("sigint", "sigterm"):
+            self.signals.append((m.now(), fault))
+            self.stop(signal.SIGINT if fault == "sigint" else signal.SIGTERM)
+            return True
+        return False
+
+    def _teleop(self):
+        """A person's twist for 1.5 s at 50 Hz on pusher_cmd_teleop, stamped now (the commander checks age)."""
+        m = self.monitor
+        v = np.array([0.03, 0.0]) * (1 if self.rng.random() < 0.5 else -1)
+        t0 = m.now()
+        self._end_windows(t0)
+        while m.now() - t0 < 1.5:
+            msg = m.TwistStamped()
+            msg.header.stamp = m.node.get_clock().now().to_msg()
+            msg.header.frame_id = topics.TABLE_FRAME
+            msg.twist.linear.x = float(v[0])
+            m.teleop.publish(msg)
+            m.pause(0.02)
+        self.teleop_windows.append((t0, m.now(), v))
+        self.results.teleop["episodes"] += 1
+
+    def _end_windows(self, t: float):
+        for w in self.windows:
+            w.end = min(w.end, t)
+
+    # ------------------------------------------------------------------------------------------ judging
+    def twists(self) -> list:
+        """The arm's input in m/s, by stamp (each twist in the units of the start it was stamped in)."""
+        with self.monitor.lock:
+            raw = sorted(self.monitor.twists, key=lambda tw: tw.stamp)
+        starts = [t for t, _ in self.gains]
+        out = []
+        for tw in raw:
+            i = max(0, int(np.searchsorted(starts, tw.stamp, side="right")) - 1)
+            out.append(Twist(tw.stamp, tw.v * self.gains[i][1]))
+        return out
+
+    def judge(self):
+        twists = self.twists()
+        stamps = np.array([tw.stamp for tw in twists])
+        speeds = np.array([float(np.linalg.norm(tw.v)) for tw in twists])
+        limit_t = np.array([t for t, _ in self.limits])
+        limit_v = np.array([v for _, v in self.limits])
+        if len(stamps):  # the limit in force at each stamp: the lowest of those set in the last change
+            idx = np.searchsorted(limit_t, stamps, side="right") - 1
+            allowed = np.where(idx >= 0, limit_v[np.clip(idx, 0, None)], 0.1)
+            bad = speeds > allowed + SPEED_TOL
+            self.results.unsafe = [{"stamp": float(s), "speed": float(v), "limit": float(a)}
+                                   for s, v, a in zip(stamps[bad], speeds[bad], allowed[bad])][:20]
+            self.results.unsafe_count = int(bad.sum())
+        else:
+            self.results.unsafe_count = 0
+        counted = set()
+        for w in self.windows:
+            start = w.start
+            if start is None:
+                zeros = np.nonzero((stamps >= w.after) & (speeds <= ZERO))[0]
+                if not len(zeros):
+                    continue  # never reached zero: another check (the stack's end) reports it
+                start = stamps[zeros[0]]
+            inside = (stamps > start) & (stamps < w.end) & (speeds > ZERO)
+            for s, v in zip(stamps[inside], speeds[inside]):
+                if float(s) not in counted:  # windows may overlap (a cancel, then its push's end)
+                    counted.add(float(s))
+                    self.results.nonzero_after_stop.append({"kind": w.kind, "stamp": float(s), "speed": float(v)})
+        starts = [t for t, _ in self.gains]
+        for t, kind in self.signals:  # the stack's last twist after the signal (before the next start) is zero
+            after = [tw for tw in twists if tw.stamp >= t and all(not (t < s <= tw.stamp) for s in starts)]
+            last = after[-1] if after else None
+            zero = last is None or float(np.linalg.norm(last.v)) <= ZERO
+            self.results.exits_last_zero.append({"signal": kind, "last_twist_zero": zero})
+            if not zero:
+                self.results.nonzero_after_stop.append({"kind": kind, "stamp": last.stamp,
+                                                        "speed": float(np.linalg.norm(last.v))})
+        ignored = 0
+        for t, limit, end in self.results.param_sets:
+            after = (stamps > t) & (stamps < end)
+            ignored += bool(np.any(speeds[after] > limit + SPEED_TOL))
+        self.results.param_sets_ignored = ignored
+        for t0, t1, v in self.teleop_windows:  # settled (0.5 s for the acceleration limit) until the end
+            inside = (stamps > t0 + 0.5) & (stamps < t1)
+            vs = np.array([tw.v for tw, keep in zip(twists, inside) if keep]).reshape(-1, 2)
+            self.results.teleop["twists"] += len(vs)
+            self.results.teleop["followed"] += int(np.sum(np.linalg.norm(vs - v, axis=1) < 1e-3))
+
+    # ------------------------------------------------------------------------------------------ run
+    def run(self):
+        t_start = time.monotonic()
+        order = list(self.rng.permutation([f for f in FAULTS if f not in ("sigint", "sigterm")]))
+        order[len(order) // 3:len(order) // 3] = ["sigint"]
+        order[2 * len(order) // 3:2 * len(order) // 3] = ["sigterm"]
+        i, last_status = 0, time.monotonic()
+        try:
+            self.start()
+            while True:
+                if i < len(order):
+                    fault = order[i]
+                elif time.monotonic() - t_start >= self.minutes * 60.0:
+                    break
+                else:
+                    fault = FAULTS[int(self.rng.integers(len(FAULTS)))]
+                i += 1
+                if not self.episode(fault):
+                    self.start()
+                if time.monotonic() - last_status >= 30.0:
+                    last_status = time.monotonic()
+                    done = sum(g["sent"] for g in self.results.goals.values())
+                    print(f"[soak --robot] {time.monotonic() - t_start:.0f} s: {done} episodes, {self.starts} "
+                          f"start(s)", flush=True)
+        finally:
+            if self.launch is not None and self.launch.proc.poll() is None:
+                self.stop(signal.SIGINT)
+            elif self.standin is not None and self.standin.proc.poll() is None:
+                self.standin.stop(signal.SIGINT)
+        self.wall_s = time.monotonic() - t_start
+
+    def summary(self) -> dict:
+        r = self.results
+        self.judge()
+        twists = self.twists()
+        span = twists[-1].stamp - twists[0].stamp if twists else 0.0  # (the stack's restarts included)
+        rss_growth = {}
+        for name, rec in r.rss.items():
+            growth = [rec[f"end_{k}"] - rec[f"start_{k}"] for k in range(1, self.starts + 1)
+                      if f"start_{k}" in rec and f"end_{k}" in rec]
+            rss_growth[name] = round(max(growth), 1) if growth else None
+        stack = {"mocap_ingest", "parareal_predictor", "mpc_planner", "velocity_commander"}
+        bad_exits = [e for e in r.exits if any(c != 0 for c in e["nodes"].values()) or e["left_running"]
+                     or (e["signal"] == "SIGINT" and set(e["nodes"]) != stack)]
+        hostile_failed = [h for h in r.hostile if not h["refused"]]
+        s = {
+            "mode": "robot", "seed": self.seed, "minutes": self.minutes, "wall_time_s": round(self.wall_s, 1),
+            "scene": self.scene.name, "control_duration": self.dt, "starts": r.starts,
+            "unsafe_commands": r.unsafe_count, "unsafe_examples": r.unsafe,
+            "nonzero_after_stop": len(r.nonzero_after_stop), "nonzero_after_stop_examples": r.nonzero_after_stop[:20],
+            "param_sets_ignored": r.param_sets_ignored, "param_sets": len(r.param_sets),
+            "clock_faults": r.clock_faults, "faults_during_push": r.faults_during_push,
+            "goals_reached": {k: {"sent": v["sent"], "reached": v["reached"], "outcomes": v["outcomes"]}
+                              for k, v in r.goals.items()},
+            "hostile": {"count": len(r.hostile), "refused": len(r.hostile) - len(hostile_failed),
+                        "not_refused": hostile_failed},
+            "teleop": r.teleop, "exits": r.exits, "exceptions": len(r.exceptions),
+            "twists_received": len(twists), "twist_rate_hz": round(len(twists) / span, 1) if span > 0 else 0.0,
+            "exception_lines": r.exceptions[:20], "rss_growth_mb": rss_growth, "problems": r.problems,
+        }
+        failures = []
+        for key, what in (("unsafe_commands", "twist(s) above the speed limit"),
+                          ("nonzero_after_stop", "non-zero twist(s) after a stop"),
+                          ("param_sets_ignored", "parameter set(s) answered but not applied"),
+                          ("exceptions", "exception(s) in the nodes")):
+            if s[key]:
+                failures.append(f"{s[key]} {what} ({key})")
+        if hostile_failed:
+            failures.append(f"{len(hostile_failed)} hostile parameter set(s) not refused by name: "
+                            + "; ".join(f"{h['node']} {h['parameter']}={h['value']}: {h['reason']!r}"
+                                        for h in hostile_failed))
+        if bad_exits:
+            failures.append(f"{len(bad_exits)} stop(s) where a node did not exit 0: {bad_exits}")
+        failures += r.problems
+        grown = {k: v for k, v in rss_growth.items() if v is not None and v > 50.0}
+        if grown:
+            failures.append(f"memory grew by more than 50 MB: {grown}")
+        s["failures"] = failures
+        return s
+
+
+def run_robot_soak(minutes: float, seed: int, scene: str, control_duration: float, out: Path,
+                   json_path: Path | None) -> dict:
+    why = launch_available()
+    if why:
+        raise SystemExit(f"parapush soak --robot: {why}")
+    out.mkdir(parents=True, exist_ok=True)
+    # the stand-in cell must never meet a real one on the network: this host only (the soak and its processes)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    soak = RobotSoak(scene, seed, minutes, control_duration, out)
+    try:
+        soak.run()
+    finally:
+        soak.monitor.close()
+    summary = soak.summary()
+    from .bench.common import write_json  # noqa: PLC0415
+    write_json(json_path or out / "soak_robot.json", summary)
+    _print_table(summary)
+    summary["png"] = str(_plot(soak, summary, out / "soak_robot.png"))
+    return summary
+
+
+def _print_table(s: dict):
+    from .bench.common import print_table  # noqa: PLC0415
+    rows = [("wall time", f"{s['wall_time_s']:.0f} s, {len(s['starts'])} start(s), control "
+                          f"{s['control_duration']:g} s"),
+            *((f"goals reached: {k}", f"{v['reached']} / {v['sent']}") for k, v in s["goals_reached"].items()),
+            ("clock faults said", ", ".join(f"{k} {v['said']}/{v['injected']}" for k, v in s["clock_faults"].items())),
+            ("hostile sets refused", f"{s['hostile']['refused']} / {s['hostile']['count']}"),
+            ("unsafe commands", s["unsafe_commands"]), ("non-zero after stop", s["nonzero_after_stop"]),
+            ("param sets ignored", f"{s['param_sets_ignored']} of {s['param_sets']}"),
+            ("teleop twists followed", f"{s['teleop']['followed']} / {s['teleop']['twists']}"),
+            ("exceptions", s["exceptions"]),
+            ("RSS growth (MB)", ", ".join(f"{k} {v}" for k, v in s["rss_growth_mb"].items())),
+            ("result", "FAILED" if s["failures"] else "ok")]
+    print_table(["quantity", "value"], rows, title=f"parapush soak --robot: {s['minutes']:g} min, seed {s['seed']}")
+    for f in s["failures"]:
+        print(f"  FAILED: {f}")
+
+
+def _plot(soak: RobotSoak, summary: dict, path: Path) -> Path:
+    """The pusher's speed on the arm's input over time, the limit in force, and the stop windows."""
+    from .bench.common import pyplot, save_figure  # noqa: PLC0415
+    plt = pyplot()
+    tw = soak.twists()
+    fig, ax = plt.subplots(figsize=(11, 4))
+    if tw:
+        t0 = tw[0].stamp
+        ax.plot([t.stamp - t0 for t in tw], [float(np.linalg.norm(t.v)) for t in tw], ",", color="tab:blue",
+                label="pusher speed on the arm's input")
+        ax.step([t - t0 for t, _ in soak.limits], [v for _, v in soak.limits], where="post", color="tab:red",
+                lw=0.8, label="max_speed")
+        for w in soak.windows:
+            if w.end < math.inf:
+                ax.axvspan(w.after - t0, w.end - t0, color="0.85", lw=0)
+    ax.set_xlabel("system time since the first twist (s)")
+    ax.set_ylabel("m/s")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(f"parapush soak --robot: seed {summary['seed']}, unsafe {summary['unsafe_commands']}, non-zero "
+                 f"after stop {summary['nonzero_after_stop']} (grey: must be zero once zero)")
+    save_figure(fig, path)
+    return path
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run it as: parapush soak --robot --minutes M")

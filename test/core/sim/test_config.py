@@ -11,7 +11,7 @@ def test_defaults_are_valid_and_the_joint_matrix_stays_a_tuple():
     assert cfg.joint_matrix == (0.0, 1.0, 1.0, 0.0) and cfg.command_matrix.tolist() == [[0.0, 1.0], [1.0, 0.0]]
     assert SimConfig().real_time_factor == 1.0 and EmulatedMocapConfig().pose_rate == 120.0
     assert list(knobs(EmulatedMocapConfig)) == ["pose_rate", "position_noise", "yaw_noise", "latency",
-                                                "dropout_probability", "dropout_duration", "seed"]
+                                                "dropout_probability", "dropout_duration", "seed", "clock_offset"]
 
 
 @pytest.mark.parametrize("cls, field, value, words", [

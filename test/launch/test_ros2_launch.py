@@ -29,6 +29,9 @@ pytestmark = [pytest.mark.skipif(not HAVE_LAUNCH, reason="no `ros2 launch` on th
 START_TIMEOUT = 300.0  # s of wall time for every node of a launch to be up (imports of torch/MuJoCo on a busy host)
 # The simulated world at a quarter of real time where a test pushes: the stack's processes run on its clock but are
 # not in lock-step with it, so this gives a loaded host four times the slack (the pushes are the same, in sim time)
+# What rclpy's action server logs when Fast DDS could not deliver a goal's answer (the server had not yet discovered
+# the caller's reply reader within the 100 ms rmw_fastrtps allows); the goal is dropped and never started.
+LOST_ANSWER = "Failed to send goal response"
 SLOW_SIM = "mujoco_sim:\n  ros__parameters:\n    real_time_factor: 0.25\n"
 
 
@@ -184,7 +187,14 @@ def _send_readme_goal(lt: Launch, node):
     wait_for(client.server_is_ready, timeout=START_TIMEOUT, interval=0.1, what="the push_object action server")
     goal = PushObject.Goal(target_object="slider", goal_x=0.25, goal_y=0.0, position_tolerance=0.05,
                            yaw_tolerance=-1.0)
-    return wait_future(client.send_goal_async(goal), timeout=60.0, what="the goal's answer")
+    for _ in range(3):  # sent again only when the planner says it could not deliver the answer (see _send_goal_cli)
+        lost_before = lt.output().count(LOST_ANSWER)
+        future = client.send_goal_async(goal)
+        wait_for(lambda f=future, n=lost_before: f.done() or lt.output().count(LOST_ANSWER) > n, timeout=60.0,
+                 interval=0.1, what=f"the goal's answer:\n{lt.output()[-3000:]}")
+        if future.done():
+            break
+    return wait_future(future, timeout=1.0, what="the goal's answer")
 
 
 def _speed(msg) -> float:
@@ -217,20 +227,50 @@ def test_ctrl_c_mid_push_leaves_the_arm_at_zero_and_every_node_exits_0(launch, r
     assert any(_speed(m) > 1e-3 for m in arm.msgs)  # it did move before
 
 
+def _send_goal_cli(lt: Launch, goal: str, out: Path) -> str:
+    """``ros2 action send_goal /push_object GOAL`` to its end: "answered" once it is (the CLI's output in ``out``),
+    "lost" as soon as the planner logs that it could not deliver the goal's answer (the CLI is then stopped)."""
+    lost = LOST_ANSWER
+    lost_before = lt.output().count(lost)
+    with open(out, "w") as f:
+        cli = subprocess.Popen(["ros2", "action", "send_goal", "/push_object", "parapush_msgs/action/PushObject", goal],
+                               stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            answered = wait_for(lambda: ("answered" if "Goal accepted" in out.read_text() or cli.poll() is not None
+                                         else "lost" if lt.output().count(lost) > lost_before else None),
+                                timeout=600.0, interval=0.2,
+                                what=f"an answer to the goal:\n{out.read_text()}\n{lt.output()[-3000:]}")
+            if answered == "answered":
+                cli.wait(timeout=600)
+            return answered
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+
+
 def test_readme_first_push_succeeds_under_ros2_launch(launch, tmp_path):
     """The README's walkthrough, word for word: ``ros2 launch parapush_ros sim.launch.py``, then ``ros2 action
     send_goal /push_object ...``. The planner stops to plan (``realtime: false`` in a params_file) and the world runs
     at a quarter of real time, so that the outcome hangs as little as a stack of processes can on this host's speed:
-    pushes and plans are on the simulator's clock."""
+    pushes and plans are on the simulator's clock.
+
+    A goal whose answer cannot be delivered is sent again, as a user would, but only for that one diagnosed cause:
+    Fast DDS gives a service server 100 ms to discover the caller's reply reader, after which rclpy's action server
+    logs "Failed to send goal response" and drops the goal, and the CLI waits for an answer forever (on CI's loaded
+    host this hung the test for 600 s). Any other silence fails."""
     stop_and_plan = tmp_path / "stop_and_plan.yaml"
     stop_and_plan.write_text("mpc_planner:\n  ros__parameters:\n    realtime: false\n" + SLOW_SIM)
     lt = launch("sim", f"params_file:={stop_and_plan}")
     lt.wait_output(r"\[mpc_planner\]: active")
     goal = ("{target_object: slider, goal_x: 0.25, goal_y: 0.0, position_tolerance: 0.05, yaw_tolerance: -1.0}")
-    res = subprocess.run(["ros2", "action", "send_goal", "/push_object", "parapush_msgs/action/PushObject", goal],
-                         capture_output=True, text=True, timeout=600)
-    assert "Goal finished with status: SUCCEEDED" in res.stdout, res.stdout[-3000:] + res.stderr[-2000:]
-    assert "outcome: 0" in res.stdout or "REACHED" in res.stdout or "outcome:" in res.stdout
+    for attempt in range(3):
+        out = tmp_path / f"send_goal_{attempt}.log"
+        if _send_goal_cli(lt, goal, out) == "answered":
+            break
+    text = out.read_text()
+    assert "Goal finished with status: SUCCEEDED" in text, text[-3000:] + lt.output()[-3000:]
+    assert "outcome: 0" in text or "REACHED" in text or "outcome:" in text
 
 
 # ------------------------------------------------------------------------------------------------ the robot

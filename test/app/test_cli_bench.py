@@ -1,7 +1,7 @@
 """The ``parapush`` benchmarks and demo run end to end at tiny sizes and write what they promise.
 
 These are smoke tests of the commands (arguments, JSON keys, plots), not of speed: numbers are checked by
-running the benchmarks themselves (see README).
+running the benchmarks themselves (see docs/results/).
 """
 import json
 

@@ -1,4 +1,4 @@
-"""``parapush bench adaptive``: uncertainty-aware Parareal against fixed K (issue 18, "uncertainty where it pays").
+"""``parapush bench adaptive``: uncertainty-aware Parareal against fixed K (paper 004's variance used where it pays).
 
 The coarse model is the learned ensemble (``learned_ensemble``); the uncertainty-aware Parareal
 (``Parareal.solve(variance_threshold=t)``, at most K = 2) stops a trajectory as soon as the coarse variance of its
@@ -13,7 +13,7 @@ and fixed K = 2 on the shipped single network (``learned``) for:
 Error: RMS over the trajectory of every object's xy distance to the serial fine rollout (mm), mean over the
 trajectories (and the 95th percentile); cost: fine slices per trajectory (the parallel work Parareal pays for).
 
-Two more variants (``--slice-thresholds``; measurement only, none has won, see README): a per-slice gate (a fine
+Two more variants (``--slice-thresholds``; measurement only, none has won, see docs/results/): a per-slice gate (a fine
 sweep computes only the slices whose own sigma exceeds t, ``SliceGatedFine``) and ``hybrid`` coarse values (the
 single network's prediction with the ensemble's variance as the gate, ``HybridCoarse``; judged against fixed K = 2
 on the single network). ``correlation``: how well the ensemble's predicted sigma of one slice (from the fine state)

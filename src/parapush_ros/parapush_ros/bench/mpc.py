@@ -21,7 +21,7 @@ the pusher moves, anytime plans due at the next switch, a late plan never stops 
 plan's latency charged to the world as measured (wall time on this machine). Per world/model it reports task time,
 motion time, the idle fraction after the first plan, plan latency (p95, max) and late plans. Unless given, the
 optimiser settings are the planner node's (``realtime_settings``: ``config/mpc_planner.yaml``, chosen by measurement
-on 2 cores, see the README), so the bench measures what the node runs.
+on 2 cores, see docs/results/parareal.md), so the bench measures what the node runs.
 
 Timing study (``--timing``, on by default): one optimiser iteration (all samples x N slices) of each model timed
 as samples one after another (how paper 000 ran, with Parareal parallel across time only) and as ONE batch of
@@ -69,7 +69,7 @@ TASK_TIME_LIMIT = 20.0  # s of pushing before a timeout (paper 000: 20 actions o
 # take on an otherwise idle machine: on a shared one, wall time also counts everyone else's jobs)
 PLAN_CLOCKS = {"wall": time.perf_counter, "cpu": lambda: time.process_time() / default_threads()}
 # --realtime: the optimiser settings the planner node runs with (planning fits the control period on 2 cores, see
-# README "Real-time pushing"); iterations is a cap, the anytime deadline decides how many run
+# docs/results/parareal.md "Real-time MPC"); iterations is a cap, the anytime deadline decides how many run
 REALTIME_KEYS = ("samples", "iterations", "horizon", "control_duration")
 
 
@@ -544,7 +544,7 @@ def add_parser(sub, parent):
     p.add_argument("--optimiser", default=PlannerConfig.optimiser, choices=list(OPTIMISERS),
                    help="sampling optimiser (the registry core/planning/optimisers)")
     p.add_argument("--realtime", action="store_true",
-                   help="plan while the pusher moves (issue 16), planning time charged in simulated time as measured")
+                   help="plan while the pusher moves (real time), planning time charged in simulated time as measured")
     p.add_argument("--plan-clock", choices=sorted(PLAN_CLOCKS), default="wall",
                    help="how planning is timed: wall time, or this process's CPU time / cores (an idle machine's "
                         "wall time, for a machine shared with other jobs; the timing study: the busiest thread's "

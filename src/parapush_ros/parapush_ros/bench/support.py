@@ -1,7 +1,7 @@
 """``parapush bench support``: how much the fine model turns a box per unit push, against the limit surface.
 
 An offset push on a box's face turns it at a rate the quasi-static model predicts from the ellipsoidal limit
-surface (``../shared/reference/quasi-static-pushing.md``): sticking contact at r_c = (p_x, p_y) on the face,
+surface (``docs/background.md``): sticking contact at r_c = (p_x, p_y) on the face,
 omega / v_n = -p_y / (c^2 + p_x^2 + p_y^2), or the edge of the motion cone when the pusher slides. Uniform support
 pressure gives c = (1/A) int |r| dA (0.3826 a for a square). The ellipsoid is an approximation (it under-predicts
 turning near a central push); the bench also solves the exact quasi-static problem of uniform Coulomb pressure

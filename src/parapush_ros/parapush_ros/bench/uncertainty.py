@@ -39,7 +39,7 @@ EXP34_MARGIN = 0.1  # m: Exp. 3/4 start and goal lie this far below and above th
 # the whole-number options, declared and checked from here: name -> (default, least value, meaning)
 COUNTS = {
     "samples": (4096, 1, "pushes in the dataset (4096: with 1024 the members still disagree where there are data, "
-                         "lesion variance ratio 2.8 instead of 9, see README)"),
+                         "lesion variance ratio 2.8 instead of 9, see docs/results/uncertainty.md)"),
     "epochs": (DEFAULT_EPOCHS, 1, "E-MDN training epochs"),
     "members": (EMDNConfig.members, 1, "E-MDN ensemble members"),
     "gp_max": (300, 1, "GP training pushes at most (exact GP: O(n^3))"),
@@ -355,7 +355,7 @@ def add_parser(sub, outputs):
     for name, (default, least, meaning) in COUNTS.items():
         p.add_argument("--" + name.replace("_", "-"), type=int, default=default, help=f"{meaning} (>= {least})")
     p.add_argument("--w-unc", type=float, default=0.5, help="uncertainty weight of eq. 11 (per var_ref; 0.05: the "
-                   "box still crosses the lesion's border band, see README)")
+                   "box still crosses the lesion's border band, see docs/results/uncertainty.md)")
     p.add_argument("--track-reach", type=float, default=0.03, help="Algorithm 2's tracker aims at the first "
                    "way-point farther than this (m; 0.06: it cuts the path's corners into the lesion)")
     p.add_argument("--w-smooth", type=float, default=10.0, help="Algorithm 2's smoothness weight (30: the path "

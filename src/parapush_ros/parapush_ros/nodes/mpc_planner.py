@@ -208,7 +208,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.arbiter = PushArbiter()  # one push at a time, the newest wins
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         # held while a command is chosen and published, and while a stop takes effect: a timer tick that read the
-        # schedule before a stop cannot publish after the stop's zero (issue 28: stop is final)
+        # schedule before a stop cannot publish after the stop's zero (a stop is final)
         self._cmd_lock = threading.Lock()
         self._last_tick_ns: int | None = None  # the timer's previous clock reading (a clock stepped back: zero)
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop

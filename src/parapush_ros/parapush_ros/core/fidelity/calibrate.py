@@ -13,7 +13,7 @@ recordings that contain such slides). That slide depends on how the pusher brake
 rollouts command the pusher with the servo commands inverted from its recorded path (``replay.servo_commands``)
 at a short control period: with setpoints rebuilt by smoothed finite differences every 50 ms, the replayed pusher
 braked too gently and a fit of sim-made pushes from a world with 0.8 returned 0.44; with the inverted commands
-every 10 ms it returns 0.74-0.85 on seven sets of such pushes (README). The pusher–object friction is seen only in
+every 10 ms it returns 0.74-0.85 on seven sets of such pushes (docs/results). The pusher–object friction is seen only in
 pushes that slide at the contact; where none does, its fit is a lower bound. The mass cannot be told apart from
 the table friction (inertia and friction both scale with it) and is not fitted by default.
 """

@@ -9,9 +9,9 @@ serial fine rollout bitwise however the slices are scheduled across threads. (Ca
 boundaries instead changes results by up to a few mm on contact-rich pushes, below pushing noise; see
 ``parallel-mujoco.md``.)
 
-Time step and solver (issue 16): the scene's MuJoCo model is the 1 ms reference physics (``mjcf.TIMESTEP``, Newton
+Time step and solver: the scene's MuJoCo model is the 1 ms reference physics (``mjcf.TIMESTEP``, Newton
 solver; the simulated world's physics); the fine model steps it at 2 ms with MuJoCo's CG solver. Measured against
-the reference (README, "A cheaper fine model"): final poses within 0.06 mm / 0.04 deg on Table 1's pushes, 0.04 mm
+the reference (docs/results/parareal.md): final poses within 0.06 mm / 0.04 deg on Table 1's pushes, 0.04 mm
 RMS on the convergence bench's random pushes, 0.05 mm / 0.10 deg on four-cylinder clutter pushes and 0.19 mm /
 0.42 deg on recorded-push replay, far below the real-world spread of pushing (8 mm / 4 deg), at 2.2x (four
 cylinders) to 2.9x (box) less CPU time per rollout. 4 ms steps also stay within 0.65 mm / 0.5 deg, but 0.25 s

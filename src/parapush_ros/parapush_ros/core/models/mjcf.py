@@ -27,7 +27,7 @@ PUSHER_OMEGA = 2.0 * np.pi * PUSHER_BANDWIDTH_HZ  # rad/s
 # behind its setpoint (0.74 mm at 70 mm/s). A slice restarts the setpoint at q + SERVO_LEAD qdot: the continuous
 # servo's setpoint whenever the pusher is not accelerating (without it every slice lost 2 v / omega of travel). A
 # slice reads the pusher position back from the setpoint (``PlanarMapping.from_mujoco``), so the setpoint, and with
-# it the pusher's path, is continuous across slices however a push is sliced (README, "Slice-independent pusher").
+# it the pusher's path, is continuous across slices however a push is sliced (docs/architecture.md).
 SERVO_LEAD = 2.0 / PUSHER_OMEGA  # s: kv / kp of a critically damped servo
 PUSHER_REACH = 2.0  # m: the servo's setpoint range around the table centre (MuJoCo requires one)
 PUSHER_CLEARANCE = 0.001  # gap between pusher bottom and table top (m): the pusher never drags on the table

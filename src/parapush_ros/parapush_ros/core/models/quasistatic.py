@@ -4,7 +4,7 @@ The slider is a box pushed on a table by a round pusher. Slider motion follows t
 (uniform pressure) and the motion cone of the contact (Lynch, Maekawa & Tanie 1992; Hogan & Rodriguez, WAFR 2016);
 paper 003 (Xue et al., "Demonstration-guided optimal control") adds the pusher's position and velocity to the state,
 takes its acceleration as the input, and lets the pusher change face only through separation. Facts and check
-values: ``shared/reference/quasi-static-pushing.md``.
+values: ``docs/background.md`` ("Quasi-static pushing").
 
 State (one row, float64, table frame, SI units)::
 

@@ -165,7 +165,7 @@ class MPCPlanner:
         Each segment is one slice, usually a fraction of a control. One slice of Parareal-K (K >= 1) is exactly the
         fine propagator's, so Parareal predicts it with the fine model directly; a model that only predicts whole
         slices of a fixed length (the learned coarse model: 1 s) predicts a segment that is not a whole number of
-        them with the fine model too (issue 19: Parareal on the learned model failed every start-state prediction)."""
+        them with the fine model too (without it, Parareal on the learned model failed every start-state prediction)."""
         x = self.scene.layout.check(x, "observed state")
         x, _ = project_feasible(self.scene, x)
         spec = self.predictor.resolve(self.config.model)

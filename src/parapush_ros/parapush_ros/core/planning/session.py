@@ -11,7 +11,7 @@ Two ways to push (``SessionConfig.realtime``):
 
 * **stop and plan** (paper 000): plan from the observed state, hold the first control for one period, stop,
   observe, re-plan. The pusher stands still while the planner thinks.
-* **real time** (issue 16): while control n runs, plan the sequence that starts when it ends, from the state
+* **real time**: while control n runs, plan the sequence that starts when it ends, from the state
   predicted for that moment (the latest observation rolled forward through the rest of control n with the
   planner's model, with the plan's own warm start), iterating until a deadline just before the switch (anytime,
   best-so-far kept). At the switch the new plan takes over without a stop. A late plan does not stop the pusher:

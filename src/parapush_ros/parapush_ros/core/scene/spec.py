@@ -19,7 +19,7 @@ from .assets import shipped
 from .state import StateLayout
 from .support import DEFAULT_SUPPORT, SUPPORT_PATTERNS, SUPPORT_POINTS_RANGE, SupportSpec, support_fits
 
-# Facts from the authors' setup (../shared/reference/reference-implementation.md).
+# Facts from the authors' setup (docs/background.md, "What the authors' public code does").
 DEFAULT_PUSHER_RADIUS = 0.0145
 DEFAULT_FRICTION = {"object_table": 1.0, "pusher_object": 0.2, "object_object": 0.2}
 # A measured start (mocap) puts the pusher or an object up to this deep into another one: marker noise and

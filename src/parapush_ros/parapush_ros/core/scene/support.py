@@ -1,7 +1,7 @@
-"""How an object rests on the table: the support points of the fine model (issue 15).
+"""How an object rests on the table: the support points of the fine model.
 
 The friction an object meets when it turns depends on where its weight presses on the table. The quasi-static
-limit surface (``../shared/reference/quasi-static-pushing.md``) has f_max = mu m g and m_max = mu m g (1/A) int |r| dA
+limit surface (``docs/background.md``, "Quasi-static pushing") has f_max = mu m g and m_max = mu m g (1/A) int |r| dA
 for uniform pressure: the turning resistance is set by the mean distance of the pressure from the centre. MuJoCo's
 own box-on-box and cylinder-on-box contacts put a resting object on 4 points at its corners or rim, the largest
 mean distance the footprint allows (0.71 a for a square of side a, R for a disc, against 0.38 a and 2 R / 3 for
@@ -12,7 +12,7 @@ footprint's bounding rectangle (those inside the disc for a cylinder), each a sm
 and nothing else. Equal points carry equal load (soft contacts, equal penetration), so the grid is a uniform
 pressure; its points are scaled radially so that their mean distance from the centre is ``spread`` times the
 uniform-pressure value exactly (1 = uniform; below 1 the pressure sits nearer the centre, as under a slightly
-convex base; above 1 nearer the rim). ``pattern: native`` keeps MuJoCo's own contacts (the physics before issue 15).
+convex base; above 1 nearer the rim). ``pattern: native`` keeps MuJoCo's own contacts (the former physics).
 The default is ``grid`` with 3 points per side (DEFAULT_SUPPORT).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ SUPPORT_SPHERE_RADIUS = 1.0e-3  # m: the support points' spheres (small against 
 # foundation). With the default stiff contacts (3 um of sink) the load was decided by micrometre tilts: on a pushed
 # 5 x 5 grid only 10-14 of the 25 points carried load at a time, up to 4 times their share, and the object chattered;
 # soft, every point is loaded within -25 %/+70 % of its share and the turning rate no longer depends on the setting
-# (measured: /tmp experiments summarised in README, "Support pressure").
+# (measured: experiments summarised in docs/architecture.md, "Support pressure").
 SUPPORT_SOLIMP = "0 0.95 0.0005"
 
 
@@ -45,9 +45,9 @@ class SupportSpec:
 
 
 # The default is uniform pressure, the standard assumption of quasi-static pushing (Lynch et al. 1992; the limit
-# surface of ../shared/reference/quasi-static-pushing.md), on 3 x 3 points: scaled to the uniform mean radius they
+# surface in docs/background.md), on 3 x 3 points: scaled to the uniform mean radius they
 # reproduce the exact uniform-pressure quasi-static turning within 2 % (``parapush bench support``), at the cost of
-# MuJoCo's native 4 contacts. ``native`` is the physics before issue 15.
+# MuJoCo's native 4 contacts. ``native`` is the physics before uniform support.
 DEFAULT_SUPPORT = SupportSpec()
 
 

@@ -76,10 +76,10 @@ def family_metadata(scene: Scene | None = None, slice_s: float = 1.0) -> dict:
         "max_objects": MAX_OBJECTS,
         "friction": dict(scene.friction),
         "slice_s": float(slice_s),
-        "support": scene.support.to_dict(),  # the object-table pressure the data was made with (issue 15)
+        "support": scene.support.to_dict(),  # the object-table pressure the data was made with
         "fine_timestep_s": mjcf.TIMESTEP,  # the reference physics' step
         "fine_model_timestep_s": FINE_TIMESTEP,  # the step of the fine model that made the data (weights before
-        # issue 16's 2 ms fine model do not record it)
+        # the 2 ms fine model do not record it)
         "pusher_bandwidth_hz": mjcf.PUSHER_BANDWIDTH_HZ,
         "pusher_lag_s": 2.0 / (2.0 * np.pi * mjcf.PUSHER_BANDWIDTH_HZ),
     }
@@ -110,7 +110,7 @@ def check_family(scene: Scene, family: dict, source: str = "weights") -> None:
         for k, v in family["friction"].items():
             if k not in scene.friction or not close(scene.friction[k], v):
                 fail(f"friction.{k}", scene.friction.get(k), "friction", v)
-        # weights made before issue 15 do not record their support (they learned the native one)
+        # weights made before uniform support do not record their support (they learned the native one)
         if "support" in family and scene.support.to_dict() != family["support"]:
             fail("support", scene.support.to_dict(), "support")
     except KeyError as e:

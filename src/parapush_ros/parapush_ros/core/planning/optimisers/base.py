@@ -17,7 +17,7 @@ sequence:
   uncertainty-averse term; models without one are scored without it.
 
 A subclass defines only its weights (and, if it wants, its exploration schedule) and has its own frozen config
-dataclass; ``__init__.py`` registers the pair under a name (see "Adding an optimiser" in the README).
+dataclass; ``__init__.py`` registers the pair under a name (see "Adding an optimiser" in docs/extending.md).
 """
 from __future__ import annotations
 

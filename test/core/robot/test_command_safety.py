@@ -106,6 +106,21 @@ def test_acceleration_limit_ramps_the_output():
     assert "acceleration" in outs[3][1].detail
 
 
+def test_a_lowered_max_speed_holds_at_once_while_moving():
+    """A parameter set that halves ``max_speed`` mid-push: the next output is within the new limit (braking is not
+    held back by the acceleration limit, which bounds speeding up and smooth stops), the direction kept."""
+    import dataclasses
+
+    s = make(max_acceleration=0.5)
+    outs = run(s, 0.0, 0.5, cmd=(0.06, 0.08))
+    assert math.hypot(outs[-1][1].vx, outs[-1][1].vy) == pytest.approx(0.1)
+    s.cfg = dataclasses.replace(s.cfg, max_speed=0.05)  # what velocity_commander does on a parameter set
+    outs = run(s, 0.5, 0.6, cmd=(0.06, 0.08))
+    speeds = [math.hypot(o.vx, o.vy) for _, o in outs]
+    assert max(speeds) <= 0.05 + 1e-12 and speeds[0] == pytest.approx(0.05)
+    assert outs[0][1].vy / outs[0][1].vx == pytest.approx(0.08 / 0.06)
+
+
 @pytest.mark.parametrize("pusher, cmd, expect", [
     ((0.4 - 0.0145 - 0.005, 0.0), (0.05, 0.02), (0.0, 0.02)),  # inside the margin of +x: vx removed, vy kept
     ((0.4 - 0.0145 - 0.005, 0.0), (-0.05, 0.0), (-0.05, 0.0)),  # moving away from the edge is fine

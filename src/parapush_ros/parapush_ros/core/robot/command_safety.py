@@ -13,7 +13,8 @@
    ``command_timeout`` of elapsed time;
 3. workspace enforcement needs the pusher position: no valid pusher state within ``state_timeout`` -> zeros;
 4. the command is limited to ``max_speed`` (direction kept), then to ``max_acceleration`` relative to the last
-   output, then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
+   output (a ``max_speed`` lowered while moving holds at once: the output never exceeds it, braking is not
+   ramped), then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
    ``workspace_margin`` of clearance: the speed toward a boundary may be at most
    ``(clearance - margin) / braking_horizon`` (zero inside the margin; moving away is always allowed).
 
@@ -244,6 +245,10 @@ class CommandSafety:
         if dv_norm > max_dv + 1e-12:
             v = self._prev + dv * (max_dv / dv_norm)
             limits.append(f"acceleration (max {c.max_acceleration:g} m/s^2)")
+            ramped = float(np.linalg.norm(v))
+            if ramped > c.max_speed:  # max_speed lowered while moving: it holds at once, braking is never ramped
+                v *= c.max_speed / ramped
+                limits.append(f"speed {ramped:.3f} > {c.max_speed:g} m/s")
         if c.enforce_workspace:
             v, active = self.workspace.clamp(self._pusher[1], v, c.workspace_margin, c.braking_horizon)
             if active:

@@ -1,42 +1,31 @@
-"""``mpc_planner``: closed-loop push planning (paper 000 Sec. 3) behind a ``PushObject`` action.
+"""``mpc_planner``: closed-loop push planning (paper 000 Sec. 3) behind a ``PushObject`` action, with the planner
+chosen by ``planner`` (the registry ``core.planning.planners``: ``mpc``, ``alg2``, ``dgoc``, ``straight``, ...).
 
 Inputs: the scene state (``scene_state``), goals from the ``push_object`` action or from RViz's "2D Goal Pose"
 (``/goal_pose``: with ``goal_pose_starts_push`` it starts a push of ``target_object`` to that pose, pre-empting
 a running push; otherwise it only moves the goal of the running push, and is ignored when idle).
 
 The push itself is the core's one push loop (``core.planning.session.PushSession``, run in the action's execute
-thread, off the command timer's callback group); this node gives it its clock, the latest scene state and the
-command timer (``NodeIO``). With ``realtime`` the planner plans while the pusher moves: during each control it
-optimises the sequence that starts at the next switch, from the state predicted for it, until a deadline
-``plan_margin`` before it; the timer sends the executing plan's control for the current time on ``pusher_cmd``
-(TwistStamped, table frame, at ``control_rate``) without a gap, and a late plan takes over when it arrives (the
-previous plan's next control runs meanwhile). Without it (stop and plan, as on the paper's robot) each control is
-held for ``control_duration``, then zero is commanded while the planner re-plans from the newest state. Every plan
-is published as a ``PushPlan`` stamped with the time its first control starts, a ``nav_msgs/Path`` of the target
-and a ``MarkerArray`` (with ``realtime`` also the predicted start of the plan being computed, ns ``computing``);
-feedback carries it with its latency and the late plans so far; ``planner/status`` says what it is doing. With a
-model that predicts its variance (``learned_ensemble``) the plan carries it (``predicted_variance``), the markers
-show it as ellipses of one sigma (ns ``plan/sigma``) and ``planner/status`` says when the plan enters a region where
-an object's predicted position sigma exceeds ``uncertainty_threshold`` (and when it leaves it).
+thread, off the command timer's callback group) with the strategy the registry entry built; this node gives it its
+clock, the latest scene state and the command timer (``NodeIO``), and knows no planner in particular. The timer
+sends the push's schedule for the current time on ``pusher_cmd`` (TwistStamped, table frame, at ``control_rate``,
+or faster where the planner needs it: DG-OC's 100 Hz tracker). Every plan is published from the strategy's
+``PlanView`` as a ``PushPlan`` stamped with the time its first command starts (with the predicted variance when the
+model has one), a ``nav_msgs/Path`` of the target and a ``MarkerArray`` (predicted states, one-sigma ellipses ns
+``plan/sigma``, DG-OC's pushed faces, Algorithm 2's way-points ns ``plan/waypoints``; with ``realtime`` also the
+predicted start of the plan being computed, ns ``computing``); feedback carries it with its latency and the late
+plans so far; ``planner/status`` says what the push is doing (an uncertain region: ``uncertainty_threshold``).
 
-Planners (``planner``, the registry ``core.planning.planners``): ``mpc`` is the sampling MPC above; ``dgoc`` (paper
-003) plans a goal *pose* (a yaw is required) once with DG-OC and tracks it at 100 Hz (``core.planning.dgoc_session``:
-the same action, arbiter, pauses and outcomes; the command timer runs at 100 Hz), publishing the plan as
-``PushPlan``, Path and markers of the pushed faces and face switches; its settings are ``dgoc.<name>``; ``alg2``
-(paper 004 Algorithm 2, ``core.planning.low_uncertainty``) first plans a low-uncertainty path against a heat-map of
-``alg2.heat_model``'s variance, then the MPC above tracks it way-point by way-point (without an uncertainty term),
-the path shown as markers (ns ``plan/waypoints``); its settings are ``alg2.<name>``.
+Lifecycle (``rclpy.lifecycle``): constructed, it only checks its parameters and builds its planner; ``configure``
+creates its topics, timer and action server, ``activate`` lets it publish and accept goals; unconfigured or inactive
+it publishes nothing and refuses goals; ``deactivate`` ends a running push (zero sent) first.
 
-Lifecycle (``rclpy.lifecycle``): constructed, it only checks its parameters; ``configure`` creates its topics,
-timer and action server, ``activate`` lets it publish and accept goals (the launch files and ``parapush sim`` do
-both); unconfigured or inactive it publishes nothing and refuses goals; ``deactivate`` ends a running push (zero
-sent) first.
-
-Safety: a stale (older than ``state_timeout`` since reception) or invalid (tracking lost, NaN, unknown objects)
-scene state makes it publish a zero twist at once and pause: the push resumes, re-planned from the fresh state,
-when a valid state comes back within ``tracking_loss_timeout`` (a mocap dropout), and fails otherwise. A planning
-failure, a cancel, a pre-emption or the end of the task publish a zero twist at once and report the outcome;
-zeros keep coming for ``stop_hold`` seconds. A non-finite command is never sent.
+Safety (the push loop's, for every planner): a stale (older than ``state_timeout`` since reception) or invalid
+scene state, a clock jump, a stamp further than ``max_clock_offset`` from the node's clock or a start deeper than
+``max_start_penetration`` makes it publish a zero twist at once and pause: the push resumes, re-planned, when a valid
+state comes back within ``tracking_loss_timeout``, and fails otherwise. A planning failure, a cancel, a pre-emption
+or the end of the task publish a zero twist at once and report the outcome; zeros keep coming for ``stop_hold``
+seconds. A non-finite command is never sent.
 """
 from __future__ import annotations
 
@@ -62,24 +51,17 @@ from visualization_msgs.msg import MarkerArray
 from ..ros import markers, qos, topics
 from ..ros.conversions import (ConversionError, array_to_scene_state, array_to_state_variance, arrays_to_controls,
                                scene_state_to_array)
-from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.planning.planners import planner_entry
-from ..core.planning.low_uncertainty import LowUncertaintyConfig, LowUncertaintySession
-from ..core.planning.dgoc_session import DGOCConfig, DGOCPlanReport, DGOCPushPlanner, DGOCSession, DGOCSessionConfig
-from ..core.planning.ddp.tracking import TrackingConfig
 from ..core.config import ConfigError, from_values
-from ..core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome
-from ..core.planning.session import (ControlSchedule, Observation, PlanReport, PushArbiter, PushSession,
-                                     SessionConfig, SessionResult)
-from ..core.models.base import UncertainPropagator
-from ..core.models.registry import ModelSpec, Predictor
+from ..core.planning.goal_policy import default_target, request_goal
+from ..core.planning.outcome import Outcome
+from ..core.planning.planners import planner_entry
+from ..core.planning.session import (ControlSchedule, Observation, PlanView, PushArbiter, PushSession, SessionConfig,
+                                     SessionResult)
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
-from ..core.planning.tasks import CostWeights, PushTask, goal_for
 from ..ros.params import PLANNER, declare_all
 from ..ros.node import ManagedEntities, node_main, transition
 
-DGOC_MARKER_STRIDE = 25  # a DG-OC plan (one state per 20 ms) shows the slider every 0.5 s
 SEEN_STATES = 10_000  # received states kept for the outcome monitor between two judgements (100 s at 100 Hz)
 CLOCK_STALL_S = 10.0  # s of wall time the node clock may stand still before a wait on it gives up (/clock died)
 RESULT_CODES = {Outcome.REACHED: PushObject.Result.REACHED, Outcome.HIT_OBSTACLE: PushObject.Result.HIT_OBSTACLE,
@@ -130,8 +112,8 @@ class NodeIO:
     def judged_states(self) -> np.ndarray:
         return self.node._take_seen_states()
 
-    def report_plan(self, report: PlanReport):
-        self.node._publish_plan(report)
+    def report_plan(self, report):
+        self.node._publish_plan(self.node.strategy.plan_view(report))
 
     def report_computing(self, start: float, x_start: np.ndarray):
         self.node._publish_computing(start, x_start)
@@ -145,12 +127,8 @@ class NodeIO:
 class MPCPlannerNode(ManagedEntities, LifecycleNode):
     def __init__(self, **kwargs):
         super().__init__("mpc_planner", **kwargs)
-        self.p = declare_all(self, PLANNER)
-        p = self.p
+        self.p = p = declare_all(self, PLANNER)
         self.scene = load_scene(p["scene"])
-        self.config = self._planner_config()
-        weights = CostWeights.from_mapping({k[len("weights."):]: v for k, v in p.items() if k.startswith("weights.")},
-                                           source="parameters weights.*")
         if not (math.isfinite(p["control_rate"]) and p["control_rate"] > 0.0):
             raise ValueError(f"parameter control_rate: must be finite and > 0, got {p['control_rate']}")
         for name in ("stop_hold", "position_tolerance", "uncertainty_threshold"):
@@ -158,48 +136,13 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
                 raise ValueError(f"parameter {name}: must be finite and >= 0, got {p[name]}")
         try:  # the push loop's settings, checked once here: a goal never finds a bad one
             self.session_config = from_values(SessionConfig, p)
-        except ConfigError as e:
-            raise ValueError(f"parameter {e}") from None
-        self._sessions = {}  # goal id -> its push, from acceptance (it may wait for its turn) to its end
-        self.target_name = p["target_object"] or (self.scene.goal.object if self.scene.goal else
-                                                  self.scene.objects[0].name)
-        self.scene.object_index(self.target_name)  # raises naming the scene's objects
-        try:
             self.kind = planner_entry(p["planner"])
         except ConfigError as e:
             raise ValueError(f"parameter {e}") from None
-        self.predictor = self.planner = self.dgoc = None
-        self.control_rate = p["control_rate"]
-        if self.kind.name == "dgoc":  # DG-OC (paper 003): its own planner and settings; no predictor
-            try:
-                self.dgoc_config = from_values(DGOCConfig, p, "dgoc.")
-                self.dgoc = DGOCPushPlanner(self.scene, self.dgoc_config)
-            except ConfigError as e:
-                raise ValueError(f"parameter {e if e.name.startswith('dgoc.') else e.within('dgoc.')}") from None
-            self.dgoc.planner(self.scene.object_index(self.target_name))  # a box (ValueError naming it otherwise)
-            self.control_rate = max(self.control_rate, TrackingConfig().rate_hz)  # the tracker's commands go out
-        else:
-            self.predictor = Predictor.from_parameters(self.scene, p)
-            goal = goal_for(self.scene, self.target_name, position=self._default_goal_xy())
-            self.planner = MPCPlanner(self.scene, self.config, task=PushTask(self.scene, weights, goal),
-                                      predictor=self.predictor)
-        self.alg2_config = None
-        if self.kind.name == "alg2":  # Algorithm 2 (paper 004): the MPC above tracks a low-uncertainty path
-            try:
-                self.alg2_config = from_values(LowUncertaintyConfig, p, "alg2.")
-            except ConfigError as e:
-                raise ValueError(f"parameter {e if e.name.startswith('alg2.') else e.within('alg2.')}") from None
-            if self.config.optimiser == "mppi_ua":
-                raise ValueError("parameter optimiser: the alg2 planner tracks its path without the uncertainty "
-                                 "term: use mppi (Algorithm 1), not mppi_ua")
-            heat = self.alg2_config.heat_model
-            try:
-                heat_model = self.predictor.model(heat)
-            except (KeyError, ValueError) as e:
-                raise ValueError(f"parameter alg2.heat_model: {e}") from None
-            if not isinstance(heat_model, UncertainPropagator):
-                raise ValueError(f"parameter alg2.heat_model: model {heat!r} predicts no variance; use one that "
-                                 f"does (learned_ensemble)")
+        self._sessions = {}  # goal id -> its push, from acceptance (it may wait for its turn) to its end
+        self.target_name = default_target(self.scene, p["target_object"])  # raises naming the scene's objects
+        self.strategy = self.kind.build(self.scene, p)  # the planner: ValueError naming a bad parameter
+        self.control_rate = max(p["control_rate"], self.strategy.command_rate)
 
         self._lock = threading.Lock()
         self._state = None  # (x or None, error message or "", receive time (rclpy Time), stamp (rclpy Time))
@@ -208,11 +151,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.arbiter = PushArbiter()  # one push at a time, the newest wins
         self._schedule: ControlSchedule | None = None  # what the command timer sends while a push runs
         # held while a command is chosen and published, and while a stop takes effect: a timer tick that read the
-        # schedule before a stop cannot publish after the stop's zero (issue 28: stop is final)
+        # schedule before a stop cannot publish after the stop's zero (stop is final)
         self._cmd_lock = threading.Lock()
         self._last_tick_ns: int | None = None  # the timer's previous clock reading (a clock stepped back: zero)
         self._zero_until = None  # rclpy Time until which zeros are sent after a stop
-        self._uncertain_in = None  # the push whose last plan's predicted sigma exceeded uncertainty_threshold
 
         self._active = False
         self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
@@ -248,10 +190,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
     def on_activate(self, state):
         ret = super().on_activate(state)  # enables the publishers
         self._active = True
-        self._set_status(f"idle: scene {self.scene.name!r}, " + (
-            f"model {self.config.model}, {self.config.optimiser} optimiser" if self.dgoc is None else
-            f"planner dgoc ({self.dgoc_config.method}-DDP from {len(self.dgoc.demos)} demonstrations, tracked at "
-            f"{TrackingConfig().rate_hz:g} Hz)") + f", target {self.target_name!r}")
+        self._set_status(f"idle: scene {self.scene.name!r}, {self.strategy.describe()}, target {self.target_name!r}")
         self.get_logger().info(f"active: {self._status}")
         return ret
 
@@ -274,24 +213,6 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
-    def _planner_config(self) -> PlannerConfig:
-        """The planner's settings, checked by ``PlannerConfig`` itself (errors name the parameter); the model is
-        parsed once, with the coarse and fine models it uses, and travels as a ``ModelSpec``."""
-        p = self.p
-        try:
-            model = ModelSpec.parse(p["model"], coarse=p["coarse_model"], fine=p["fine_model"])
-        except ValueError as e:
-            raise ValueError(f"parameter {e}" if str(e).startswith(("coarse_model", "fine_model"))
-                             else f"parameter model: {e}") from None
-        try:
-            return PlannerConfig.from_values({**p, "model": model})
-        except ConfigError as e:
-            raise ValueError(f"parameter {e}") from None
-
-    def _default_goal_xy(self):
-        g = self.scene.goal
-        return g.position if g is not None else self.scene.objects[self.scene.object_index(self.target_name)].pose[:2]
-
     def stop_activity(self, timeout: float = 5.0, reason: str = "planner shutting down") -> bool:
         """Abort a running push, send zero, and wait (bounded, wall time) until its loop has reported and left:
         nothing of this node runs after it. False if the loop is still running at ``timeout``."""
@@ -301,8 +222,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
 
     def destroy_node(self):
         self.stop_activity()
-        if self.predictor is not None:
-            self.predictor.close()
+        self.strategy.close()
         super().destroy_node()
 
     # ----------------------------------------------------------------------------------------------- inputs
@@ -353,11 +273,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if frame not in ("", self.p["frame_id"]):
             self.get_logger().warning(f"/goal_pose in frame {frame!r} ignored: expected {self.p['frame_id']!r}")
             return
-        q = msg.pose.orientation
-        yaw = yaw_from_quaternion((q.x, q.y, q.z, q.w))
+        q, yaw_tol = msg.pose.orientation, self.strategy.goal_yaw_tolerance
         req = PushObject.Goal(target_object=self.target_name, goal_x=float(msg.pose.position.x),
-                              goal_y=float(msg.pose.position.y), goal_yaw=float(yaw),
-                              yaw_tolerance=-1.0 if self.dgoc is None else self.dgoc_config.yaw_tolerance)
+                              goal_y=float(msg.pose.position.y), yaw_tolerance=yaw_tol,
+                              goal_yaw=float(yaw_from_quaternion((q.x, q.y, q.z, q.w))))
         if self.p["goal_pose_starts_push"]:
             threading.Thread(target=self._run_push, args=(req, None), name="mpc-goal-pose", daemon=True).start()
             return
@@ -430,27 +349,8 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
 
     # ----------------------------------------------------------------------------------------------- the push
     def _goal_of(self, req):
-        tol = req.position_tolerance if req.position_tolerance > 0.0 else (self.p["position_tolerance"] or None)
-        for name in ("goal_x", "goal_y", "goal_yaw", "position_tolerance", "yaw_tolerance"):
-            if not math.isfinite(getattr(req, name)):
-                raise ValueError(f"goal.{name}: not finite ({getattr(req, name)})")
-        if req.max_actions > MAX_ACTIONS_LIMIT:
-            raise ValueError(f"goal.max_actions: {req.max_actions} is above the limit of {MAX_ACTIONS_LIMIT}")
-        name = req.target_object or self.target_name
-        try:
-            index = self.scene.object_index(name)
-        except KeyError as e:
-            raise ValueError(f"goal.target_object: {e.args[0]}") from None
-        yaw_tol = req.yaw_tolerance
-        if self.scene.objects[index].shape == "cylinder":
-            yaw_tol = -1.0  # a cylinder's yaw cannot be seen (nor planned for)
-        elif yaw_tol == 0.0:
-            raise ValueError("goal.yaw_tolerance: 0 rad cannot be met; give a positive tolerance, or a negative "
-                             "one to ignore the yaw")
-        if self.kind.needs_yaw and yaw_tol < 0.0:
-            raise ValueError(f"goal.yaw_tolerance: the {self.kind.name} planner pushes to a goal pose: give a yaw "
-                             f"and a yaw tolerance > 0 (got {req.yaw_tolerance})")
-        return goal_for(self.scene, name, (req.goal_x, req.goal_y), tol, req.goal_yaw, yaw_tol)
+        return request_goal(self.scene, req, self.target_name, self.p["position_tolerance"], self.kind.needs_yaw,
+                            self.kind.name)
 
     def _execute(self, goal_handle):
         return self._run_push(goal_handle.request, goal_handle)
@@ -459,8 +359,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         """Run one push to the end; returns the PushObject result (and finishes the action goal, if any)."""
         try:
             goal = self._goal_of(req)
-            if self.dgoc is not None:
-                self.dgoc.planner(goal.object_index)  # DG-OC pushes boxes: ValueError naming the object
+            self.strategy.check_goal(goal)  # what this planner can push (DG-OC: boxes, to a pose)
         except ValueError as e:
             self.arbiter.preempt()  # a new goal, even a bad one, ends the running push
             res = SessionResult(Outcome.FAILED, f"invalid goal: {e}", 0, float("nan"))
@@ -485,7 +384,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         result = PushObject.Result(outcome=RESULT_CODES[outcome], message=f"{outcome.value}: {res.reason}",
                                    actions_executed=int(res.actions),
                                    final_distance=float(dist) if math.isfinite(dist) else -1.0,
-                                   mean_planning_time=float(np.mean([_plan_time(r) for r in res.plans]))
+                                   mean_planning_time=float(np.mean([r.solve_time for r in res.plans]))
                                    if res.plans else 0.0)
         if goal_handle is not None:
             if outcome is Outcome.REACHED:
@@ -502,95 +401,41 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         return result
 
     def _session(self, goal, req):
-        """The push loop of the chosen planner (``planner`` parameter) for one goal."""
-        p = self.p
-        if self.dgoc is not None:
-            c = self.dgoc_config
-            return DGOCSession(self.dgoc, self.io, goal, DGOCSessionConfig(
-                max_plans=req.max_actions or c.max_plans, state_timeout=p["state_timeout"],
-                tracking_loss_timeout=p["tracking_loss_timeout"], rest_s=c.rest_s, hold=c.hold, max_speed=c.max_speed))
-        config = replace(self.session_config, max_actions=req.max_actions or self.session_config.max_actions)
-        if self.alg2_config is not None:
-            return LowUncertaintySession(self.planner, self.io, goal, config, self.alg2_config)
-        return PushSession(self.planner, self.io, goal, config)
+        """The push loop with this node's planner for one goal."""
+        c = self.session_config
+        return PushSession(self.strategy, self.io, goal, replace(
+            c, max_actions=req.max_actions or self.strategy.default_max_actions or c.max_actions))
 
-    def _publish_plan(self, report: PlanReport):
-        """The plan handed to the pusher: ``PushPlan`` stamped with the time its first control starts, feedback,
+    def _publish_plan(self, view: PlanView):
+        """The plan handed to the pusher: ``PushPlan`` stamped with the time its first command starts, feedback,
         and the predicted path and markers for RViz."""
-        if isinstance(report, DGOCPlanReport):
-            return self._publish_dgoc_plan(report)
-        plan, goal = report.plan, report.goal
-        header = Header(stamp=Time(nanoseconds=report.start_ns).to_msg(), frame_id=self.p["frame_id"])
-        spec = plan.spec  # the model that made this plan, resolved
-        dt = self.config.sampling.control_duration
-        variance = plan.variance  # None unless the model predicts one: then the message's list stays empty
-        msg = PushPlan(header=header, controls=arrays_to_controls(plan.controls, dt),
-                       predicted_states=[array_to_scene_state(s, self.scene, header) for s in plan.states[1:]],
+        goal, states, variance = view.goal, view.states, view.variance
+        header = Header(stamp=Time(nanoseconds=view.stamp_ns).to_msg(), frame_id=self.p["frame_id"])
+        msg = PushPlan(header=header, controls=arrays_to_controls(view.controls, view.dt),
+                       predicted_states=[array_to_scene_state(s, self.scene, header) for s in states[1:]],
                        predicted_variance=[] if variance is None else
                        [array_to_state_variance(v, self.scene) for v in variance[1:]],
-                       cost=float(plan.cost), model=spec.message_name,
-                       parareal_iterations=int(spec.iterations or 0), solve_time=float(plan.plan_time))
+                       cost=float(view.cost), model=view.model, parareal_iterations=int(view.iterations),
+                       solve_time=float(view.solve_time))
         self._publish(self.plan_pub, msg)
+        shown = states if view.marker_states is None else view.marker_states
         ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
-        ms += markers.trajectory_markers(self.scene, plan.states, header, "plan")
+        ms += markers.trajectory_markers(self.scene, shown, header, "plan")
         if variance is not None:
-            ms += markers.uncertainty_markers(self.scene, plan.states, variance, header, "plan")
-            self._report_uncertainty(plan)
-        session = self.arbiter.current
-        if isinstance(session, LowUncertaintySession) and session.tracker is not None:
-            ms += markers.waypoint_markers(session.tracker.path, header, "plan/waypoints", session.tracker.index)
+            ms += markers.uncertainty_markers(self.scene, states, variance, header, "plan")
+        if view.faces is not None:
+            ms += markers.contact_face_markers(self.scene, states, view.faces, header, goal.object_index, dt=view.dt)
+        if view.waypoints is not None:
+            ms += markers.waypoint_markers(view.waypoints, header, "plan/waypoints", view.waypoint_index)
         self._publish(self.marker_pub, markers.marker_array(ms))
-        self._publish(self.path_pub, markers.object_path(self.scene, plan.states, header, goal.object_index))
-        handle = None if session is None else session.tag
-        if handle is not None:
-            dist = report.distance if math.isfinite(report.distance) else -1.0
-            handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(report.step),
-                                                        latest_plan=msg, plan_latency=float(report.latency),
-                                                        late_plans=int(report.late_plans)))
-
-    def _publish_dgoc_plan(self, report: DGOCPlanReport):
-        """A DG-OC plan: ``PushPlan`` (the pusher velocities at the plan's step and the model's states), the slider's
-        path, and markers of the slider along it, the pushed faces and the face switches."""
-        plan, goal = report.plan, report.goal
-        header = Header(stamp=Time(nanoseconds=int(round(report.start * 1e9))).to_msg(), frame_id=self.p["frame_id"])
-        msg = PushPlan(header=header, controls=arrays_to_controls(plan.X[1:, 5:7], plan.dt),
-                       predicted_states=[array_to_scene_state(s, self.scene, header) for s in report.states[1:]],
-                       cost=float(np.sum(plan.final_error)), model=f"quasistatic ({plan.kind}, {plan.method}-DDP)",
-                       parareal_iterations=0, solve_time=float(plan.solve_time))
-        self._publish(self.plan_pub, msg)
-        shown = report.states[::DGOC_MARKER_STRIDE]
-        ms = [markers.delete_all(header)] + markers.scene_markers(self.scene, header, (goal.position, goal.radius))
-        ms += markers.trajectory_markers(self.scene, np.vstack([shown, report.states[-1:]]), header, "plan")
-        ms += markers.contact_face_markers(self.scene, report.states, plan.faces, header, goal.object_index,
-                                           dt=plan.dt)
-        self._publish(self.marker_pub, markers.marker_array(ms))
-        self._publish(self.path_pub, markers.object_path(self.scene, report.states, header, goal.object_index))
+        self._publish(self.path_pub, markers.object_path(self.scene, states, header, goal.object_index))
         session = self.arbiter.current
         handle = None if session is None else session.tag
         if handle is not None:
-            dist = report.distance if math.isfinite(report.distance) else -1.0
-            handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(report.step),
-                                                        latest_plan=msg, plan_latency=float(report.latency),
-                                                        late_plans=0))
-
-    def _report_uncertainty(self, plan):
-        """``planner/status`` (and a warning) when the plan's predicted position sigma of an object exceeds
-        ``uncertainty_threshold``, and again when the planner leaves the uncertain region (within the same push:
-        a new push starts certain). Called on the push's own thread."""
-        threshold = self.p["uncertainty_threshold"]
-        session = self.arbiter.current
-        sigma = self.scene.layout.object_position_sigma(plan.variance)  # (N+1, n_objects)
-        step, k = np.unravel_index(int(np.argmax(sigma)), sigma.shape)
-        uncertain = threshold > 0.0 and sigma[step, k] > threshold
-        if uncertain:
-            text = (f"uncertain region: predicted position sigma {1e3 * sigma[step, k]:.1f} mm of "
-                    f"{self.scene.objects[k].name!r} at step {step} > uncertainty_threshold {1e3 * threshold:.1f} mm")
-            self._set_status(text)
-            self.get_logger().warning(text, throttle_duration_sec=1.0)
-        elif session is not None and self._uncertain_in is session:
-            self._set_status(f"certain again: predicted position sigma <= {1e3 * sigma.max():.1f} mm "
-                             f"(uncertainty_threshold {1e3 * threshold:.1f} mm)")
-        self._uncertain_in = session if uncertain else None
+            dist = view.distance if math.isfinite(view.distance) else -1.0
+            handle.publish_feedback(PushObject.Feedback(distance_to_goal=float(dist), step=int(view.step),
+                                                        latest_plan=msg, plan_latency=float(view.latency),
+                                                        late_plans=int(view.late_plans)))
 
     def _publish_computing(self, start: float, x_start: np.ndarray):
         """Real time: where the plan being computed starts (the state predicted for the next switch), faint, beside
@@ -603,10 +448,6 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self._status = text
         self._publish(self.status_pub, String(data=text))
 
-
-def _plan_time(report) -> float:
-    """Planning time of a reported plan (s): the MPC's optimiser time, DG-OC's solve time."""
-    return report.plan.solve_time if isinstance(report, DGOCPlanReport) else report.plan.plan_time
 
 
 main = node_main(MPCPlannerNode, num_threads=4)

@@ -58,16 +58,20 @@ class DGOCConfig:
                                    "= config/demonstrations/<scene name>")
     method: str = knob("ws", "DDP variant: ws (the DP -> WS framework, DG-OC) | dp | ds | zs")
     k: int = knob(1, "nearest demonstrations planned from per goal (the cheapest plan wins)")
-    escalate_k: int = knob(3, "a plan that misses the goal's tolerances is planned again from the next nearest "
-                              "demonstrations, up to this many in all (<= k: never)")
+    escalate_k: int = knob(3, "a plan that misses the goal's tolerances is planned again "
+                              "from the next nearest demonstrations, "
+                              "up to this many in all (<= k: never)")
     max_iterations: int = knob(40, "DDP iterations per stage")
-    max_plans: int = knob(3, "default limit of whole DG-OC plans per push (goals may set their own in max_actions)")
-    yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none (RViz /goal_pose) (rad)")
-    c_scale: float = knob(0.0, "limit-surface scale of the quasi-static model; 0 = the fit to the scene's fine model "
-                               "(1 on a support grid, 1.45 on MuJoCo's native box contact)")
-    max_speed: float = knob(0.25, "the norm of every pusher command is clipped to this (m/s). DG-OC's plans move "
-                                  "at up to 0.15 m/s per axis (the demonstrations go round the box at 0.2 m/s): the "
-                                  "velocity_commander's max_speed must allow it")
+    max_plans: int = knob(3, "default limit of whole DG-OC plans per push "
+                             "(goals may set their own in max_actions)")
+    yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none "
+                                     "(RViz /goal_pose) (rad)")
+    c_scale: float = knob(
+        0.0, "limit-surface scale of the quasi-static model; 0 = the fit to the scene's fine model (1 on a support "
+             "grid, 1.45 on MuJoCo's native box contact)")
+    max_speed: float = knob(
+        0.25, "the norm of every pusher command is clipped to this (m/s). DG-OC's plans move at up to 0.15 m/s per "
+              "axis (the demonstrations go round the box at 0.2 m/s): the velocity_commander's max_speed must allow it")
     rest_s: float = knob(0.2, "the pusher is stopped this long before every plan, so plans start from rest (s)")
     hold: float = knob(0.05, "a tick's command is held this long when no newer one follows (s)")
 

@@ -47,12 +47,15 @@ class LowUncertaintyConfig:
     heat_model: str = knob("learned_ensemble", "model whose predicted variance makes the uncertainty heat-map (it "
                                                "must predict one: an ensemble)")
     cell: float = knob(0.03, "heat-map cell size (m)")
-    pushes: int = knob(8, "Monte-Carlo pushes per heat-map cell (random side and direction)")
+    pushes: int = knob(8, "Monte-Carlo pushes per heat-map cell "
+                          "(random side and direction)")
     waypoints: int = knob(12, "way-points of the path, start and goal included")
     iterations: int = knob(150, "path-integral iterations at most")
-    w_smooth: float = knob(10.0, "smoothness weight per m^2 of squared segment lengths (larger: straighter paths)")
+    w_smooth: float = knob(10.0, "smoothness weight per m^2 of squared segment lengths "
+                                 "(larger: straighter paths)")
     margin: float = knob(0.08, "the path and the heat-map stay this far inside the table edges (m)")
-    reach: float = knob(0.05, "each plan aims at the first way-point farther than this from the target (m)")
+    reach: float = knob(0.05, "each plan aims at the first way-point farther than this "
+                              "from the target (m)")
     seed: int = knob(0, "seed of the heat-map's pushes and of the path's samples")
 
     def __post_init__(self):

@@ -129,7 +129,8 @@ def test_stack_tracks_every_object_of_a_clutter_scene(ros_context):
         planner = stack.nodes["mpc_planner"]
         scene = planner.scene
         assert scene.name == "clutter_push" and len(scene.objects) == 4
-        assert planner.predictor.default_coarse == "learned" and planner.planner.task.kind == "multi_object"
+        mpc = planner.strategy.planner
+        assert mpc.predictor.default_coarse == "learned" and mpc.task.kind == "multi_object"
         assert stack.nodes["parareal_predictor"].p["coarse_model"] == "learned"
         assert set(stack.nodes["mocap_ingest"].bodies) == {"pusher"} | {o.name for o in scene.objects}
         stack.start()

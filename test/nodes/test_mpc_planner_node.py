@@ -501,7 +501,7 @@ def test_stop_is_final_no_command_tick_publishes_after_the_stops_zero(harness):
         late = 0
         try:
             for _ in range(30):
-                session = PushSession(planner.planner, planner.io, planner.planner.task.goal)
+                session = PushSession(planner.strategy, planner.io, planner.strategy.planner.task.goal)
                 planner.arbiter.current = session  # a push running: the timer sends its schedule
                 planner.io.execute(ControlSchedule(0.0, 1e6, [[0.05, 0.0]],
                                                    origin_ns=planner.get_clock().now().nanoseconds))

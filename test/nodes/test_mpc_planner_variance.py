@@ -63,28 +63,21 @@ def test_plans_carry_the_variance_markers_show_it_and_status_says_uncertain(ros_
         assert "'target'" in line and "uncertainty_threshold 0.1 mm" in line
 
 
-def test_certain_again_is_said_only_within_the_push_that_was_uncertain(ros_context):
+def test_certain_again_is_said_only_within_the_push_that_was_uncertain():
     """A push that ended in an uncertain region must not make the next push's first (certain) plan report
-    'certain again': each push starts certain."""
-    from types import SimpleNamespace
-    node = MPCPlannerNode(parameter_overrides=[Parameter(k, value=v) for k, v in PARAMETERS.items()])
-    try:
-        status = []
-        node._set_status = status.append
-        L = node.scene.layout
-        unsure, sure = np.zeros((2, L.dim)), np.zeros((2, L.dim))
-        L.object_poses(unsure)[1, 0, :2] = 1e-6  # sigma 1.4 mm > uncertainty_threshold 0.1 mm
-        node.arbiter.current = SimpleNamespace()  # a push ...
-        node._report_uncertainty(SimpleNamespace(variance=unsure))
-        node._report_uncertainty(SimpleNamespace(variance=sure))
-        assert [s.split(":")[0] for s in status] == ["uncertain region", "certain again"]
-        node._report_uncertainty(SimpleNamespace(variance=unsure))  # ... that ends uncertain
-        node.arbiter.current = SimpleNamespace()  # the next push
-        node._report_uncertainty(SimpleNamespace(variance=sure))
-        assert [s.split(":")[0] for s in status] == ["uncertain region", "certain again", "uncertain region"]
-    finally:
-        node.arbiter.current = None
-        node.destroy_node()
+    'certain again': each push starts certain (the MPC strategy's ``UncertaintyWatch``, reset at every push)."""
+    from parapush_ros.core.planning.mpc_push import UncertaintyWatch
+    scene = load_scene(PARAMETERS["scene"])
+    watch = UncertaintyWatch(scene, PARAMETERS["uncertainty_threshold"])
+    L = scene.layout
+    unsure, sure = np.zeros((2, L.dim)), np.zeros((2, L.dim))
+    L.object_poses(unsure)[1, 0, :2] = 1e-6  # sigma 1.4 mm > uncertainty_threshold 0.1 mm
+    said = [watch.check(unsure), watch.check(sure)]  # a push ...
+    assert [s[0].split(":")[0] for s in said] == ["uncertain region", "certain again"]
+    assert [s[1] for s in said] == ["warning", "info"] and watch.check(sure) is None
+    assert watch.check(unsure)[0].startswith("uncertain region")  # ... that ends uncertain
+    watch.reset()  # the next push
+    assert watch.check(sure) is None
 
 
 def test_alg2_planner_tracks_a_low_uncertainty_path_and_shows_it(ros_context):

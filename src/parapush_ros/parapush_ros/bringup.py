@@ -101,8 +101,8 @@ LAUNCH_ARGUMENTS = {
     "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | dgoc (paper 003: DDP "
                                           "from demonstrations to a goal pose, tracked at 100 Hz; box scenes with "
                                           "a demonstration library) | alg2 (paper 004 Algorithm 2: a "
-                                          "low-uncertainty path tracked by the MPC); empty = "
-                                          "config/mpc_planner.yaml"),
+                                          "low-uncertainty path tracked by the MPC) | straight (the example "
+                                          "planner: a straight line to the goal); empty = config/mpc_planner.yaml"),
     "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal: {' | '.join(names(COARSE))} "
                                                f"(learned for several objects, paper 001); empty = the config "
                                                f"files'"),

@@ -7,10 +7,10 @@ import pytest
 from parapush_ros.core.config import ConfigError
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.planning.low_uncertainty import (HEAT_MAP_BATCH, OCCUPIED, LowUncertaintyConfig,
-                                                        LowUncertaintySession, plan_low_uncertainty_path)
+                                                        LowUncertaintyPush, plan_low_uncertainty_path)
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.planning.planners import PLANNERS
-from parapush_ros.core.planning.session import SessionConfig
+from parapush_ros.core.planning.session import PushSession, SessionConfig
 from parapush_ros.core.planning.tasks import goal_for
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO
@@ -62,18 +62,18 @@ def test_the_push_loop_aims_at_the_way_points_without_the_uncertainty_term(scene
                                                                iterations=1, control_duration=1.0)))
     io = WorldIO(SimWorld(scene), plan_clock=lambda: 0.0)
     goal = goal_for(scene)
-    session = LowUncertaintySession(planner, io, goal, SessionConfig(max_actions=3), CONFIG)
+    session = PushSession(LowUncertaintyPush(planner, CONFIG), io, goal, SessionConfig(max_actions=3))
     res = session.run()
     assert res.actions == 3 and len(res.plans) == 3  # three 1 s controls, then the action limit
     assert any(text.startswith("alg2: low-uncertainty path of 12 way-points") for _, _, text in io.statuses)
     aimed = planner.task.goal.position  # the last plan aimed at a way-point, not at the goal
-    assert any(np.allclose(aimed, w) for w in session.tracker.path[1:-1])
+    assert any(np.allclose(aimed, w) for w in session.strategy.tracker.path[1:-1])
     assert all(r.goal == goal for r in res.plans)  # judged against the goal itself
     target = scene.layout.object_poses(io.path[-1])[0, :2]
     assert target[0] > scene.objects[0].pose[0] + 0.03  # pushed along the path
     ua = MPCPlanner(scene, PlannerConfig.from_values(dict(model="learned_ensemble", optimiser="mppi_ua")))
     with pytest.raises(ValueError, match="mppi_ua"):
-        LowUncertaintySession(ua, io, goal, SessionConfig(), CONFIG)
+        LowUncertaintyPush(ua, CONFIG)
 
 
 def test_registered_and_checked():

@@ -17,8 +17,9 @@ target (``uncertainty_mppi.PathTracker``), the last being the goal; the outcome 
 The tracker is the node's optimiser *without* an uncertainty term (``mppi``: Algorithm 1; ``mppi_ua`` is refused)
 with any model (the single ``learned`` network tracks more accurately than the ensemble).
 
-It is ``session.PushSession`` with two hooks (``_plan`` and ``_apply_goal_change``): the same IO, pauses, outcome
-monitor, real-time or stop-and-plan pushing, cancel and pre-emption.
+It is ``mpc_push.MPCPush`` with two hooks (``plan`` and ``goal_changed``) in the one push loop
+(``session.PushSession``): the same IO, pauses, outcome monitor, real-time or stop-and-plan pushing, cancel and
+pre-emption.
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..config import finite, knob, require
+from ..config import ConfigError, finite, from_values, knob, require
+from ..models.base import UncertainPropagator
 from ..scene.spec import Scene
-from .session import PushSession
+from .mpc_push import MPCPush, mpc_planner
 from .uncertainty_mppi import HeatMap, PathConfig, PathResult, PathTracker, grid_heat_map, low_uncertainty_path
 
 
@@ -45,12 +47,15 @@ class LowUncertaintyConfig:
     heat_model: str = knob("learned_ensemble", "model whose predicted variance makes the uncertainty heat-map (it "
                                                "must predict one: an ensemble)")
     cell: float = knob(0.03, "heat-map cell size (m)")
-    pushes: int = knob(8, "Monte-Carlo pushes per heat-map cell (random side and direction)")
+    pushes: int = knob(8, "Monte-Carlo pushes per heat-map cell "
+                          "(random side and direction)")
     waypoints: int = knob(12, "way-points of the path, start and goal included")
     iterations: int = knob(150, "path-integral iterations at most")
-    w_smooth: float = knob(10.0, "smoothness weight per m^2 of squared segment lengths (larger: straighter paths)")
+    w_smooth: float = knob(10.0, "smoothness weight per m^2 of squared segment lengths "
+                                 "(larger: straighter paths)")
     margin: float = knob(0.08, "the path and the heat-map stay this far inside the table edges (m)")
-    reach: float = knob(0.05, "each plan aims at the first way-point farther than this from the target (m)")
+    reach: float = knob(0.05, "each plan aims at the first way-point farther than this "
+                              "from the target (m)")
     seed: int = knob(0, "seed of the heat-map's pushes and of the path's samples")
 
     def __post_init__(self):
@@ -152,40 +157,75 @@ class _HeatMapStopped(Exception):
     """The heat-map was asked to stop (internal to ``scene_heat_map``)."""
 
 
-class LowUncertaintySession(PushSession):
-    """``PushSession`` that plans Algorithm 2's path first and aims every plan at its next way-point."""
+class LowUncertaintyPush(MPCPush):
+    """The sampling MPC in the push loop, planning Algorithm 2's path first and aiming every plan at its next
+    way-point."""
 
-    def __init__(self, planner, io, goal, config, path_config: LowUncertaintyConfig = LowUncertaintyConfig(),
-                 monitor=None):
-        super().__init__(planner, io, goal, config, monitor)
+    def __init__(self, planner, path_config: LowUncertaintyConfig = LowUncertaintyConfig(),
+                 uncertainty_threshold: float = 0.0):
         if getattr(planner.optimiser, "uncertainty_on", False):
             raise ValueError("optimiser: the alg2 planner tracks its path without the uncertainty term: use mppi "
                              "(Algorithm 1), not mppi_ua")
+        super().__init__(planner, uncertainty_threshold)
         self.path_config = path_config
         self.planned: LowUncertaintyPath | None = None
         self.tracker: PathTracker | None = None
 
-    def _apply_goal_change(self):
-        goal = self.goal
-        super()._apply_goal_change()
-        if self.goal is not goal:  # a new goal: a new path
-            self.tracker = None
+    def start(self, session):
+        super().start(session)
+        self.planned = self.tracker = None
 
-    def _plan(self, x, budget=None, deadline=None):
-        self._apply_goal_change()
-        k = self.goal.object_index
+    def goal_changed(self, session, goal):
+        super().goal_changed(session, goal)
+        self.tracker = None  # a new goal: a new path
+
+    def describe(self) -> str:
+        return f"alg2 (heat-map of {self.path_config.heat_model}), tracked by: {super().describe()}"
+
+    def plan_view(self, report):
+        view = super().plan_view(report)
+        if self.tracker is None:
+            return view
+        return replace(view, waypoints=self.tracker.path, waypoint_index=self.tracker.index)
+
+    def plan(self, s, x, budget=None, deadline=None):
+        s.apply_goal_change()
+        k = s.goal.object_index
         if self.tracker is None:
             sampling, proposals = self.planner.config.sampling, self.planner.config.proposals
-            self.planned = plan_low_uncertainty_path(self.planner.predictor, self.planner.scene, x, self.goal,
+            self.planned = plan_low_uncertainty_path(self.planner.predictor, self.planner.scene, x, s.goal,
                                                      self.path_config, sampling.control_duration,
-                                                     proposals.nominal_speed, lambda: self.stopping)
+                                                     proposals.nominal_speed, lambda: s.stopping)
             if self.planned is None:  # stopped while it mapped the uncertainty: end the push now
-                self._check_stop()
+                s.check_stop()
             p = self.planned.path
-            self.tracker = PathTracker(p.path, np.array(self.goal.position), self.path_config.reach)
-            self._status(f"alg2: low-uncertainty path of {len(p.path)} way-points "
-                         f"({np.sum(np.linalg.norm(np.diff(p.path, axis=0), axis=-1)):.2f} m, uncertainty cost "
-                         f"{p.initial_cost:.3g} -> {p.cost:.3g} of the straight line) in {self.planned.seconds:.1f} s")
+            self.tracker = PathTracker(p.path, np.array(s.goal.position), self.path_config.reach)
+            s.status(f"alg2: low-uncertainty path of {len(p.path)} way-points "
+                     f"({np.sum(np.linalg.norm(np.diff(p.path, axis=0), axis=-1)):.2f} m, uncertainty cost "
+                     f"{p.initial_cost:.3g} -> {p.cost:.3g} of the straight line) in {self.planned.seconds:.1f} s")
         target = self.tracker.target(self.planner.scene.layout.object_poses(np.asarray(x, dtype=float))[k])
-        self.planner.aim(replace(self.goal, position=(float(target[0]), float(target[1]))))
-        return super()._plan(x, budget, deadline)
+        self.planner.aim(replace(s.goal, position=(float(target[0]), float(target[1]))))
+        return super().plan(s, x, budget, deadline)
+
+
+def build_alg2(scene: Scene, params: dict) -> LowUncertaintyPush:
+    """Registry build of ``alg2``: the sampling MPC of the node's parameters (without the uncertainty term) and the
+    path's settings ``alg2.<name>``; the heat-map's model must predict a variance."""
+    try:
+        config = from_values(LowUncertaintyConfig, params, "alg2.")
+    except ConfigError as e:
+        raise ValueError(f"parameter {e if e.name.startswith('alg2.') else e.within('alg2.')}") from None
+    if params.get("optimiser") == "mppi_ua":
+        raise ValueError("parameter optimiser: the alg2 planner tracks its path without the uncertainty term: use "
+                         "mppi (Algorithm 1), not mppi_ua")
+    planner = mpc_planner(scene, params)
+    try:
+        heat_model = planner.predictor.model(config.heat_model)
+    except (KeyError, ValueError) as e:
+        planner.predictor.close()
+        raise ValueError(f"parameter alg2.heat_model: {e}") from None
+    if not isinstance(heat_model, UncertainPropagator):
+        planner.predictor.close()
+        raise ValueError(f"parameter alg2.heat_model: model {config.heat_model!r} predicts no variance; use one "
+                         f"that does (learned_ensemble)")
+    return LowUncertaintyPush(planner, config, params.get("uncertainty_threshold", 0.0))

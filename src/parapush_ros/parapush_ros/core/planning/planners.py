@@ -1,31 +1,41 @@
 """The push planners of the stack and their registry: what the planner node's ``planner`` parameter chooses.
 
-``PLANNERS`` maps a name to a ``RegisteredPlanner``: its description, its settings (a config dataclass whose
-``knob`` fields become the node's parameters ``<name>.<setting>``; None when they are declared elsewhere) and
-whether its goals need a yaw. The node, ``parapush sim --planner`` and the launch argument ``planner`` read it, so
-a planner is its core push loop (``PushIO`` in, ``SessionResult`` out, ``stop``/``set_goal`` from other threads,
-as ``session.PushSession``) plus one ``register_planner`` line here.
+``PLANNERS`` maps a name to a ``RegisteredPlanner``: its description, its build function, its settings (a config
+dataclass whose ``knob`` fields become the node's parameters ``<name>.<setting>``; None when they are declared
+elsewhere) and whether its goals need a yaw. The node, ``parapush sim --planner`` and the launch argument
+``planner`` read it.
 
-* ``mpc``: the sampling MPC (papers 000, 001, 004) of ``planner.MPCPlanner`` in ``session.PushSession``; its
-  settings are ``PlannerConfig``'s, declared by their own names.
+A planner is one module and one ``register_planner`` line here: its strategy (``session.PushStrategy``: plan, hand
+the commands over, say what its plans are) plugged into the one push loop (``session.PushSession``: goal, stop,
+pauses, judging, reporting), and a build function ``build(scene, params) -> PushStrategy`` that makes it from the
+node's parameters (a plain dict: ``<name>.<setting>`` and the node's own), raising ``ValueError`` naming the
+parameter. The node publishes its plans from the strategy's ``plan_view`` (``PushPlan``, Path, markers, feedback).
+
+* ``mpc``: the sampling MPC (papers 000, 001, 004) of ``planner.MPCPlanner``: ``mpc_push.MPCPush``; its settings
+  are ``PlannerConfig``'s, declared by their own names.
 * ``alg2``: paper 004's Algorithm 2: a low-uncertainty path against a Monte-Carlo heat-map of an ensemble's
-  variance, tracked by the sampling MPC without the uncertainty term (``low_uncertainty.LowUncertaintySession``);
+  variance, tracked by the sampling MPC without the uncertainty term (``low_uncertainty.LowUncertaintyPush``);
   the MPC's settings as for ``mpc``, its own ``alg2.<name>`` from ``LowUncertaintyConfig``.
 * ``dgoc``: demonstration-guided optimal control (paper 003): a whole DDP plan to a goal *pose*, tracked at 100 Hz
-  (``dgoc_session.DGOCSession``); settings ``dgoc.<name>`` from ``DGOCConfig``.
+  (``dgoc_push.DGOCPush``); settings ``dgoc.<name>`` from ``DGOCConfig``.
+* ``straight``: the example of adding a planner (``example_planner.StraightPush``): a straight line to the goal.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..config import ConfigError
-from .dgoc_session import DGOCConfig
-from .low_uncertainty import LowUncertaintyConfig
+from .dgoc_push import DGOCConfig, build_dgoc
+from .example_planner import StraightConfig, build_straight
+from .low_uncertainty import LowUncertaintyConfig, build_alg2
+from .mpc_push import build_mpc
 
 
 class RegisteredPlanner(NamedTuple):
     name: str
     description: str
+    build: Callable  # build(scene, params: dict) -> session.PushStrategy (ValueError naming a bad parameter)
     config: type | None  # its settings' dataclass (parameters <name>.<setting>); None: declared by the node itself
     needs_yaw: bool  # goals must give a yaw (and a yaw tolerance >= 0)
     # what the stack's bring-up (``bringup.node_parameters``: the launch files and ``parapush sim``) uses with it:
@@ -37,29 +47,32 @@ class RegisteredPlanner(NamedTuple):
 PLANNERS: dict[str, RegisteredPlanner] = {}
 
 
-def register_planner(name: str, description: str, config: type | None = None, needs_yaw: bool = False,
-                     launch_defaults: dict | None = None, node_parameters: dict | None = None,
-                     sim_parameters: dict | None = None):
+def register_planner(name: str, description: str, build: Callable, config: type | None = None,
+                     needs_yaw: bool = False, launch_defaults: dict | None = None,
+                     node_parameters: dict | None = None, sim_parameters: dict | None = None):
     if not name.isidentifier() or name in PLANNERS:
         raise ValueError(f"planner name {name!r}: must be a new identifier (taken: {', '.join(PLANNERS)})")
-    PLANNERS[name] = RegisteredPlanner(name, description, config, needs_yaw, dict(launch_defaults or {}),
+    PLANNERS[name] = RegisteredPlanner(name, description, build, config, needs_yaw, dict(launch_defaults or {}),
                                        dict(node_parameters or {}), dict(sim_parameters or {}))
 
 
-register_planner("mpc", "sampling MPC with a physics or learned model, re-planned every control (papers 000/001/004)")
+register_planner("mpc", "sampling MPC with a physics or learned model, re-planned every control (papers 000/001/004)",
+                 build_mpc)
 register_planner("alg2", "paper 004 Algorithm 2: a low-uncertainty path (Monte-Carlo heat-map of an ensemble's "
                          "variance, workspace limits) tracked by the sampling MPC without the uncertainty term",
-                 LowUncertaintyConfig,
+                 build_alg2, LowUncertaintyConfig,
                  # a clutter scene of the learned models' family, the path tracked by Algorithm 1 (mppi) on the
                  # single learned network; the heat-map comes from learned_ensemble (alg2.heat_model)
                  launch_defaults={"scene": "clutter_push", "model": "learned"},
                  node_parameters={"mpc_planner": {"optimiser": "mppi"}})
 register_planner("dgoc", "demonstration-guided DDP to a goal pose, tracked at 100 Hz (paper 003; box objects)",
-                 DGOCConfig, needs_yaw=True,
+                 build_dgoc, DGOCConfig, needs_yaw=True,
                  launch_defaults={"scene": "block_003"},  # paper 003's block: its demonstrations are shipped
                  # DG-OC's plans reach 0.15 m/s per axis and the tracker clips at 0.25 m/s, above the commander's
                  # 0.1 m/s and 0.5 m/s^2 defaults; on the robot the limits stay the user's (config/robot.yaml)
                  sim_parameters={"velocity_commander": {"max_speed": 0.25, "max_acceleration": 2.0}})
+register_planner("straight", "example: the pusher aimed along the straight line to the goal (no model)",
+                 build_straight, StraightConfig)
 
 
 def planner_entry(name: str) -> RegisteredPlanner:

@@ -1,28 +1,23 @@
-"""The push loop: plan -> execute -> observe -> judge, ONE implementation for the planner node and the simulated
-experiment (``core.sim.closed_loop.run_closed_loop``, ``parapush bench mpc``).
+"""The push loop: plan -> execute -> observe -> judge, ONE implementation for every planner, in the planner node
+and in the simulated experiment (``core.sim.closed_loop.run_closed_loop``, ``parapush bench mpc``).
 
-A ``PushSession`` drives an ``MPCPlanner`` toward one goal through a ``PushIO``, the only thing that differs
-between the robot and the simulation: the IO tells the time and the latest observation, executes the pusher
-velocities it is given (a ``ControlSchedule``), lets time pass, and hands over the states seen meanwhile to be
-judged. The planner node's IO is its ROS clock, its ``scene_state`` subscription and its ``pusher_cmd`` timer;
-the simulation's IO steps a MuJoCo world (``core.sim.closed_loop.WorldIO``).
+A ``PushSession`` pushes toward one goal through a ``PushIO``, the only thing that differs between the robot and the
+simulation: the IO tells the time and the latest observation, executes the pusher velocities it is given (a
+``ControlSchedule``), lets time pass, and hands over the states seen meanwhile to be judged. The planner node's IO is
+its ROS clock, its ``scene_state`` subscription and its ``pusher_cmd`` timer; the simulation's IO steps a MuJoCo
+world (``core.sim.closed_loop.WorldIO``).
 
-Two ways to push (``SessionConfig.realtime``):
+The session owns what every planner shares, written once: the goal and its changes, the stop (cancel, pre-emption:
+``PushSession.stop``, ``PushArbiter``), the session clock in integer ns with its jumps, the checks of every
+observation (stale or invalid, a clock jump, a mocap stamp off the clock by more than ``max_clock_offset``, a state
+deeper inside a body than ``max_start_penetration``), the pause on a bad state (the pusher stopped at once; the push
+resumes re-planned from rest if a valid state comes back within ``tracking_loss_timeout``, else it fails), the
+hand-over of plans, judging and the status. How to push is a ``PushStrategy`` plugged into it:
 
-* **stop and plan** (paper 000): plan from the observed state, hold the first control for one period, stop,
-  observe, re-plan. The pusher stands still while the planner thinks.
-* **real time**: while control n runs, plan the sequence that starts when it ends, from the state
-  predicted for that moment (the latest observation rolled forward through the rest of control n with the
-  planner's model, with the plan's own warm start), iterating until a deadline just before the switch (anytime,
-  best-so-far kept). At the switch the new plan takes over without a stop. A late plan does not stop the pusher:
-  the previous plan's next control keeps running, the late plan takes over when it arrives, and the lateness is
-  reported; after a plan only a little late (``LATE_TOLERANCE``) the next one is made at once for the next switch.
-  A planner that needs longer than a control (one iteration on a busy machine) plans for a later switch instead
-  (the lead follows the latest plan's latency, up to horizon - 1 controls), so its plans arrive in time.
-
-Either way the pusher stops only for safety: a stale or invalid state (the push pauses, and resumes re-planned
-from rest if a valid state comes back within ``tracking_loss_timeout``, else it fails), a stop from outside
-(cancel, pre-emption: ``PushSession.stop``, ``PushArbiter``), a planning failure, or the end of the task.
+* ``mpc_push.MPCPush``: the sampling MPC (papers 000/001/004), stop and plan or real time (``SessionConfig.realtime``);
+* ``low_uncertainty.LowUncertaintyPush``: paper 004's Algorithm 2, the MPC tracking a low-uncertainty path;
+* ``dgoc_push.DGOCPush``: paper 003's DG-OC, one DDP plan tracked at 100 Hz;
+* ``example_planner.StraightPush``: a straight-line pusher, the example of adding a planner.
 
 Outcomes are judged by the one ``OutcomeMonitor`` on every state the IO saw during each action: the dense true
 path in simulation, every received scene state on the robot, so grazing an obstacle between plans counts.
@@ -41,9 +36,10 @@ import numpy as np
 from ..config import finite, knob, require
 from ..models.base import ModelDiverged
 from .outcome import DEFAULT_MAX_ACTIONS, MAX_ACTIONS_LIMIT, Outcome, OutcomeMonitor, Status
-from .planner import MPCPlanner, Plan
+from .planner import Plan
 from .tasks import Goal
 from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, deepest_penetration
+from ..scene.spec import Scene
 
 EPS = 1e-9  # s: times closer than this are the same instant (session-relative times only: at epoch scale a float
 # resolves 2.4e-7 s, so clocks are read in integer nanoseconds and periods counted from them, see ``PushSession``)
@@ -199,10 +195,12 @@ class SessionConfig:
     """The push loop's settings (the planner node's parameters of the same names: ``ros/params.py``)."""
 
     realtime: bool = knob(False, "plan while the pusher moves: each plan is made during the control before it, "
-                                 "from the state predicted for the switch, and a late plan never stops the pusher; "
+                                 "from the state predicted for the switch, "
+                                 "and a late plan never stops the pusher; "
                                  "false = stop and plan (paper 000)")
     max_actions: int = knob(DEFAULT_MAX_ACTIONS, "default limit of executed actions per push (goals may set their "
                                                  "own)")
+    # a stale or invalid state: the pause (``PushSession.usable_observation``)
     state_timeout: float = knob(0.5, "a scene state older than this (since reception) is stale: stop (s); also how "
                                      "long a push waits for a first usable state")
     tracking_loss_timeout: float = knob(3.0, "a stale or invalid scene state stops the pusher at once; the push "
@@ -211,11 +209,13 @@ class SessionConfig:
     plan_margin: float = knob(0.0, "realtime: seconds before the switch by which a plan must be done (the anytime "
                                    "optimiser runs up to 'iterations' iterations until then); negative = plans run "
                                    "late by design (tests)")
+    # the safety checks of every observation, whatever the planner (``PushSession.observe``)
     max_clock_offset: float = knob(0.5, "a scene state stamped further than this from the planner's clock is refused "
                                         "(s): the mocap host and the planner must share a synchronised clock")
     max_clock_jump: float = knob(10.0, "the planner's clock reading more than this after its previous reading is a "
-                                       "jump (s; a jump back is one at any size): the push pauses until a scene state "
-                                       "measured after it; longer than the slowest plan")
+                                       "jump (s; a jump back is one at any size): the push pauses until a "
+                                       "scene state measured after it; "
+                                       "longer than the slowest plan")
     max_start_penetration: float = knob(0.005, "a measured state with the pusher or an object deeper than this "
                                                "inside another body pauses the push (m; a calibration error); "
                                                "shallower ones are projected out, with one warning per push")
@@ -251,6 +251,11 @@ class PlanReport:
     late_plans: int = 0  # plans of this push so far that were late, this one included
     start_ns: int = 0  # ns on the session clock when its first control starts (its time stamp)
 
+    @property
+    def solve_time(self) -> float:
+        """s of optimisation."""
+        return self.plan.plan_time
+
 
 @dataclass
 class SessionResult:
@@ -270,31 +275,107 @@ class SessionResult:
 
     @property
     def late_plans(self) -> int:
-        return sum(r.late > 0.0 for r in self.plans)
+        return sum(getattr(r, "late", 0.0) > 0.0 for r in self.plans)
 
 
 _UNSET = object()
 
 
-class _Stop(Exception):
-    """The push ends: raised inside the loop, caught by ``run``."""
+@dataclass(frozen=True)
+class PlanView:
+    """A plan as it is shown (the planner node's ``PushPlan``, Path, markers and action feedback), whatever the
+    planner that made it: what a strategy's ``plan_view`` makes of the reports it hands to ``PushIO.report_plan``."""
+
+    stamp_ns: int  # ns on the session clock when its first command starts
+    goal: Goal
+    step: int  # actions executed when it was made
+    distance: float  # target to goal when it was made (m)
+    latency: float  # s it took, on the plan clock
+    controls: np.ndarray  # (N, 2) pusher velocities, each held for dt
+    dt: float
+    states: np.ndarray  # (N+1, D) the scene states it predicts, states[0] where it starts
+    cost: float
+    model: str  # what predicted the states
+    solve_time: float  # s of optimisation (a push's mean planning time)
+    iterations: int = 0  # Parareal iterations of the model (0: none)
+    late_plans: int = 0  # plans of the push so far that were late
+    variance: np.ndarray | None = None  # (N+1, D) predicted variance, where the model predicts one
+    marker_states: np.ndarray | None = None  # the states drawn as markers (None: ``states``)
+    faces: np.ndarray | None = None  # (N,) pushed face per step (-1: separated): drawn as contact markers
+    waypoints: np.ndarray | None = None  # (W, 2) a path the plans follow, drawn with its next way-point
+    waypoint_index: int = 0
+
+
+class PushStop(Exception):
+    """The push ends: raised inside the loop (by the session or its strategy), caught by ``PushSession.run``."""
 
     def __init__(self, outcome: Outcome, reason: str):
         super().__init__(reason)
         self.outcome, self.reason = outcome, reason
 
 
-class PushSession:
-    """One push toward ``goal``: run it with ``run()`` (blocking); ``stop()`` and ``set_goal()`` may be called from
-    other threads meanwhile."""
+_Stop = PushStop
 
-    def __init__(self, planner: MPCPlanner, io: PushIO, goal: Goal, config: SessionConfig = SessionConfig(),
+
+class PushStrategy:
+    """A planner in the one push loop. ``PushSession`` owns the goal, stop, pauses (a stale or invalid state, a clock
+    jump, a mocap clock offset beyond ``max_clock_offset``, a start deeper than ``max_start_penetration``), judging
+    and reporting; a strategy plans and hands its commands over (``push``, using the session's services), says what
+    its plans are (``plan_view``) and what it is (``describe``).
+
+    A registry entry (``planners.register_planner``) builds one for the planner node; it serves one push at a time,
+    each begun by ``start``. Class attributes tell the node what the planner needs."""
+
+    scene: Scene
+    command_rate: float = 0.0  # Hz its commands need at least (the node's command timer; 0: control_rate)
+    goal_yaw_tolerance: float = -1.0  # yaw tolerance of goals given without one (RViz /goal_pose); < 0: no yaw
+    default_max_actions: int | None = None  # actions per push when the goal sets none (None: SessionConfig's)
+    result_type: type = SessionResult
+    judge_observed: bool = False  # judge the latest observation when the IO saw no states since the last judgement
+
+    def check_goal(self, goal: Goal) -> None:
+        """Raise ``ValueError`` if this planner cannot push to ``goal``."""
+
+    def start(self, session: PushSession) -> None:
+        """A push begins (``session.goal`` is its goal)."""
+
+    def goal_changed(self, session: PushSession, goal: Goal) -> None:
+        """The goal of the running push moved to ``goal`` (on the push's thread, at ``apply_goal_change``)."""
+
+    def push(self, session: PushSession) -> None:
+        """Plan and hand the commands over until the session raises ``PushStop`` (a stop, a fault, the outcome):
+        from a usable first state, judged once."""
+        raise NotImplementedError
+
+    def plan_view(self, report) -> PlanView:
+        """What a report handed to ``PushIO.report_plan`` shows."""
+        return report
+
+    def describe(self) -> str:
+        """One line for the planner's status while idle."""
+        return type(self).__name__
+
+    def close(self) -> None:
+        """Release what it holds (worker processes)."""
+
+
+class PushSession:
+    """One push toward ``goal`` by ``strategy`` (an ``MPCPlanner`` alone: the sampling MPC, ``mpc_push.MPCPush``):
+    run it with ``run()`` (blocking); ``stop()`` and ``set_goal()`` may be called from other threads meanwhile.
+
+    The session is what every planner shares, written once: the stop, the goal and its changes, the session clock
+    (integer ns, jumps detected), the checks of every observation (``observe``), the pause on a bad state
+    (``usable_observation``), waits, the hand-over of commands and plans, judging and the status."""
+
+    def __init__(self, strategy, io: PushIO, goal: Goal, config: SessionConfig = SessionConfig(),
                  monitor: OutcomeMonitor | None = None):
-        self.planner, self.io, self.config = planner, io, config
+        if not isinstance(strategy, PushStrategy):
+            from .mpc_push import MPCPush  # noqa: PLC0415 - mpc_push builds on this module
+            strategy = MPCPush(strategy)
+        strategy.check_goal(goal)
+        self.strategy, self.io, self.config = strategy, io, config
         self.goal = goal
-        self.monitor = monitor or OutcomeMonitor(planner.scene, goal, config.max_actions)
-        self.dt = planner.config.sampling.control_duration
-        self.dt_ns = seconds_to_ns(self.dt)  # periods are counted in integer ns: exact at any epoch
+        self.monitor = monitor or OutcomeMonitor(strategy.scene, goal, config.max_actions)
         self.origin_ns = 0  # the session clock (ns) at the start: every schedule's times are relative to it
         self._last_ns: int | None = None  # the previous clock reading (jump detection)
         self._jump: tuple | None = None  # (why, clock ns after it, stamp then) until a state measured after it
@@ -306,7 +387,7 @@ class PushSession:
         self._stop: tuple | None = None
         self._new_goal: Goal | None = None
         self._lock = threading.Lock()
-        self.result = SessionResult(Outcome.RUNNING, "", 0, float("nan"))
+        self.result = strategy.result_type(Outcome.RUNNING, "", 0, float("nan"))
         self.tag = None  # whoever asked for this push (the planner node keeps its action goal handle here)
 
     # ------------------------------------------------------------------------------------------ from outside
@@ -322,9 +403,16 @@ class PushSession:
         return self._stop_event.is_set()
 
     def set_goal(self, goal: Goal):
-        """Move the goal of the running push; the next plan aims at it."""
+        """Move the goal of the running push; the strategy aims at it from its next plan (``ValueError`` if it
+        cannot push to it)."""
+        self.strategy.check_goal(goal)
         with self._lock:
             self._new_goal = goal
+
+    @property
+    def goal_pending(self) -> bool:
+        """A new goal was set and is not applied yet."""
+        return self._new_goal is not None
 
     # ------------------------------------------------------------------------------------------ the loop
     def run(self) -> SessionResult:
@@ -332,17 +420,14 @@ class PushSession:
         res, io = self.result, self.io
         res.started = io.now()
         self.origin_ns = self._last_ns = io.now_ns()
-        self.planner.set_goal(self.goal)
+        self.strategy.start(self)
         try:
-            self._check_stop()  # stopped while it waited for its turn (a cancel, a newer goal)
-            self._wait_for(lambda: not self._observe().problem, self.config.state_timeout)
-            self._usable_observation()
-            self._judge(0)
-            if self.config.realtime:
-                self._push_realtime()
-            else:
-                self._push_stop_and_plan()
-        except _Stop as s:
+            self.check_stop()  # stopped while it waited for its turn (a cancel, a newer goal)
+            self.wait_for(lambda: not self.observe().problem, self.config.state_timeout)
+            self.usable_observation()
+            self.judge(0)
+            self.strategy.push(self)
+        except PushStop as s:
             res.outcome, res.reason = s.outcome, s.reason
         except ModelDiverged as e:
             res.outcome, res.reason = Outcome.FAILED, str(e)
@@ -351,96 +436,10 @@ class PushSession:
             res.ended = io.now()
         return res
 
-    def _push_stop_and_plan(self):
-        io, dt_ns = self.io, self.dt_ns
-        while True:
-            obs = self._usable_observation()
-            plan, latency = self._plan(obs.x)
-            latency = io.planned(latency)
-            self._check_stop()
-            if self._observe().problem:  # the state went bad while planning: pause, then re-plan
-                continue
-            start = self._now_ns()
-            self._hand_over(self._schedule(start, plan.controls[:1]), plan, start, latency, 0.0)
-            self._hold(start + dt_ns)
-            self.planner.commit()  # an interrupted control counts: the pusher has moved
-            if not self._observe().problem:
-                self._wait_for(lambda: self._jump is not None or (io.observe().stamp_ns or 0) >= start + dt_ns,  # noqa: B023 - called within this iteration
-                               self.config.state_timeout,
-                               "no scene state measured after the control ended; planning from the newest one "
-                               "(are scene_state stamps on the planner's clock?)")
-            self._judge(self.result.actions + 1)
-
-    def _push_realtime(self):
-        io, dt, dt_ns = self.io, self.dt, self.dt_ns
-        while True:  # from rest: the first push, and again after every pause
-            obs = self._usable_observation()
-            plan, latency = self._plan(obs.x, budget=dt - self.config.plan_margin)
-            latency = io.planned(latency)
-            self._check_stop()
-            if self._observe().problem:
-                continue
-            # every time below is integer ns on the session clock, every period counted from t0 in integers
-            t0 = self._now_ns()
-            active = self._schedule(t0, plan.controls)
-            self._hand_over(active, plan, t0, latency, 0.0)
-            base, done = self.result.actions, 0  # actions executed before t0, and since
-            lead = 1  # plan for the switch this many controls ahead
-            while True:
-                # never before the switch of the plan already made (with a lead it may not have started yet)
-                cycle = t0 + done * dt_ns
-                switch = max(t0 + (done + lead) * dt_ns, self._abs_ns(active.start))
-                obs = self._observe()
-                if obs.problem or self.stopping:
-                    break
-                c0 = io.plan_clock()
-                x_start = self._roll_forward(obs, active, switch)
-                io.report_computing(switch * 1e-9, x_start)
-                warm, u_prev = active.controls_from(self._rel(switch), self.planner.config.sampling.horizon)
-                self.planner.warm_start(warm, u_prev)
-                # the budget is one control whatever the lead: the optimiser fills what it is given
-                due = min(switch, cycle + dt_ns)
-                plan, _ = self._plan(x_start, deadline=c0 + (due - self._now_ns()) * 1e-9 - self.config.plan_margin)
-                latency = io.planned(io.plan_clock() - c0)
-                # a planner slower than one control plans further ahead, so that its plans arrive in time (the
-                # executing plan covers horizon - 1 controls past this one). An anytime plan that overran its
-                # deadline by a little (an iteration longer than the ones before) is late once and takes over on
-                # arrival: raising the lead for it would run the previous plan's next control open loop for a whole
-                # period, and for Parareal-K that control was planned on a prediction exact only for K slices.
-                lead = min(max(1, math.ceil(latency / dt - LATE_TOLERANCE)),
-                           max(1, self.planner.config.sampling.horizon - 1))
-                arrival = self._now_ns()
-                if self._jump is not None:  # the clock jumped while planning: this plan's times are on the old one
-                    break
-                late_ns = max(0, arrival - switch)
-                previous = active.settled() if arrival >= self._abs_ns(active.takeover) else active
-                schedule = self._schedule(switch, plan.controls, previous, takeover=max(switch, arrival))
-                self._hand_over(schedule, plan, switch, latency, late_ns * 1e-9)
-                if late_ns > 0:
-                    self._status(f"plan late by {late_ns * 1e-9:.3f} s: the previous plan's next control ran "
-                                 f"meanwhile", "warning")
-                # the next plan starts at the first switch after this one arrived; a plan only a little late
-                # (it took over within LATE_TOLERANCE of its switch) is followed at once by the plan for the next
-                # switch, with the rest of the control as budget, so that the late plan's own second control (again
-                # an open-loop guess) does not run for a whole period
-                next_k = max(done + 1, ceil_div(arrival - t0, dt_ns))
-                if 0 < late_ns <= LATE_TOLERANCE * dt_ns and lead == 1:
-                    next_k = (switch - t0) // dt_ns
-                self._hold(t0 + next_k * dt_ns)
-                active = schedule
-                # controls begun by now (one begun less than a millionth of a period ago does not count), at most
-                # up to the switch held for; never fewer than before (a clock that jumped back pauses the push)
-                executed = max(done, min(ceil_div(self._now_ns() - t0 - dt_ns // 10**6, dt_ns), next_k))
-                self._record_controls(active, t0, done, executed)
-                done = executed
-                self._judge(base + done)
-            io.execute(None)  # a bad state: stop at once; _usable_observation pauses
-
-    # ------------------------------------------------------------------------------------------ helpers
     # ------------------------------------------------------------------------------------------ time
-    def _now_ns(self) -> int:
+    def now_ns(self) -> int:
         """The session clock (integer ns). A reading before the previous one, or more than ``max_clock_jump``
-        after it, is a clock jump (a sim /clock reset, a system-clock step): the push pauses (``_observe``)."""
+        after it, is a clock jump (a sim /clock reset, a system-clock step): the push pauses (``observe``)."""
         now = self.io.now_ns()
         last, self._last_ns = self._last_ns, now
         if last is not None:
@@ -455,25 +454,31 @@ class PushSession:
                 self._steady_ns += now - last
         return now
 
-    def _rel(self, t_ns: int) -> float:
+    @property
+    def jumped(self) -> bool:
+        """A clock jump was seen and no state measured after it yet."""
+        return self._jump is not None
+
+    def rel(self, t_ns: int) -> float:
         """Session time (s since the start) of a session clock reading: small, so float-exact."""
         return (t_ns - self.origin_ns) * 1e-9
 
-    def _abs_ns(self, rel: float) -> int:
+    def abs_ns(self, rel: float) -> int:
         return self.origin_ns + seconds_to_ns(rel)
 
-    def _schedule(self, start_ns: int, controls, previous: ControlSchedule | None = None,
-                  takeover: int | None = None) -> ControlSchedule:
-        return ControlSchedule(self._rel(start_ns), self.dt, controls, previous=previous,
-                               takeover=None if takeover is None else self._rel(takeover), origin_ns=self.origin_ns)
+    def schedule(self, start_ns: int, dt: float, controls, previous: ControlSchedule | None = None,
+                 takeover: int | None = None) -> ControlSchedule:
+        """A schedule of ``controls`` held ``dt`` each from ``start_ns`` (session clock), in session time."""
+        return ControlSchedule(self.rel(start_ns), dt, controls, previous=previous,
+                               takeover=None if takeover is None else self.rel(takeover), origin_ns=self.origin_ns)
 
     # ------------------------------------------------------------------------------------------ observations
-    def _observe(self) -> Observation:
+    def observe(self) -> Observation:
         """The IO's observation with the session's own checks: a clock jump (until a state measured after it), a
         stamp off the session clock by more than ``max_clock_offset``, a start deeper inside a body than
         ``max_start_penetration``."""
         obs = self.io.observe()
-        now = self._now_ns()
+        now = self.now_ns()
         problem = ""
         if self._jump is not None:
             why, after, stale = self._jump
@@ -503,7 +508,7 @@ class PushSession:
         key = (obs.stamp_ns, id(obs.x))
         if self._penetration_cache[0] == key:
             return self._penetration_cache[1]
-        depth, what = deepest_penetration(self.planner.scene, obs.x)
+        depth, what = deepest_penetration(self.strategy.scene, obs.x)
         limit = self.config.max_start_penetration
         problem = ""
         if depth > limit:
@@ -511,152 +516,124 @@ class PushSession:
                        f"{limit * 1e3:g} mm): check the mocap calibration")
         elif depth > DEFAULT_PROJECTION_TOLERANCE and not self._warned_projection:
             self._warned_projection = True  # once per push: the planner projects it out at every plan
-            self._status(f"measured state infeasible: {what} by {depth * 1e3:.1f} mm; projected out to plan (within "
-                         f"max_start_penetration {limit * 1e3:g} mm; warned once per push)", "warning")
+            self.status(f"measured state infeasible: {what} by {depth * 1e3:.1f} mm; projected out to plan (within "
+                        f"max_start_penetration {limit * 1e3:g} mm; warned once per push)", "warning")
         self._penetration_cache = (key, problem)
         return problem
 
-    # ------------------------------------------------------------------------------------------ helpers
-    def _hold(self, until_ns: int):
+    def usable_observation(self) -> Observation:
+        """The latest observation once it is usable. While it is not (a mocap dropout, a stale state, a clock
+        jump, ...) the pusher is held still for up to ``tracking_loss_timeout``; the push fails if the problem does
+        not clear."""
+        self.check_stop()
+        io = self.io
+        obs = self.observe()
+        if not obs.problem:
+            return obs
+        io.execute(None)
+        timeout = self.config.tracking_loss_timeout
+        if timeout <= 0.0:
+            raise PushStop(Outcome.FAILED, obs.problem)
+        self.status(f"paused: {obs.problem}; resuming if it clears within {timeout:g} s", "warning")
+        if not self.wait_for(lambda: not self.observe().problem, timeout):
+            problem = self.observe().problem or obs.problem
+            raise PushStop(Outcome.FAILED, f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
+        self.status("valid scene state again: resuming the push")
+        return self.observe()
+
+    # ------------------------------------------------------------------------------------------ waiting
+    def hold(self, until_ns: int):
         """Let the pusher run its schedule until ``until_ns``; a stop or a bad state ends the wait, and the pusher
         stops at once."""
         io = self.io
-        io.wait_ns(until_ns, lambda: self.stopping or bool(self._observe().problem))
-        self._check_stop()
-        if self._observe().problem:
+        io.wait_ns(until_ns, lambda: self.stopping or bool(self.observe().problem))
+        self.check_stop()
+        if self.observe().problem:
             io.execute(None)
 
-    def _plan(self, x, budget: float | None = None, deadline: float | None = None) -> tuple[Plan, float]:
-        """Plan from ``x`` (anytime when given a ``budget`` in s or a ``deadline`` on the plan clock)."""
-        self._apply_goal_change()
-        io = self.io
-        c0 = io.plan_clock()
-        if budget is not None:
-            deadline = c0 + budget
-        self._status(f"planning step {self.result.actions + 1}/{self.monitor.max_actions}: "
-                     f"{self.monitor.distance(x) * 1e3:.0f} mm to go")
-        def clock() -> float:
-            """The plan clock, at infinity once the push is stopping: a cancel, pre-emption or shutdown ends the
-            anytime optimiser after its current iteration (on a frozen simulated clock its deadline never comes)."""
-            return math.inf if self.stopping else io.plan_clock()
-
-        try:
-            plan = self.planner.plan(x, deadline=deadline, clock=clock)
-        except (ModelDiverged, ValueError) as e:
-            raise _Stop(Outcome.FAILED, f"planning failed: {e}") from None
-        if not np.all(np.isfinite(plan.controls)):
-            raise _Stop(Outcome.FAILED, f"planning failed: non-finite controls {plan.controls.tolist()}")
-        if not (np.all(np.isfinite(plan.states)) and math.isfinite(plan.cost)):  # published as the predicted path
-            raise _Stop(Outcome.FAILED, f"planning failed: the {plan.model} model predicted non-finite states "
-                                        f"or cost (cost {plan.cost})")
-        if plan.variance is not None and not np.all(np.isfinite(plan.variance)):  # published, and judged uncertain
-            raise _Stop(Outcome.FAILED, f"planning failed: the {plan.model} model predicted a non-finite variance")
-        return plan, io.plan_clock() - c0
-
-    def _roll_forward(self, obs: Observation, schedule: ControlSchedule, until_ns: int) -> np.ndarray:
-        """The state predicted for ``until_ns``: ``obs`` rolled forward through what ``schedule`` executes
-        meanwhile, with the planner's model."""
-        try:
-            return self.planner.roll_forward(obs.x, schedule.segments(self._rel(obs.stamp_ns), self._rel(until_ns)))
-        except (ModelDiverged, ValueError) as e:
-            raise _Stop(Outcome.FAILED, f"planning failed: predicting the start state: {e}") from None
-
-    def _hand_over(self, schedule: ControlSchedule, plan: Plan, start_ns: int, latency: float, late: float):
-        res = self.result
-        self.io.execute(schedule)
-        if res.first_plan_done is None:
-            res.first_plan_done = self.io.now()
-        if not self.config.realtime:
-            res.controls.append(plan.controls[0].copy())
-        report = PlanReport(plan, res.actions, start_ns * 1e-9, latency, late, res.distance, self.goal,
-                            res.late_plans + (late > 0.0), start_ns=start_ns)
-        res.plans.append(report)
-        self.io.report_plan(report)
-        u = plan.controls[0]
-        self._status(f"pushing {self._target_name()!r}: step {res.actions + 1}/{self.monitor.max_actions}, "
-                     f"{res.distance * 1e3:.0f} mm to go, u = ({u[0]:.3f}, {u[1]:.3f}) m/s, plan {latency:.2f} s "
-                     f"({plan.model})" + (f", {report.late_plans} late plan(s)" if self.config.realtime else ""))
-
-    def _record_controls(self, schedule: ControlSchedule, t0_ns: int, first: int, last: int):
-        for k in range(first, last):
-            self.result.controls.append(schedule.at(self._rel(t0_ns + k * self.dt_ns) + 1e-6))
-
-    def _judge(self, actions: int):
-        """Judge the states seen since the last judgement after ``actions`` actions; raise _Stop when done."""
-        states = self.io.judged_states()
-        res = self.result
-        res.actions = actions
-        if len(states) == 0:
-            return
-        status: Status = self.monitor.check_path(states, actions)
-        res.distance = status.distance
-        if status.outcome.done:
-            raise _Stop(status.outcome, status.reason)
-
-    def _check_stop(self):
-        if self.stopping:
-            with self._lock:
-                outcome, reason = self._stop
-            raise _Stop(outcome, reason)
-
-    def _apply_goal_change(self):
-        with self._lock:
-            goal, self._new_goal = self._new_goal, None
-        if goal is not None:
-            self.goal = goal
-            self.planner.set_goal(goal)
-            self.monitor = OutcomeMonitor(self.planner.scene, goal, self.monitor.max_actions)
-
-    def _wait_for(self, condition, seconds: float, warning: str = "") -> bool:
+    def wait_for(self, condition, seconds: float, warning: str = "") -> bool:
         """Let up to ``seconds`` pass until ``condition()``; stops end the wait (and the push). The seconds are
         counted on the session clock without its jumps: an end computed before a jump back would come that much
         later (never, after a /clock reset to 0 that stays there), one before a jump forward at once. A wait cut
         short by a jump goes on for what is left; one that ends with the clock stood still (a /clock that died:
         ``PushIO.wait_ns`` gives up) ends here too."""
         io = self.io
-        self._now_ns()
+        self.now_ns()
         end = self._steady_ns + seconds_to_ns(seconds)
         while not self.stopping and not condition() and self._steady_ns < end:
             jumps, before = self._jumps, self._steady_ns
 
             def wake() -> bool:
-                self._now_ns()  # notices a jump
+                self.now_ns()  # notices a jump
                 return self.stopping or self._jumps != jumps or condition()  # noqa: B023 - called within this iteration
 
-            io.wait_ns(self._now_ns() + end - self._steady_ns, wake)
-            self._now_ns()
+            io.wait_ns(self.now_ns() + end - self._steady_ns, wake)
+            self.now_ns()
             if self._jumps == jumps and self._steady_ns == before:
                 break  # no time passed, no jump: the clock stands still
-        self._check_stop()
+        self.check_stop()
         ok = bool(condition())
         if not ok and warning:
-            self._status(warning, "warning")
+            self.status(warning, "warning")
         return ok
 
-    def _usable_observation(self) -> Observation:
-        """The latest observation once it is usable. While it is not (a mocap dropout, a stale state) the pusher
-        is held still for up to ``tracking_loss_timeout``; the push fails if the problem does not clear."""
-        self._check_stop()
-        io = self.io
-        obs = self._observe()
-        if not obs.problem:
-            return obs
-        io.execute(None)
-        timeout = self.config.tracking_loss_timeout
-        if timeout <= 0.0:
-            raise _Stop(Outcome.FAILED, obs.problem)
-        self._status(f"paused: {obs.problem}; resuming if it clears within {timeout:g} s", "warning")
-        if not self._wait_for(lambda: not self._observe().problem, timeout):
-            problem = self._observe().problem or obs.problem
-            raise _Stop(Outcome.FAILED, f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
-        self._status("valid scene state again: resuming the push")
-        return self._observe()
+    # ------------------------------------------------------------------------------------------ plans, outcome
+    def hand_over(self, report, schedule: ControlSchedule | None = None):
+        """A plan takes over: the pusher follows ``schedule`` (None: the strategy executes its commands itself),
+        and ``report`` is recorded and reported."""
+        res = self.result
+        if schedule is not None:
+            self.io.execute(schedule)
+        if res.first_plan_done is None:
+            res.first_plan_done = self.io.now()
+        res.plans.append(report)
+        self.io.report_plan(report)
 
-    def _status(self, text: str, level: str = "info"):
+    def judge(self, actions: int | None = None, reached: bool = True):
+        """Judge the states seen since the last judgement (after ``actions`` actions, if given; the latest
+        observation when none were seen and the strategy's ``judge_observed`` says so); raise ``PushStop`` when the
+        outcome is decided. Without ``reached`` only failures end the push (a plan being tracked: its goal counts
+        where it ends, not where the object passes on the way)."""
+        states = self.io.judged_states()
+        res = self.result
+        if actions is not None:
+            res.actions = actions
+        if len(states) == 0:
+            x = self.io.observe().x if self.strategy.judge_observed else None
+            if x is None:
+                return
+            states = np.asarray(x)[None]
+        status: Status = self.monitor.check_path(states, res.actions)
+        res.distance = status.distance
+        if status.outcome.done and (reached or status.outcome is not Outcome.REACHED):
+            raise PushStop(status.outcome, status.reason)
+
+    def check_stop(self):
+        """Raise the stop's ``PushStop`` once ``stop`` was called."""
+        if self.stopping:
+            raise PushStop(*self.stopped_as())
+
+    def stopped_as(self) -> tuple:
+        """(outcome, reason) of the stop asked for (None before)."""
+        with self._lock:
+            return self._stop
+
+    def apply_goal_change(self) -> bool:
+        """Take on the goal set from outside since the last call, if any (True then); the strategy is told."""
+        with self._lock:
+            goal, self._new_goal = self._new_goal, None
+        if goal is None:
+            return False
+        self.goal = goal
+        self.monitor = OutcomeMonitor(self.strategy.scene, goal, self.monitor.max_actions)
+        self.strategy.goal_changed(self, goal)
+        return True
+
+    def status(self, text: str, level: str = "info"):
         self.io.report_status(text, level)
 
-    def _target_name(self) -> str:
-        return self.planner.scene.objects[self.goal.object_index].name
+    def target_name(self) -> str:
+        return self.strategy.scene.objects[self.goal.object_index].name
 
 
 class PushArbiter:

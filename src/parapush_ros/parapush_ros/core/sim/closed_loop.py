@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..planning.outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor
+from ..planning.mpc_push import MPCPush
 from ..planning.planner import MPCPlanner
 from ..planning.session import EPS, ControlSchedule, Observation, PlanReport, PushSession, SessionConfig
 from .world import SimWorld
@@ -245,7 +246,7 @@ def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEF
     io = io or WorldIO(world, charge_planning=realtime)
     monitor = monitor or OutcomeMonitor(planner.scene, planner.task.goal, max_actions)
     config = SessionConfig(realtime=realtime, max_actions=monitor.max_actions, plan_margin=plan_margin)
-    res = PushSession(planner, io, monitor.goal, config, monitor).run()
+    res = PushSession(MPCPush(planner), io, monitor.goal, config, monitor).run()
     io.observe()  # the observation after the last action, as the robot would see it
     first = (res.first_plan_done if res.first_plan_done is not None else res.ended) - res.started
     dt = planner.config.sampling.control_duration

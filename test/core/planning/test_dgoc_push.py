@@ -1,14 +1,15 @@
-"""The DG-OC push loop (``core.planning.dgoc_session``) without ROS: paper 003's block in a real MuJoCo world on
+"""DG-OC in the one push loop (``core.planning.dgoc_push.DGOCPush`` in ``session.PushSession``) without ROS: paper
+003's block in a real MuJoCo world on
 simulated time (``WorldIO``) and a plan clock that does not move, so every run is the same on any host. Pauses,
 cancels and pre-emptions are scripted at simulated times."""
 import numpy as np
 import pytest
 
 from parapush_ros.core.config import ConfigError
-from parapush_ros.core.planning.dgoc_session import DGOCConfig, DGOCPushPlanner, DGOCSession, DGOCSessionConfig
+from parapush_ros.core.planning.dgoc_push import DGOCConfig, DGOCPush, DGOCPushPlanner
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.planning.planners import PLANNERS, planner_entry
-from parapush_ros.core.planning.session import PushArbiter
+from parapush_ros.core.planning.session import PushArbiter, PushSession, SessionConfig
 from parapush_ros.core.planning.tasks import goal_for
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO
@@ -37,7 +38,8 @@ def rough_planner():
 def session(planner, goal=GOAL, **io_kwargs):
     world = SimWorld(SCENE)
     io = WorldIO(world, plan_clock=frozen_clock, **io_kwargs)
-    return DGOCSession(planner, io, goal_for(SCENE, "block", **goal), DGOCSessionConfig(tracking_loss_timeout=0.5)), io
+    return PushSession(DGOCPush(planner), io, goal_for(SCENE, "block", **goal),
+                       SessionConfig(max_actions=3, tracking_loss_timeout=0.5)), io
 
 
 def commands_between(io, t0, t1):
@@ -59,10 +61,10 @@ def test_a_dgoc_push_reaches_the_goal_pose_tracked_at_100_hz(planner):
     # one command per 10 ms tick over the plan and its settling time; the gains acted on part of them
     moving = [(a, b) for a, b, u in io.executed if a >= report.start - 1e-9]
     assert all(b - a == pytest.approx(0.01) for a, b in moving[:-1])
-    duration = len(plan.U) * plan.dt + s.config.tracking.settle_s
+    duration = len(plan.U) * plan.dt + s.strategy.tracking.settle_s
     assert res.ticks == pytest.approx(duration * 100, abs=2) and 0 < res.feedback_ticks < res.ticks
     assert res.ended == pytest.approx(report.start + duration, abs=0.011)
-    assert max(np.abs(u).max() for _, _, u in io.executed) <= s.config.tracking.v_max + 1e-12
+    assert max(np.abs(u).max() for _, _, u in io.executed) <= s.strategy.tracking.v_max + 1e-12
 
 
 def test_a_plan_shows_its_face_switches(rough_planner):
@@ -123,7 +125,7 @@ def test_a_stop_while_planning_ends_the_solve_at_once(planner):
     (here before its first: the stop came first), no plan is made or tracked, the pusher is stopped, the outcome is
     the stop's."""
     io = StopWhenPlanning(SimWorld(SCENE), "cancelled by the client")
-    s = DGOCSession(planner, io, goal_for(SCENE, "block", **GOAL), DGOCSessionConfig())
+    s = PushSession(DGOCPush(planner), io, goal_for(SCENE, "block", **GOAL), SessionConfig(max_actions=3))
     io.session = s
     res = s.run()
     assert res.outcome is Outcome.ABORTED
@@ -132,10 +134,9 @@ def test_a_stop_while_planning_ends_the_solve_at_once(planner):
     assert io.schedule is None and all(np.all(u == 0) for _, _, u in io.executed)
 
 
-def test_goals_and_settings_are_checked():
-    planner = DGOCPushPlanner.__new__(DGOCPushPlanner)  # never used: the goal check comes first
+def test_goals_and_settings_are_checked(rough_planner):
     with pytest.raises(ValueError, match="needs a yaw"):
-        DGOCSession(planner, None, goal_for(SCENE, "block", (0.1, 0.0)))
+        PushSession(DGOCPush(rough_planner), None, goal_for(SCENE, "block", (0.1, 0.0)))
     with pytest.raises(ConfigError, match=r"^method: must be one of"):
         DGOCConfig(method="ilqr")
     with pytest.raises(ConfigError, match=r"^demonstrations: "):
@@ -143,7 +144,7 @@ def test_goals_and_settings_are_checked():
     with pytest.raises(ValueError, match="DG-OC pushes boxes"):
         DGOCPushPlanner(load_scene("cylinder_slider"), DGOCConfig(demonstrations="block_003")).planner(0)
     assert set(PLANNERS) >= {"mpc", "dgoc"} and planner_entry("dgoc").needs_yaw
-    with pytest.raises(ConfigError, match=r"^planner: 'x' is not one of mpc, alg2, dgoc"):
+    with pytest.raises(ConfigError, match=r"^planner: 'x' is not one of mpc, alg2, dgoc, straight"):
         planner_entry("x")
 
 

@@ -1,8 +1,8 @@
-"""The DG-OC push loop (paper 003 in the stack): plan once -> track at 100 Hz -> re-plan when needed -> judge, ONE
-implementation for the planner node (``planner: dgoc``) and the simulated world (``core.sim.closed_loop.WorldIO``).
+"""DG-OC as a strategy of the one push loop (planner ``dgoc``, paper 003): plan once -> track at 100 Hz -> re-plan
+when needed, in the planner node and the simulated world (``core.sim.closed_loop.WorldIO``) alike.
 
-It is the DG-OC counterpart of ``session.PushSession`` and talks to the same ``PushIO``: the IO tells the time and
-the latest observation, executes the pusher velocity it is given and lets time pass. Unlike the sampling MPC, DG-OC
+``DGOCPush`` runs inside ``session.PushSession``, which owns the goal, stop, pauses, judging and reporting, and talks
+to the world through the session's ``PushIO``. Unlike the sampling MPC, DG-OC
 plans the whole push at once (the DP -> WS framework of ``ddp/dgoc.py`` from the k nearest demonstrations, a goal
 *pose*: position and yaw), and a feedback controller (``ddp/tracking.PlanTracker``: the plan's DDP gains behind the
 trust-region error filter) turns every observation into a pusher velocity at ``rate_hz``. Each tick the command is
@@ -17,8 +17,9 @@ The pusher stops while the planner thinks (a plan takes seconds): before every p
   goal moves (``set_goal``) and after a pause; at most ``max_plans`` plans per push (one plan = one action of
   the outcome monitor: the push times out after ``max_plans`` of them).
 
-A stale or invalid state stops the pusher at once and pauses the push; it resumes (re-planned from rest) if a
-valid state comes back within ``tracking_loss_timeout``, else it fails. ``stop`` (cancel, pre-emption through
+A stale or invalid state (or a clock jump, a mocap clock offset, a deep penetration: the session's checks) stops the
+pusher at once and pauses the push; it resumes (re-planned from rest) if a valid state comes back within
+``tracking_loss_timeout``, else it fails. ``stop`` (cancel, pre-emption through
 ``session.PushArbiter``, a node's deactivation or shutdown) ends it at once, also while a plan is being solved (the
 DDP asks ``stopping`` before every iteration: seconds of planning end within one iteration). Outcomes come from the
 one ``OutcomeMonitor``, on every state the IO saw.
@@ -26,12 +27,11 @@ one ``OutcomeMonitor``, on every state the IO saw.
 from __future__ import annotations
 
 import math
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import ConfigError, finite, knob, require
+from ..config import ConfigError, finite, from_values, knob, require
 from ..models.base import ModelDiverged
 from ..models.quasistatic import (PUSHER_VEL, SEPARATION, QuasiStaticPusherSlider, fine_c_scale, from_scene_state,
                                   to_scene_states)
@@ -41,9 +41,13 @@ from .ddp.demonstrations import DemonstrationError, load_library
 from .ddp.dgoc import METHODS, PLAN_DT, DGOCPlanner
 from .ddp.solver import DDPSettings, SolveStopped
 from .ddp.tracking import PlanTracker, TrackingConfig, replan
-from .outcome import Outcome, OutcomeMonitor
-from .session import ControlSchedule, Observation, PushIO, SessionResult, seconds_to_ns
+from .goal_policy import default_target
+from .outcome import Outcome
+from .session import (ControlSchedule, Observation, PlanView, PushSession, PushStop, PushStrategy, SessionResult,
+                      seconds_to_ns)
 from .tasks import Goal
+
+MARKER_STRIDE = 25  # a plan (one state per 20 ms) is shown with the slider every 0.5 s
 
 
 @dataclass(frozen=True)
@@ -54,16 +58,20 @@ class DGOCConfig:
                                    "= config/demonstrations/<scene name>")
     method: str = knob("ws", "DDP variant: ws (the DP -> WS framework, DG-OC) | dp | ds | zs")
     k: int = knob(1, "nearest demonstrations planned from per goal (the cheapest plan wins)")
-    escalate_k: int = knob(3, "a plan that misses the goal's tolerances is planned again from the next nearest "
-                              "demonstrations, up to this many in all (<= k: never)")
+    escalate_k: int = knob(3, "a plan that misses the goal's tolerances is planned again "
+                              "from the next nearest demonstrations, "
+                              "up to this many in all (<= k: never)")
     max_iterations: int = knob(40, "DDP iterations per stage")
-    max_plans: int = knob(3, "default limit of whole DG-OC plans per push (goals may set their own in max_actions)")
-    yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none (RViz /goal_pose) (rad)")
-    c_scale: float = knob(0.0, "limit-surface scale of the quasi-static model; 0 = the fit to the scene's fine model "
-                               "(1 on a support grid, 1.45 on MuJoCo's native box contact)")
-    max_speed: float = knob(0.25, "the norm of every pusher command is clipped to this (m/s). DG-OC's plans move "
-                                  "at up to 0.15 m/s per axis (the demonstrations go round the box at 0.2 m/s): the "
-                                  "velocity_commander's max_speed must allow it")
+    max_plans: int = knob(3, "default limit of whole DG-OC plans per push "
+                             "(goals may set their own in max_actions)")
+    yaw_tolerance: float = knob(0.1, "yaw tolerance of goals that give none "
+                                     "(RViz /goal_pose) (rad)")
+    c_scale: float = knob(
+        0.0, "limit-surface scale of the quasi-static model; 0 = the fit to the scene's fine model (1 on a support "
+             "grid, 1.45 on MuJoCo's native box contact)")
+    max_speed: float = knob(
+        0.25, "the norm of every pusher command is clipped to this (m/s). DG-OC's plans move at up to 0.15 m/s per "
+              "axis (the demonstrations go round the box at 0.2 m/s): the velocity_commander's max_speed must allow it")
     rest_s: float = knob(0.2, "the pusher is stopped this long before every plan, so plans start from rest (s)")
     hold: float = knob(0.05, "a tick's command is held this long when no newer one follows (s)")
 
@@ -77,17 +85,6 @@ class DGOCConfig:
         require(finite(self.rest_s) and self.rest_s >= 0.0, "rest_s", self.rest_s, ">= 0")
         require(finite(self.max_speed) and self.max_speed > 0.0, "max_speed", self.max_speed, "> 0")
         require(finite(self.hold) and self.hold > 0.0, "hold", self.hold, "> 0")
-
-
-@dataclass(frozen=True)
-class DGOCSessionConfig:
-    max_plans: int = 3  # whole DG-OC plans per push (the monitor's actions)
-    max_speed: float = 0.25  # m/s: the norm of every command is clipped to this
-    state_timeout: float = 0.5  # s to wait for a first usable state
-    tracking_loss_timeout: float = 3.0  # s a stale or invalid state may last before the push fails (0 = at once)
-    rest_s: float = 0.2
-    hold: float = 0.05
-    tracking: TrackingConfig = TrackingConfig()
 
 
 @dataclass(frozen=True)
@@ -202,12 +199,11 @@ class DGOCPlanReport:
     x: np.ndarray  # scene state it was planned from
     states: np.ndarray  # (T+1, D) its model states as scene states (for paths and markers)
     late_plans: int = 0  # (the MPC loop's field; DG-OC plans are never late: the pusher waits for them)
+    start_ns: int = 0  # ns on the session clock when its tracking starts
 
-
-class _Stop(Exception):
-    def __init__(self, outcome: Outcome, reason: str):
-        super().__init__(reason)
-        self.outcome, self.reason = outcome, reason
+    @property
+    def solve_time(self) -> float:
+        return self.plan.solve_time
 
 
 class _Replan(Exception):
@@ -219,103 +215,86 @@ class DGOCResult(SessionResult):
     replans: int = 0  # WS-DDP re-plans from the tracked state
     ticks: int = 0  # controller ticks executed
     feedback_ticks: int = 0  # of which outside the trust region (the gains acted)
-    reports: list = field(default_factory=list)
 
 
-class DGOCSession:
-    """One DG-OC push toward ``goal`` (a pose): ``run()`` blocks; ``stop()`` and ``set_goal()`` may be called from
-    other threads meanwhile (the same contract as ``session.PushSession``, so ``PushArbiter`` serves both)."""
+class DGOCPush(PushStrategy):
+    """DG-OC in the one push loop (``session.PushSession``): plan a goal pose from rest, track it at ``rate_hz``,
+    re-plan from the tracked state or plan again (see the module docstring)."""
 
-    def __init__(self, planner: DGOCPushPlanner, io: PushIO, goal: Goal,
-                 config: DGOCSessionConfig = DGOCSessionConfig(), monitor: OutcomeMonitor | None = None):
+    result_type = DGOCResult
+    judge_observed = True  # a judgement with no state seen since the last judges the latest observation
+
+    def __init__(self, planner: DGOCPushPlanner):
+        self.planner, self.scene, self.config, self.tracking = planner, planner.scene, planner.config, planner.tracking
+        self.command_rate = self.tracking.rate_hz  # the tracker's commands go out at its rate
+        self.goal_yaw_tolerance = self.config.yaw_tolerance  # of /goal_pose goals
+        self.default_max_actions = self.config.max_plans
+
+    # ------------------------------------------------------------------------------------------ the strategy
+    def check_goal(self, goal: Goal):
         if not goal.uses_yaw:
             raise ValueError("DG-OC plans to a goal pose: the goal needs a yaw (yaw_tolerance >= 0)")
-        planner.planner(goal.object_index)  # a box, or ValueError
-        self.planner, self.io, self.config, self.goal = planner, io, config, goal
-        self.monitor = monitor or OutcomeMonitor(planner.scene, goal, config.max_plans)
-        self._stop_event = threading.Event()
-        self._stop: tuple | None = None
-        self._new_goal: Goal | None = None
-        self._lock = threading.Lock()
-        self.result = DGOCResult(Outcome.RUNNING, "", 0, float("nan"))
-        self.tag = None
+        self.planner.planner(goal.object_index)  # a box, or ValueError
 
-    # ------------------------------------------------------------------------------------------ from outside
-    def stop(self, outcome: Outcome, reason: str):
-        with self._lock:
-            if self._stop is None:
-                self._stop = (outcome, reason)
-        self._stop_event.set()
+    def goal_changed(self, session: PushSession, goal: Goal):
+        session.status(f"DG-OC: new goal {self.goal_text(session)}")
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop_event.is_set()
+    def describe(self) -> str:
+        return (f"planner dgoc ({self.config.method}-DDP from {len(self.planner.demos)} demonstrations, tracked at "
+                f"{self.tracking.rate_hz:g} Hz)")
 
-    def set_goal(self, goal: Goal):
-        """Move the goal of the running push: tracking ends and the push is planned again toward it."""
-        if not goal.uses_yaw:
-            raise ValueError("DG-OC plans to a goal pose: the goal needs a yaw (yaw_tolerance >= 0)")
-        with self._lock:
-            self._new_goal = goal
+    def plan_view(self, report: DGOCPlanReport) -> PlanView:
+        plan = report.plan
+        shown = np.vstack([report.states[::MARKER_STRIDE], report.states[-1:]])
+        return PlanView(report.start_ns, report.goal, report.step, report.distance, report.latency, plan.X[1:, 5:7],
+                        plan.dt, report.states, float(np.sum(plan.final_error)),
+                        f"quasistatic ({plan.kind}, {plan.method}-DDP)", float(plan.solve_time), marker_states=shown,
+                        faces=plan.faces)
 
-    # ------------------------------------------------------------------------------------------ the loop
-    def run(self) -> DGOCResult:
-        res, io = self.result, self.io
-        res.started = io.now()
-        try:
-            self._wait_for(lambda: not io.observe().problem, self.config.state_timeout)
-            self._usable_observation()
-            self._judge()
-            while True:
-                self._apply_goal_change()
-                obs = self._rest_and_observe()
-                tracker = self._tracker(self._plan(obs.x))
-                try:
-                    self._track(tracker)
-                except _Replan:
-                    continue
-                res.actions += 1
-                self._judge()  # after the last allowed plan: TIMEOUT unless reached
-        except _Stop as s:
-            res.outcome, res.reason = s.outcome, s.reason
-        except ModelDiverged as e:
-            res.outcome, res.reason = Outcome.FAILED, str(e)
-        finally:
-            io.execute(None)
-            res.ended = io.now()
-        return res
+    def push(self, s: PushSession):
+        res = s.result
+        while True:
+            s.apply_goal_change()
+            obs = self._rest_and_observe(s)
+            tracker = self._tracker(self._plan(s, obs.x))
+            try:
+                self._track(s, tracker)
+            except _Replan:
+                continue
+            res.actions += 1
+            s.judge()  # after the last allowed plan: TIMEOUT unless reached
 
-    def _track(self, tracker: PlanTracker):
+    def _track(self, s: PushSession, tracker: PlanTracker):
         """Run ``tracker`` at ``rate_hz`` until its plan and settling time are over; re-plan from the tracked state
         when it asks to (``_Replan`` ends tracking for a whole new plan)."""
-        io, cfg = self.io, self.config.tracking
+        io, cfg = s.io, self.tracking
         # ticks are counted in integer ns from t0 (exact at any epoch); the tracker gets time since t0 (small, exact)
         tick, tick_ns = 1.0 / cfg.rate_hz, seconds_to_ns(1.0 / cfg.rate_hz)
         end_ns = seconds_to_ns(tracker.duration + cfg.settle_s)
-        t0, replans, last_tick = io.now_ns(), 0, -1
+        t0, replans, last_tick = s.now_ns(), 0, -1
         try:
             while True:
-                now = io.now_ns()
+                now = s.now_ns()
                 if now - t0 >= end_ns:
                     io.execute(None)
                     return
-                obs = io.observe()
+                obs = s.observe()
                 if obs.problem:
                     io.execute(None)
-                    self._usable_observation()  # pauses; fails if the problem stays
+                    s.usable_observation()  # pauses; fails if the problem stays
                     raise _Replan
-                self._check_stop()
-                if self._new_goal is not None:
+                s.check_stop()
+                if s.goal_pending:
                     raise _Replan
-                x = self.planner.model_state(obs.x, self.goal.object_index)
+                x = self.planner.model_state(obs.x, s.goal.object_index)
                 t = (now - t0) * 1e-9
                 if tracker.wants_replan(t) and replans < cfg.max_replans:
-                    self._count(tracker)
-                    obs = self._rest_and_observe()
-                    tracker = self._tracker(self._plan(obs.x, tracker=tracker, t=t))
+                    self._count(s, tracker)
+                    obs = self._rest_and_observe(s)
+                    tracker = self._tracker(self._plan(s, obs.x, tracker=tracker, t=t))
                     replans += 1
-                    self.result.replans += 1
-                    t0, last_tick = io.now_ns(), -1
+                    s.result.replans += 1
+                    t0, last_tick = s.now_ns(), -1
                     end_ns = seconds_to_ns(tracker.duration + cfg.settle_s)
                     continue
                 # one controller step per tick passed: a loop woken late (a busy host) integrates the plan's
@@ -328,127 +307,76 @@ class DGOCSession:
                 speed = float(np.hypot(*v))
                 sent = v * min(1.0, self.config.max_speed / speed) if speed > 0.0 else v
                 io.execute(ControlSchedule(0.0, self.config.hold, [sent], origin_ns=now))
-                io.wait_ns(t0 + (k + 1) * tick_ns, lambda: self.stopping or bool(io.observe().problem))
-                self._judge(reached=False)
+                io.wait_ns(t0 + (k + 1) * tick_ns, lambda: s.stopping or bool(s.observe().problem))
+                s.judge(reached=False)
         finally:
-            self._count(tracker)
+            self._count(s, tracker)
 
     # ------------------------------------------------------------------------------------------ helpers
     def _tracker(self, plan: DGOCPlan) -> PlanTracker:
-        tracker = PlanTracker(plan.X, plan.U, plan.K, plan.dt, self.config.tracking)
+        tracker = PlanTracker(plan.X, plan.U, plan.K, plan.dt, self.tracking)
         tracker.v_cmd = plan.X[0, PUSHER_VEL].copy()  # the pusher is at rest (or as observed) where the plan starts
         return tracker
 
-    def _count(self, tracker: PlanTracker):
+    @staticmethod
+    def _count(s: PushSession, tracker: PlanTracker):
         """Add a tracker's ticks to the result (once)."""
-        self.result.ticks += tracker.ticks
-        self.result.feedback_ticks += tracker.feedback_ticks
+        s.result.ticks += tracker.ticks
+        s.result.feedback_ticks += tracker.feedback_ticks
         tracker.ticks = tracker.feedback_ticks = 0
 
-    def _rest_and_observe(self) -> Observation:
+    def _rest_and_observe(self, s: PushSession) -> Observation:
         """Stop the pusher, let ``rest_s`` pass, and return the usable observation then."""
-        io = self.io
+        io = s.io
         io.execute(None)
         if self.config.rest_s > 0.0:
-            io.wait_ns(io.now_ns() + seconds_to_ns(self.config.rest_s), lambda: self.stopping)
-        self._judge(reached=False)
-        return self._usable_observation()
+            io.wait_ns(s.now_ns() + seconds_to_ns(self.config.rest_s), lambda: s.stopping)
+        s.judge(reached=False)
+        return s.usable_observation()
 
-    def _plan(self, x, tracker: PlanTracker | None = None, t: float = 0.0) -> DGOCPlan:
-        io, res = self.io, self.result
-        if res.actions >= self.monitor.max_actions:  # cannot happen: _judge times out first; kept as a guard
-            raise _Stop(Outcome.TIMEOUT, f"{res.actions} plan(s) executed")
+    def _plan(self, s: PushSession, x, tracker: PlanTracker | None = None, t: float = 0.0) -> DGOCPlan:
+        io, res = s.io, s.result
+        if res.actions >= s.monitor.max_actions:  # cannot happen: judge times out first; kept as a guard
+            raise PushStop(Outcome.TIMEOUT, f"{res.actions} plan(s) executed")
         what = "re-planning from the tracked state" if tracker is not None else \
-            f"planning {self.goal_text()} (plan {res.actions + 1}/{self.monitor.max_actions})"
-        self._status(f"DG-OC: {what}, {self.monitor.distance(x) * 1e3:.0f} mm to go")
+            f"planning {self.goal_text(s)} (plan {res.actions + 1}/{s.monitor.max_actions})"
+        s.status(f"DG-OC: {what}, {s.monitor.distance(x) * 1e3:.0f} mm to go")
         c0 = io.plan_clock()
-        stopping = lambda: self.stopping  # noqa: E731 - asked by the DDP before every iteration
+        stopping = lambda: s.stopping  # noqa: E731 - asked by the DDP before every iteration
         try:
-            plan = (self.planner.plan(x, self.goal, io.plan_clock, stopping) if tracker is None else
-                    self.planner.replan(x, self.goal, tracker, t, io.plan_clock, stopping))
+            plan = (self.planner.plan(x, s.goal, io.plan_clock, stopping) if tracker is None else
+                    self.planner.replan(x, s.goal, tracker, t, io.plan_clock, stopping))
         except SolveStopped as e:  # only a stop request stops a solve
-            with self._lock:
-                outcome, reason = self._stop
-            raise _Stop(outcome, f"{reason} (while planning: the solve stopped after {e.iterations} DDP "
-                                 f"iteration(s) of its stage, {io.plan_clock() - c0:.2f} s into it)") from None
+            outcome, reason = s.stopped_as()
+            raise PushStop(outcome, f"{reason} (while planning: the solve stopped after {e.iterations} DDP "
+                                    f"iteration(s) of its stage, {io.plan_clock() - c0:.2f} s into it)") from None
         except (ModelDiverged, ValueError, np.linalg.LinAlgError) as e:
-            raise _Stop(Outcome.FAILED, f"planning failed: {e}") from None
+            raise PushStop(Outcome.FAILED, f"planning failed: {e}") from None
         if not (np.all(np.isfinite(plan.U)) and np.all(np.isfinite(plan.K))):
-            raise _Stop(Outcome.FAILED, "planning failed: non-finite controls or gains")
+            raise PushStop(Outcome.FAILED, "planning failed: non-finite controls or gains")
         latency = io.planned(io.plan_clock() - c0)
-        self._check_stop()
-        states = self.planner.scene_states(plan.X, x, self.goal.object_index)
-        report = DGOCPlanReport(plan, res.actions, io.now(), latency, res.distance, self.goal, np.asarray(x).copy(),
-                                states)
-        res.plans.append(report)
-        if res.first_plan_done is None:
-            res.first_plan_done = io.now()
-        io.report_plan(report)
+        s.check_stop()
+        states = self.planner.scene_states(plan.X, x, s.goal.object_index)
+        start_ns = s.now_ns()
+        s.hand_over(DGOCPlanReport(plan, res.actions, start_ns * 1e-9, latency, res.distance, s.goal,
+                                   np.asarray(x).copy(), states, start_ns=start_ns))
         e = plan.final_error
         source = f", from {plan.demonstration}" if plan.demonstration else ""
-        self._status(f"DG-OC: tracking a {plan.kind} plan ({plan.method}{source}) of {len(plan.U) * plan.dt:.1f} s "
-                     f"with {len(plan.switches)} face switch(es), planned in {latency:.2f} s, planned final error "
-                     f"{e[0] * 1e3:.1f} mm, {e[1] * 1e3:.1f} mm, {e[2]:.3f} rad")
+        s.status(f"DG-OC: tracking a {plan.kind} plan ({plan.method}{source}) of {len(plan.U) * plan.dt:.1f} s "
+                 f"with {len(plan.switches)} face switch(es), planned in {latency:.2f} s, planned final error "
+                 f"{e[0] * 1e3:.1f} mm, {e[1] * 1e3:.1f} mm, {e[2]:.3f} rad")
         return plan
 
-    def _judge(self, reached: bool = True):
-        """Judge the states seen since the last judgement (the latest observation if none); raise _Stop when done.
-        While a plan is tracked (``reached`` false) only failures end the push: the goal pose counts where the plan
-        ends, at rest (paper 003's final error), not where the slider passes on the way."""
-        states = self.io.judged_states()
-        if len(states) == 0:
-            x = self.io.observe().x
-            if x is None:
-                return
-            states = np.asarray(x)[None]
-        status = self.monitor.check_path(states, self.result.actions)
-        self.result.distance = status.distance
-        if status.outcome.done and (reached or status.outcome is not Outcome.REACHED):
-            raise _Stop(status.outcome, status.reason)
+    def goal_text(self, s: PushSession) -> str:
+        g = s.goal
+        return f"{s.target_name()!r} to ({g.position[0]:+.3f}, {g.position[1]:+.3f}) m, {g.yaw:+.2f} rad"
 
-    def _check_stop(self):
-        if self.stopping:
-            with self._lock:
-                outcome, reason = self._stop
-            raise _Stop(outcome, reason)
 
-    def _apply_goal_change(self):
-        with self._lock:
-            goal, self._new_goal = self._new_goal, None
-        if goal is not None:
-            self.goal = goal
-            self.monitor = OutcomeMonitor(self.planner.scene, goal, self.monitor.max_actions)
-            self._status(f"DG-OC: new goal {self.goal_text()}")
-
-    def _wait_for(self, condition, seconds: float) -> bool:
-        io = self.io
-        if not condition():
-            io.wait_ns(io.now_ns() + seconds_to_ns(seconds), lambda: self.stopping or condition())
-        self._check_stop()
-        return bool(condition())
-
-    def _usable_observation(self) -> Observation:
-        """The latest observation once usable; while it is not, the pusher stands still for up to
-        ``tracking_loss_timeout`` and the push fails if the problem does not clear."""
-        self._check_stop()
-        io = self.io
-        obs = io.observe()
-        if not obs.problem:
-            return obs
-        io.execute(None)
-        timeout = self.config.tracking_loss_timeout
-        if timeout <= 0.0:
-            raise _Stop(Outcome.FAILED, obs.problem)
-        self._status(f"paused: {obs.problem}; resuming if it clears within {timeout:g} s", "warning")
-        if not self._wait_for(lambda: not io.observe().problem, timeout):
-            raise _Stop(Outcome.FAILED, f"{obs.problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
-        self._status("valid scene state again: planning the push again from rest")
-        return io.observe()
-
-    def goal_text(self) -> str:
-        g = self.goal
-        name = self.planner.scene.objects[g.object_index].name
-        return f"{name!r} to ({g.position[0]:+.3f}, {g.position[1]:+.3f}) m, {g.yaw:+.2f} rad"
-
-    def _status(self, text: str, level: str = "info"):
-        self.io.report_status(text, level)
+def build_dgoc(scene: Scene, params: dict) -> DGOCPush:
+    """Registry build of ``dgoc``: the settings ``dgoc.<name>``, the scene's demonstrations, the target a box."""
+    try:
+        planner = DGOCPushPlanner(scene, from_values(DGOCConfig, params, "dgoc."))
+    except ConfigError as e:
+        raise ValueError(f"parameter {e if e.name.startswith('dgoc.') else e.within('dgoc.')}") from None
+    planner.planner(scene.object_index(default_target(scene, params.get("target_object", ""))))  # a box
+    return DGOCPush(planner)

@@ -82,8 +82,8 @@ def pyplot():
 
 def add_model_arguments(p) -> None:
     """``--coarse`` and ``--fine``: the Parareal propagators of a bench, any registered model of the role."""
-    from ..core.models.registry import COARSE, DEFAULT_COARSE, DEFAULT_FINE, FINE, names  # noqa: PLC0415
-    p.add_argument("--coarse", default=DEFAULT_COARSE, choices=names(COARSE), help="coarse model inside Parareal")
+    from ..core.models.registry import DEFAULT_COARSE, DEFAULT_FINE, FINE, coarse_choices, names  # noqa: PLC0415
+    p.add_argument("--coarse", default=DEFAULT_COARSE, choices=coarse_choices(), help="coarse model inside Parareal")
     p.add_argument("--fine", default=DEFAULT_FINE, choices=names(FINE), help="fine model inside Parareal")
 
 

@@ -1,0 +1,115 @@
+"""Convex planar outlines of objects as the quasi-static models see them: a disc or a convex polygon.
+
+``ConvexOutline`` is the object's footprint in its own frame: its area, centroid (the centre of friction under
+uniform support pressure) and the mean distance of the footprint from its centroid, ``(1/A) int |r - g| dA`` — the
+friction moment at pure rotation about the centroid divided by the friction force (m_max / f_max), which is the
+length scale c of the ellipsoidal limit surface fitted to the exact uniform-pressure load at pure rotation
+(``../shared/reference/quasi-static-pushing.md``). For polygons it is exact (a closed form per edge: the triangle
+fan from the centroid integrated in polar coordinates); for a disc 2 R / 3.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def polygon_area_centroid(vertices) -> tuple[float, np.ndarray]:
+    """Signed area (> 0 counter-clockwise) and centroid of a simple polygon (V, 2)."""
+    v = np.asarray(vertices, dtype=float)
+    w = np.roll(v, -1, axis=0)
+    cross = v[:, 0] * w[:, 1] - w[:, 0] * v[:, 1]
+    area = cross.sum() / 2.0
+    centroid = ((v + w) * cross[:, None]).sum(0) / (6.0 * area)
+    return float(area), centroid
+
+
+def polygon_moment_of_distance(vertices, about) -> float:
+    """int |r - about| dA over a convex counter-clockwise polygon containing ``about``, exact.
+
+    Each edge (v1, v2) spans a triangle with ``about``; in polar coordinates about it the triangle's integral is
+    int r^2 dr dphi = (d^3 / 3) int sec^3(phi) dphi = (d^3 / 6) [sec tan + asinh(tan)] with d the edge line's distance
+    and tan(phi) = s / d, s the coordinate along the edge from the foot of the perpendicular."""
+    v = np.asarray(vertices, dtype=float) - np.asarray(about, dtype=float)
+    w = np.roll(v, -1, axis=0)
+    e = w - v
+    length = np.linalg.norm(e, axis=1)
+    e = e / length[:, None]
+    d = np.abs(v[:, 0] * e[:, 1] - v[:, 1] * e[:, 0])  # distance of the edge line from ``about``
+    total = 0.0
+    for di, s1, s2 in zip(d, (v * e).sum(1), (w * e).sum(1)):
+        if di < 1e-15:  # ``about`` on the edge line: a zero-area triangle
+            continue
+
+        def f(s, di=di):
+            t = s / di
+            return di ** 3 / 6.0 * (t * math.sqrt(1.0 + t * t) + math.asinh(t))
+        total += f(s2) - f(s1)
+    return float(total)
+
+
+@dataclass(frozen=True)
+class ConvexOutline:
+    """A footprint in the object frame: ``kind`` "disc" (``radius``) or "polygon" (``vertices``, counter-clockwise,
+    convex)."""
+
+    kind: str
+    radius: float = 0.0
+    vertices: tuple = ()
+
+    @classmethod
+    def of(cls, shape: str, size) -> ConvexOutline:
+        """The outline of a scene body (``BodySpec.shape`` and ``size``: full extents)."""
+        if shape == "cylinder":
+            return cls("disc", radius=size[0] / 2.0)
+        if shape == "box":
+            hx, hy = size[0] / 2.0, size[1] / 2.0
+            return cls("polygon", vertices=((-hx, -hy), (hx, -hy), (hx, hy), (-hx, hy)))
+        raise ValueError(f"no convex outline for shape {shape!r}")
+
+    @property
+    def verts(self) -> np.ndarray:
+        return np.asarray(self.vertices, dtype=float)
+
+    @property
+    def area(self) -> float:
+        return math.pi * self.radius ** 2 if self.kind == "disc" else polygon_area_centroid(self.verts)[0]
+
+    @property
+    def centroid(self) -> np.ndarray:
+        return np.zeros(2) if self.kind == "disc" else polygon_area_centroid(self.verts)[1]
+
+    @property
+    def mean_distance(self) -> float:
+        """(1/A) int |r - g| dA about the centroid g: m_max / f_max under uniform pressure."""
+        if self.kind == "disc":
+            return 2.0 * self.radius / 3.0
+        return polygon_moment_of_distance(self.verts, self.centroid) / self.area
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(outward unit normals (V, 2), offsets (V,)) of a polygon's edges: n . r <= offset inside."""
+        v = self.verts
+        e = np.roll(v, -1, axis=0) - v
+        n = np.stack([e[:, 1], -e[:, 0]], -1) / np.linalg.norm(e, axis=1)[:, None]
+        return n, (n * v).sum(1)
+
+    def contact_samples(self, per_feature: int = 41) -> tuple[np.ndarray, np.ndarray]:
+        """(points (K, 2), inward unit normals (K, 2)): contacts a pusher can make with the outline (edge points with
+        their normal; at a polygon's vertices, every normal between the two edges')."""
+        if self.kind == "disc":
+            a = np.linspace(-math.pi, math.pi, 4 * per_feature, endpoint=False)
+            out = np.stack([np.cos(a), np.sin(a)], -1)
+            return self.radius * out, -out
+        v = self.verts
+        n, _ = self.edges()
+        s = np.linspace(0.0, 1.0, per_feature)
+        pts = [(1 - s)[:, None] * v[i] + s[:, None] * v[(i + 1) % len(v)] for i in range(len(v))]
+        nrm = [np.repeat(-n[i][None], per_feature, 0) for i in range(len(v))]
+        for i in range(len(v)):  # vertex i sits between edge i - 1 and edge i
+            a0, a1 = math.atan2(*n[i - 1][::-1]), math.atan2(*n[i][::-1])
+            a1 = a0 + (a1 - a0) % (2 * math.pi)
+            a = np.linspace(a0, a1, per_feature)
+            pts.append(np.repeat(v[i][None], per_feature, 0))
+            nrm.append(-np.stack([np.cos(a), np.sin(a)], -1))
+        return np.concatenate(pts), np.concatenate(nrm)

@@ -28,7 +28,7 @@ COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of i
 FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of its own)
 PARAREAL = "parareal"
 AUTO = "auto"  # coarse_model: the best coarse model for the scene (``auto_coarse``)
-DEFAULT_COARSE = "analytical"  # the coarse model (and Parareal's coarse propagator) unless one is named
+DEFAULT_COARSE = AUTO  # the coarse model (and Parareal's coarse propagator) unless one is named: the best for the scene
 DEFAULT_FINE = "fine"  # the fine model (and Parareal's fine propagator) unless one is named
 DEFAULT_MODEL = "parareal1"  # what a planner predicts with unless told (paper 000: one Parareal iteration)
 

@@ -36,8 +36,10 @@ def test_replay_writes_the_issue_json_and_a_plot_per_push(tmp_path, recordings):
     for m in data["models"].values():
         assert set(m) == {"final_trans_mm", "final_rot_deg", "path_trans_mm", "path_rot_deg"}
         assert all(set(v) == {"mean", "median", "max"} for v in m.values())
-    assert data["models"]["fine"]["final_trans_mm"]["mean"] < data["models"]["coarse"]["final_trans_mm"]["mean"]
-    assert data["models"]["fine"]["final_trans_mm"]["mean"] < data["models"]["no_motion"]["final_trans_mm"]["mean"]
+    # coarse is the default coarse model, auto: the quasi-static box model, here as near the record as the fine
+    # model (measured 2.9 and 3.5 mm); both far better than no motion
+    final = {m: data["models"][m]["final_trans_mm"]["mean"] for m in data["models"]}
+    assert max(final["fine"], final["coarse"]) < 0.5 * final["no_motion"], final
     assert len(list(tmp_path.glob("replay_push_*.png"))) == 8
 
 

@@ -56,7 +56,8 @@ def fine_c_scale(scene, obj: int = 0) -> float:
     o = scene.objects[obj]
     if o.shape == "box":
         return MUJOCO_C_SCALE
-    return mean_support_radius(o.shape, o.size, scene.support) / uniform_mean_radius(o.shape, o.size)
+    return (mean_support_radius(o.shape, o.size, scene.support, o.vertices)
+            / uniform_mean_radius(o.shape, o.size, o.vertices))
 
 
 STATE_DIM, CONTROL_DIM = 7, 2

@@ -77,8 +77,9 @@ class QuasiStaticConvexSlider:
     def from_scene(cls, scene, obj: int | str = 0, **kw) -> QuasiStaticConvexSlider:
         """The model of one object of a scene (outline, mass, table and pusher friction, pusher radius)."""
         o = scene.objects[scene.object_index(obj) if isinstance(obj, str) else obj]
-        return cls(outline=ConvexOutline.of(o.shape, o.size), mass=o.mass, mu_g=scene.friction["object_table"],
-                   mu_p=scene.friction["pusher_object"], pusher_radius=scene.pusher.radius, **kw)
+        return cls(outline=ConvexOutline.of(o.shape, o.size, o.vertices), mass=o.mass,
+                   mu_g=scene.friction["object_table"], mu_p=scene.friction["pusher_object"],
+                   pusher_radius=scene.pusher.radius, **kw)
 
     @property
     def c(self) -> float:

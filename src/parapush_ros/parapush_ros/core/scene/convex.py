@@ -49,6 +49,67 @@ def polygon_moment_of_distance(vertices, about) -> float:
     return float(total)
 
 
+ELLIPSE_SIDES = 64  # an ellipse is the polygon of this many points on it (area within 0.2 % of the ellipse's)
+
+
+def ellipse_vertices(a: float, b: float, sides: int = ELLIPSE_SIDES) -> tuple:
+    """Counter-clockwise vertices of the polygon inscribed in the ellipse of half axes ``a`` (x) and ``b`` (y)."""
+    t = np.arange(sides) * (2.0 * math.pi / sides)
+    return tuple((float(a * math.cos(x)), float(b * math.sin(x))) for x in t)
+
+
+def polygon_problem(vertices) -> str:
+    """What is wrong with a footprint polygon (object frame, metres), or '' when it is a valid convex
+    counter-clockwise polygon: degenerate (fewer than 3 distinct vertices, repeated or collinear ones, no area),
+    clockwise, self-intersecting, non-convex."""
+    v = np.asarray(vertices, dtype=float)
+    if v.ndim != 2 or v.shape[1] != 2 or len(v) < 3:
+        return "degenerate: needs at least 3 vertices [x, y]"
+    w = np.roll(v, -1, axis=0)
+    edges = w - v
+    length = np.linalg.norm(edges, axis=1)
+    scale = max(float(np.abs(v).max()), 1e-12)
+    if np.any(length <= 1e-9 * scale):
+        i = int(np.argmin(length))
+        return f"degenerate: vertices {i} and {(i + 1) % len(v)} coincide"
+    area = float((v[:, 0] * w[:, 1] - w[:, 0] * v[:, 1]).sum() / 2.0)
+    if abs(area) <= 1e-12 * scale ** 2:
+        crossing = _crossing(v, w)
+        return f"self-intersecting: {crossing}" if crossing else "degenerate: the polygon has no area"
+    turn = edges[:, 0] * np.roll(edges, -1, axis=0)[:, 1] - edges[:, 1] * np.roll(edges, -1, axis=0)[:, 0]
+    tol = 1e-12 * scale ** 2
+    if area < 0.0 and np.all(turn < tol):
+        return "clockwise: list the vertices counter-clockwise"
+    if np.any(np.abs(turn) <= tol):
+        i = int(np.argmin(np.abs(turn)))
+        return f"degenerate: vertex {(i + 1) % len(v)} is collinear with its neighbours (drop it)"
+    if np.all(turn > 0.0) or np.all(turn < 0.0):
+        # turning the same way at every vertex: convex unless it winds round more than once (a pentagram)
+        angles = np.arctan2(turn, (edges * np.roll(edges, -1, axis=0)).sum(1))
+        if abs(angles.sum()) > 2.0 * math.pi + 1e-6:
+            return "self-intersecting: the outline winds round more than once"
+        return "clockwise: list the vertices counter-clockwise" if area < 0.0 else ""
+    crossing = _crossing(v, w)
+    if crossing:
+        return f"self-intersecting: {crossing}"
+    return f"non-convex: the outline turns the other way at vertex {int(np.argmin(turn * np.sign(area)) + 1) % len(v)}"
+
+
+def _crossing(v, w) -> str:
+    """'edges i and j cross' for the first two edges (v[k] -> w[k]) that cross without sharing a vertex, or ''."""
+    for i in range(len(v)):
+        for j in range(i + 2, len(v)):
+            if not (i == 0 and j == len(v) - 1) and _segments_cross(v[i], w[i], v[j], w[j]):
+                return f"edges {i} and {j} cross"
+    return ""
+
+
+def _segments_cross(a, b, c, d) -> bool:
+    def side(p, q, r):
+        return (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
+    return side(a, b, c) * side(a, b, d) < 0.0 and side(c, d, a) * side(c, d, b) < 0.0
+
+
 @dataclass(frozen=True)
 class ConvexOutline:
     """A footprint in the object frame: ``kind`` "disc" (``radius``) or "polygon" (``vertices``, counter-clockwise,
@@ -59,13 +120,16 @@ class ConvexOutline:
     vertices: tuple = ()
 
     @classmethod
-    def of(cls, shape: str, size) -> ConvexOutline:
-        """The outline of a scene body (``BodySpec.shape`` and ``size``: full extents)."""
+    def of(cls, shape: str, size, vertices=()) -> ConvexOutline:
+        """The outline of a scene body (``BodySpec.shape``, ``size``: full extents, ``vertices`` of a polygon or an
+        ellipse)."""
         if shape == "cylinder":
             return cls("disc", radius=size[0] / 2.0)
         if shape == "box":
             hx, hy = size[0] / 2.0, size[1] / 2.0
             return cls("polygon", vertices=((-hx, -hy), (hx, -hy), (hx, hy), (-hx, hy)))
+        if shape in ("polygon", "ellipse"):
+            return cls("polygon", vertices=tuple(tuple(map(float, p)) for p in vertices))
         raise ValueError(f"no convex outline for shape {shape!r}")
 
     @property

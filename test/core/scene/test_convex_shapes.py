@@ -109,3 +109,57 @@ def test_the_fine_and_coarse_models_push_a_polygon_and_an_ellipse(obj):
         assert np.linalg.norm(qs[:2] - fine[:2]) < np.linalg.norm(an[:2] - fine[:2])
     finally:
         predictor.close()
+
+
+def _prism_triangles(outline, height):
+    """Closed triangle mesh of a prism over a counter-clockwise outline, z from 0 to ``height``."""
+    v = np.asarray(outline, dtype=float)
+    n = len(v)
+    bottom, top = np.c_[v, np.zeros(n)], np.c_[v, np.full(n, height)]
+    tris = [(bottom[0], bottom[i + 1], bottom[i]) for i in range(1, n - 1)]
+    tris += [(top[0], top[i], top[i + 1]) for i in range(1, n - 1)]
+    for i in range(n):
+        j = (i + 1) % n
+        tris += [(bottom[i], bottom[j], top[j]), (bottom[i], top[j], top[i])]
+    return np.array(tris)
+
+
+def _write_stl(path, tris):
+    rec = np.zeros(len(tris), dtype=np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")]))
+    rec["v"] = tris
+    path.write_bytes(b"\0" * 80 + np.uint32(len(tris)).tobytes() + rec.tobytes())
+
+
+def test_mesh_objects_use_their_footprint_hull_and_warn_when_that_changes_the_volume(tmp_path):
+    _write_stl(tmp_path / "hexagon.stl", _prism_triangles(HEXAGON, 0.02))
+    data = load_scene("cylinder_slider").to_dict()
+    data["pusher"]["start"] = [-0.2, 0.0]
+    del data["goal"]
+    data["objects"] = [{"name": "thing", "shape": "mesh", "file": "hexagon.stl", "mass": 0.5, "start": [0, 0, 0]}]
+    scene = scene_from_dict(data, source="m.yaml", base_dir=tmp_path)
+    o = scene.objects[0]
+    poly = scene_with({"shape": "polygon", "vertices": HEXAGON, "height": 0.02}).objects[0]
+    assert o.size == pytest.approx(poly.size, abs=1e-7) and o.file == str((tmp_path / "hexagon.stl").resolve())
+    assert ConvexOutline.of(o.shape, o.size, o.vertices).area == pytest.approx(
+        ConvexOutline.of(poly.shape, poly.size, poly.vertices).area, rel=1e-6)
+    assert scene_from_dict(scene.to_dict()).objects[0] == o  # the absolute file name round-trips
+    from parapush_ros.core.models.mjcf import compile_scene
+    compile_scene(scene)
+    # an L-shaped prism as OBJ: its hull is used, with a warning naming the file and the volume change
+    ell = [[0, 0], [0.1, 0], [0.1, 0.04], [0.04, 0.04], [0.04, 0.1], [0, 0.1]]  # star-shaped from vertex 0: fans work
+    tris = _prism_triangles(ell, 0.03).reshape(-1, 3)
+    lines = [f"v {x} {y} {z}" for x, y, z in tris] + [f"f {3 * k + 1} {3 * k + 2} {3 * k + 3}" for k in
+                                                       range(len(tris) // 3)]
+    (tmp_path / "ell.obj").write_text("\n".join(lines))
+    data["objects"][0]["file"] = "ell.obj"
+    # hull 0.0082 m^2 against the L's 0.0064: 28.1 % more volume
+    with pytest.warns(UserWarning, match=r"m\.yaml: objects\[0\]\.file: 'ell\.obj': its footprint's convex hull x its "
+                                         r"height is used, volume 28\.1 % more than the mesh's"):
+        scene_from_dict(data, source="m.yaml", base_dir=tmp_path)
+    data["objects"][0]["file"] = "missing.stl"
+    with pytest.raises(SceneError, match=r"m\.yaml: objects\[0\]\.file: cannot read 'missing\.stl'"):
+        scene_from_dict(data, source="m.yaml", base_dir=tmp_path)
+    _write_stl(tmp_path / "flat.stl", _prism_triangles(HEXAGON, 0.0))
+    data["objects"][0]["file"] = "flat.stl"
+    with pytest.raises(SceneError, match=r"objects\[0\]\.file: 'flat\.stl': degenerate: the mesh is flat"):
+        scene_from_dict(data, source="m.yaml", base_dir=tmp_path)

@@ -12,7 +12,8 @@ from ..core.scene.spec import Scene
 from ..core.scene.state import wrap_angle
 
 SHAPES = {"box": ObjectState.SHAPE_BOX, "cylinder": ObjectState.SHAPE_CYLINDER,
-          "polygon": ObjectState.SHAPE_POLYGON, "ellipse": ObjectState.SHAPE_ELLIPSE}
+          "polygon": ObjectState.SHAPE_POLYGON, "ellipse": ObjectState.SHAPE_ELLIPSE,
+          "mesh": ObjectState.SHAPE_POLYGON}  # a mesh's footprint is a polygon
 
 
 def stamp_seconds(stamp) -> float:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..scene.convex import OUTLINE_SHAPES
 from ..scene.spec import Scene
 from ..sim.world import SimWorld
 from .recordings import Recording
@@ -40,12 +41,12 @@ def random_push_plans(scene: Scene, count: int, seed: int = 0, speed=(0.02, 0.07
     plans = []
     for _ in range(count):
         yaw = rng.uniform(-math.pi, math.pi)
-        if obj.shape in ("polygon", "ellipse"):  # a random edge (for an ellipse: of its polygon)
+        if obj.shape in OUTLINE_SHAPES:  # a random edge (for an ellipse: of its polygon)
             edge = int(rng.integers(len(obj.vertices)))
         else:
             bearing = rng.integers(4) * math.pi / 2 if obj.shape == "box" else rng.uniform(-math.pi, math.pi)
         offset = rng.uniform(-0.7, 0.7)
-        if obj.shape in ("polygon", "ellipse"):  # at a random point of the edge, 1 mm off it along its normal
+        if obj.shape in OUTLINE_SHAPES:  # at a random point of the edge, 1 mm off it along its normal
             fp = obj.footprint
             a, b = fp.vertices[edge], fp.vertices[(edge + 1) % len(fp.vertices)]
             n = fp.normals[edge]

@@ -25,7 +25,8 @@ from .base import batch_arguments
 
 # From ``parapush bench calibrate`` (Parareal-1 error on random pushes): cylinder 0.40 is its optimum; for boxes
 # it prefers 0.70-0.78, within 15 % of 0.55 in score, and 0.55 also meets paper 000 Table 1 at every K (README).
-DEFAULT_K_OMEGA = {"cylinder": 0.4, "box": 0.55, "polygon": 0.55, "ellipse": 0.55}  # polygons, ellipses: not fitted
+# polygons, ellipses and meshes: the box value, not fitted
+DEFAULT_K_OMEGA = {"cylinder": 0.4, "box": 0.55, "polygon": 0.55, "ellipse": 0.55, "mesh": 0.55}
 # m: a pusher path passing this close to an object's outline pushes it (the coarse model's contact test; MuJoCo
 # keeps ~0.7 mm of penetration in contact)
 PUSH_CONTACT_MARGIN = 1.5e-3

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..scene.spec import Scene
 from ..scene.state import StateLayout, unwrap_near, yaw_from_quaternion
+from ..scene.convex import OUTLINE_SHAPES
 from ..scene.support import SUPPORT_SOLIMP, SUPPORT_SPHERE_RADIUS, support_points
 
 TIMESTEP = 0.001  # s; the largest step that is stable and accurate for this contact problem (paper 000)
@@ -106,7 +107,7 @@ def _mesh_assets(scene: Scene) -> list:
     out = []
     for kind, bodies in (("object", scene.objects), ("obstacle", scene.obstacles)):
         for b in bodies:
-            if b.shape in ("polygon", "ellipse"):
+            if b.shape in OUTLINE_SHAPES:
                 h = b.half_height
                 pts = " ".join(f"{x} {y} {z}" for z in (-h, h) for x, y in b.vertices)
                 out.append(f'    <mesh name="{kind}_{b.name}" vertex="{pts}"/>')
@@ -127,7 +128,7 @@ def _support_geoms(o, scene: Scene) -> list:
 def _geom_shape(b, kind: str = "object") -> str:
     if b.shape == "cylinder":
         return f'type="cylinder" size="{b.radius} {b.half_height}"'
-    if b.shape in ("polygon", "ellipse"):  # a convex mesh: the outline's prism (``_mesh_assets``)
+    if b.shape in OUTLINE_SHAPES:  # a convex mesh: the outline's prism (``_mesh_assets``)
         return f'type="mesh" mesh="{kind}_{b.name}"'
     return f'type="box" size="{b.size[0] / 2} {b.size[1] / 2} {b.half_height}"'
 

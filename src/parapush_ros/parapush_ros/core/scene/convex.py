@@ -49,6 +49,8 @@ def polygon_moment_of_distance(vertices, about) -> float:
     return float(total)
 
 
+OUTLINE_SHAPES = ("polygon", "ellipse", "mesh")  # scene shapes whose footprint is a polygon (BodySpec.vertices)
+MESH_VOLUME_TOLERANCE = 0.01  # a mesh whose volume differs from the prism used by more than this: a warning
 ELLIPSE_SIDES = 64  # an ellipse is the polygon of this many points on it (area within 0.2 % of the ellipse's)
 
 
@@ -128,7 +130,7 @@ class ConvexOutline:
         if shape == "box":
             hx, hy = size[0] / 2.0, size[1] / 2.0
             return cls("polygon", vertices=((-hx, -hy), (hx, -hy), (hx, hy), (-hx, hy)))
-        if shape in ("polygon", "ellipse"):
+        if shape in OUTLINE_SHAPES:
             return cls("polygon", vertices=tuple(tuple(map(float, p)) for p in vertices))
         raise ValueError(f"no convex outline for shape {shape!r}")
 
@@ -177,3 +179,61 @@ class ConvexOutline:
             pts.append(np.repeat(v[i][None], per_feature, 0))
             nrm.append(-np.stack([np.cos(a), np.sin(a)], -1))
         return np.concatenate(pts), np.concatenate(nrm)
+
+
+def read_mesh(path) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices (N, 3), triangles (T, 3) of vertex indices) of an STL (binary or ASCII) or OBJ file; ValueError or
+    OSError with the reason when it cannot be read."""
+    from pathlib import Path  # noqa: PLC0415
+    path = Path(path)
+    data = path.read_bytes()
+    suffix = path.suffix.lower()
+    if suffix == ".obj":
+        verts, tris = [], []
+        for line in data.decode("utf-8", "replace").splitlines():
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] == "v":
+                verts.append([float(x) for x in parts[1:4]])
+            elif parts[0] == "f":
+                idx = [int(p.split("/")[0]) for p in parts[1:]]
+                idx = [i - 1 if i > 0 else len(verts) + i for i in idx]
+                tris += [[idx[0], idx[k], idx[k + 1]] for k in range(1, len(idx) - 1)]
+        return np.asarray(verts, dtype=float).reshape(-1, 3), np.asarray(tris, dtype=int).reshape(-1, 3)
+    if suffix != ".stl":
+        raise ValueError(f"not an STL or OBJ file (suffix {path.suffix!r})")
+    if len(data) >= 84:
+        n = int(np.frombuffer(data[80:84], dtype="<u4")[0])
+        if len(data) == 84 + 50 * n:  # binary
+            rec = np.frombuffer(data[84:], dtype=np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")]))
+            v = rec["v"].reshape(-1, 3).astype(float)
+            return v, np.arange(len(v)).reshape(-1, 3)
+    text = data.decode("utf-8", "replace")
+    v = [[float(x) for x in line.split()[1:4]] for line in text.splitlines() if line.strip().startswith("vertex")]
+    if not v or len(v) % 3:
+        raise ValueError("no triangles found (neither binary STL nor ASCII 'vertex' lines)")
+    v = np.asarray(v, dtype=float)
+    return v, np.arange(len(v)).reshape(-1, 3)
+
+
+def mesh_footprint(path) -> tuple[tuple, float, float]:
+    """A mesh as a scene object: (footprint: the convex hull of its vertices' x, y, counter-clockwise; height: its z
+    extent; the volume change of using that footprint's prism instead of the mesh, relative to the mesh's volume,
+    nan where the mesh is not closed)."""
+    from scipy.spatial import ConvexHull, QhullError  # noqa: PLC0415
+    v, tris = read_mesh(path)
+    if len(v) < 4 or not np.all(np.isfinite(v)):
+        raise ValueError("degenerate: fewer than 4 finite vertices")
+    height = float(v[:, 2].max() - v[:, 2].min())
+    if height <= 0.0:
+        raise ValueError("degenerate: the mesh is flat (no height)")
+    try:
+        hull = ConvexHull(v[:, :2])
+    except QhullError:
+        raise ValueError("degenerate: the mesh's footprint has no area") from None
+    footprint = tuple((float(x), float(y)) for x, y in v[hull.vertices, :2])  # counter-clockwise for 2-D hulls
+    a, b, c = (v[tris[:, k]] for k in range(3))
+    volume = abs(float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum()) / 6.0) if len(tris) else 0.0
+    change = abs(hull.volume * height - volume) / volume if volume > 0.0 else float("nan")
+    return footprint, height, change

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .convex import ellipse_vertices, polygon_problem
+from .convex import MESH_VOLUME_TOLERANCE, OUTLINE_SHAPES, ellipse_vertices, mesh_footprint, polygon_problem
 from .geometry import Footprint, disc_penetration, pair_penetration
 from .assets import shipped
 from .state import StateLayout
@@ -69,13 +69,15 @@ class BodySpec:
     """A movable object or a static obstacle. ``size`` is (x, y, z) full extents; a cylinder has x = y = 2 r."""
 
     name: str
-    shape: str  # "box" | "cylinder" | "polygon" | "ellipse"
+    shape: str  # "box" | "cylinder" | "polygon" | "ellipse" | "mesh"
     size: tuple[float, float, float]  # a polygon's or an ellipse's: twice its largest |x| and |y|, and its height
     mass: float  # kg (ignored for obstacles)
     pose: tuple[float, float, float]  # start pose of an object / fixed pose of an obstacle: x, y, yaw
     # the outline of a polygon (as given) or an ellipse (``convex.ellipse_vertices``): object frame, counter-clockwise
     vertices: tuple = ()
     radii: tuple = ()  # an ellipse's half axes (a, b) along its body x and y
+    file: str = ""  # a mesh's STL or OBJ file (absolute): its footprint's convex hull is ``vertices``, its z extent the
+    # height, and the body is that prism
 
     @property
     def radius(self) -> float:
@@ -89,7 +91,7 @@ class BodySpec:
     def footprint(self) -> Footprint:
         if self.shape == "cylinder":
             return Footprint("cylinder", radius=self.radius)
-        if self.shape in ("polygon", "ellipse"):
+        if self.shape in OUTLINE_SHAPES:
             return Footprint("polygon", vertices=self.vertices)
         return Footprint("box", half_extents=(self.size[0] / 2.0, self.size[1] / 2.0))
 
@@ -161,6 +163,8 @@ class Scene:
                 d.update(vertices=[list(v) for v in b.vertices], height=b.size[2])
             elif b.shape == "ellipse":
                 d.update(radii=list(b.radii), height=b.size[2])
+            elif b.shape == "mesh":
+                d["file"] = b.file
             else:
                 d["size"] = list(b.size)
             if key == "start":
@@ -192,17 +196,18 @@ _COARSE_KEYS = {"k_omega"}
 _SUPPORT_KEYS = {"pattern", "points", "spread"}
 _TABLE_KEYS = {"size", "height"}
 _PUSHER_KEYS = {"radius", "height", "mass", "start"}
-_OBJECT_KEYS = {"name", "shape", "size", "radius", "radii", "vertices", "height", "mass", "start"}
-_OBSTACLE_KEYS = {"name", "shape", "size", "radius", "radii", "vertices", "height", "pose"}
+_OBJECT_KEYS = {"name", "shape", "size", "radius", "radii", "vertices", "file", "height", "mass", "start"}
+_OBSTACLE_KEYS = {"name", "shape", "size", "radius", "radii", "vertices", "file", "height", "pose"}
 _GOAL_KEYS = {"object", "position", "radius"}
-_SHAPES = ("box", "cylinder", "polygon", "ellipse")
+_SHAPES = ("box", "cylinder", "polygon", "ellipse", "mesh")
 _SHAPE_KEYS = {"box": ("size",), "cylinder": ("radius", "height"), "polygon": ("vertices", "height"),
-               "ellipse": ("radii", "height")}
+               "ellipse": ("radii", "height"), "mesh": ("file",)}
 
 
 class _Ctx:
-    def __init__(self, source: str):
+    def __init__(self, source: str, base_dir: Path | None = None):
         self.source = source
+        self.base_dir = base_dir  # where relative file names (a mesh's) are
 
     def fail(self, path: str, msg: str):
         raise SceneError(f"{self.source}: {path}: {msg}" if path else f"{self.source}: {msg}")
@@ -251,7 +256,7 @@ def _body(ctx: _Ctx, d, path, obstacle: bool) -> BodySpec:
     shape = d["shape"]
     if shape not in _SHAPES:
         ctx.fail(f"{path}.shape", f"must be one of {', '.join(_SHAPES)}, got {shape!r}")
-    for k in ("size", "radius", "radii", "vertices", "height"):
+    for k in ("size", "radius", "radii", "vertices", "file", "height"):
         if k in d and k not in _SHAPE_KEYS[shape]:
             article = "an" if shape[0] in "aeiou" else "a"
             ctx.fail(f"{path}.{k}", f"{article} {shape} takes {' and '.join(repr(x) for x in _SHAPE_KEYS[shape])}, "
@@ -259,8 +264,12 @@ def _body(ctx: _Ctx, d, path, obstacle: bool) -> BodySpec:
     for k in _SHAPE_KEYS[shape]:
         if k not in d:
             ctx.fail(f"{path}.{k}", f"missing required key for a {shape}")
-    vertices, radii = (), ()
-    if shape == "cylinder":
+    vertices, radii, file = (), (), ""
+    if shape == "mesh":
+        file, vertices, height = _mesh(ctx, d["file"], f"{path}.file")
+        v = np.asarray(vertices)
+        size = (2 * float(np.abs(v[:, 0]).max()), 2 * float(np.abs(v[:, 1]).max()), height)
+    elif shape == "cylinder":
         r = ctx.number(d["radius"], f"{path}.radius", positive=True)
         size = (2 * r, 2 * r, ctx.number(d["height"], f"{path}.height", positive=True))
     elif shape == "box":
@@ -285,12 +294,41 @@ def _body(ctx: _Ctx, d, path, obstacle: bool) -> BodySpec:
     if not isinstance(pose, (list, tuple)) or len(pose) not in (2, 3):
         ctx.fail(f"{path}.{pose_key}", f"must be [x, y] or [x, y, yaw], got {pose!r}")
     pose = ctx.vector(list(pose) + [0.0] * (3 - len(pose)), f"{path}.{pose_key}", 3)
-    return BodySpec(name=name, shape=shape, size=size, mass=mass, pose=pose, vertices=vertices, radii=radii)
+    return BodySpec(name=name, shape=shape, size=size, mass=mass, pose=pose, vertices=vertices, radii=radii,
+                    file=file)
 
 
-def scene_from_dict(data, source: str = "<dict>") -> Scene:
-    """Build and validate a scene from a parsed YAML mapping."""
-    ctx = _Ctx(source)
+class MeshVolumeWarning(UserWarning):
+    """A mesh object's prism (its footprint's convex hull times its height) differs from the mesh's volume by more
+    than ``convex.MESH_VOLUME_TOLERANCE``: the mesh is not a convex prism, and the prism is what is used."""
+
+
+def _mesh(ctx: _Ctx, value, path) -> tuple[str, tuple, float]:
+    """(absolute file, footprint vertices, height) of ``file:`` (relative to the scene file's folder)."""
+    name = ctx.string(value, path)
+    f = Path(name).expanduser()
+    if not f.is_absolute() and ctx.base_dir is not None:
+        f = ctx.base_dir / f
+    try:
+        vertices, height, change = mesh_footprint(f)
+    except OSError as e:
+        ctx.fail(path, f"cannot read {name!r}: {e.strerror or e}")
+    except ValueError as e:
+        ctx.fail(path, f"{name!r}: {e}")
+    problem = polygon_problem(vertices)
+    if problem:
+        ctx.fail(path, f"{name!r}: its footprint is {problem}")
+    if not change <= MESH_VOLUME_TOLERANCE:
+        what = "the mesh is not closed" if math.isnan(change) else f"{change * 100:.1f} % more than the mesh's"
+        warnings.warn(f"{ctx.source}: {path}: {name!r}: its footprint's convex hull x its height is used, volume "
+                      f"{what}", MeshVolumeWarning, stacklevel=4)
+    return str(f.resolve()), vertices, height
+
+
+def scene_from_dict(data, source: str = "<dict>", base_dir=None) -> Scene:
+    """Build and validate a scene from a parsed YAML mapping (``base_dir``: where relative mesh files are; default
+    the working directory)."""
+    ctx = _Ctx(source, None if base_dir is None else Path(base_dir))
     ctx.mapping(data, "", _TOP_KEYS, ["table", "objects"])
     name = ctx.string(data.get("name", Path(source).stem), "name")
 
@@ -479,7 +517,7 @@ def load_scene(path) -> Scene:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SceneError(f"{path.name}: not valid YAML: {e}") from None
-    return scene_from_dict(data, source=path.name)
+    return scene_from_dict(data, source=path.name, base_dir=path.parent)
 
 
 def scenes_dir() -> Path:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .convex import ConvexOutline
+from .convex import OUTLINE_SHAPES, ConvexOutline
 
 SUPPORT_PATTERNS = ("native", "grid")
 SUPPORT_POINTS_RANGE = (2, 9)  # points per side of a grid: 4 to 81 contacts per object
@@ -58,7 +58,7 @@ def uniform_mean_radius(shape: str, size, vertices=()) -> float:
     uniform pressure (``vertices``: a polygon's or an ellipse's outline, ``convex.ConvexOutline``)."""
     if shape == "cylinder":
         return size[0] / 3.0  # 2 R / 3
-    if shape in ("polygon", "ellipse"):
+    if shape in OUTLINE_SHAPES:
         return ConvexOutline.of(shape, size, vertices).mean_distance
     p, q = size[0] / 2.0, size[1] / 2.0
     d = math.hypot(p, q)
@@ -71,7 +71,7 @@ def _inside(shape: str, size, vertices, pts, margin: float = 0.0) -> np.ndarray:
     """Which object-frame points lie within the footprint, at least ``margin`` inside its outline."""
     if shape == "cylinder":
         return np.hypot(pts[:, 0], pts[:, 1]) <= size[0] / 2.0 - margin + 1e-12
-    if shape in ("polygon", "ellipse"):
+    if shape in OUTLINE_SHAPES:
         n, off = ConvexOutline.of(shape, size, vertices).edges()
         return np.all(pts @ n.T <= off - margin + 1e-12, axis=1)
     return np.all(np.abs(pts) <= np.array(size[:2]) / 2.0 - margin + 1e-12, axis=1)
@@ -85,7 +85,7 @@ def support_points(shape: str, size, support: SupportSpec, vertices=()) -> np.nd
     n = int(support.points)
     cells = (np.arange(n) + 0.5) / n - 0.5  # cell centres of [-1/2, 1/2]
     centre = np.zeros(2)
-    if shape in ("polygon", "ellipse"):
+    if shape in OUTLINE_SHAPES:
         v = np.asarray(vertices, dtype=float)
         lo, hi = v.min(0), v.max(0)
         gx, gy = np.meshgrid(lo[0] + (cells + 0.5) * (hi - lo)[0], lo[1] + (cells + 0.5) * (hi - lo)[1],
@@ -116,7 +116,7 @@ def mean_support_radius(shape: str, size, support: SupportSpec, vertices=()) -> 
         return float(np.hypot(*(support_points(shape, size, support, vertices) - centre).T).mean())
     if shape == "cylinder":
         return size[0] / 2.0
-    if shape in ("polygon", "ellipse"):
+    if shape in OUTLINE_SHAPES:
         o = ConvexOutline.of(shape, size, vertices)
         return float(np.hypot(*(o.verts - o.centroid).T).mean())
     return math.hypot(size[0], size[1]) / 2.0

@@ -31,11 +31,15 @@ def test_replay_writes_the_issue_json_and_a_plot_per_push(tmp_path, recordings):
     assert main(["replay", "--scene", "box_slider", "--recordings", str(recordings), *GRID,
                  "--models", "fine,coarse", "--out", str(tmp_path), "--json", str(tmp_path / "r.json")]) == 0
     data = json.loads((tmp_path / "r.json").read_text())
-    assert set(data["models"]) == {"fine", "coarse"} and len(data["recordings"]) == 8
+    # the models asked for and the no-motion baseline every replay reports
+    assert set(data["models"]) == {"fine", "coarse", "no_motion"} and len(data["recordings"]) == 8
     for m in data["models"].values():
         assert set(m) == {"final_trans_mm", "final_rot_deg", "path_trans_mm", "path_rot_deg"}
         assert all(set(v) == {"mean", "median", "max"} for v in m.values())
-    assert data["models"]["fine"]["final_trans_mm"]["mean"] < data["models"]["coarse"]["final_trans_mm"]["mean"]
+    # coarse is the default coarse model, auto: the quasi-static box model, here as near the record as the fine
+    # model (measured 2.9 and 3.5 mm); both far better than no motion
+    final = {m: data["models"][m]["final_trans_mm"]["mean"] for m in data["models"]}
+    assert max(final["fine"], final["coarse"]) < 0.5 * final["no_motion"], final
     assert len(list(tmp_path.glob("replay_push_*.png"))) == 8
 
 

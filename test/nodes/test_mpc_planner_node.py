@@ -204,7 +204,8 @@ def test_goal_feedback_result_against_a_simulated_world(harness):
     assert [f.step for f in feedback] == sorted(f.step for f in feedback)
     fb = feedback[-1]
     assert len(fb.latest_plan.controls) == 4 and len(fb.latest_plan.predicted_states) == 4
-    assert fb.latest_plan.model == "coarse" and fb.latest_plan.controls[0].duration == pytest.approx(DT)
+    # model 'coarse' is the default coarse model, auto: the quasi-static model of this one-cylinder scene (issue 30)
+    assert fb.latest_plan.model == "quasistatic_convex" and fb.latest_plan.controls[0].duration == pytest.approx(DT)
     assert fb.distance_to_goal > 0.0
     # commands: table frame, finite, within the speed limit, pushing forward; zero once the push is over
     cmds = [m for _, m in h.cmds]

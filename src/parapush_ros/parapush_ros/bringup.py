@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from .core.models.registry import COARSE, names, spec_names
+from .core.models.registry import coarse_choices, spec_names
 from .core.scene.assets import PACKAGE, share_dir
 
 RVIZ_CONFIG = "parapush.rviz"
@@ -103,7 +103,7 @@ LAUNCH_ARGUMENTS = {
                                           "a demonstration library) | alg2 (paper 004 Algorithm 2: a "
                                           "low-uncertainty path tracked by the MPC) | straight (the example "
                                           "planner: a straight line to the goal); empty = config/mpc_planner.yaml"),
-    "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal: {' | '.join(names(COARSE))} "
+    "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal: {' | '.join(coarse_choices())} "
                                                f"(learned for several objects, paper 001); empty = the config "
                                                f"files'"),
     "use_sim_time": ({"sim": "true", "robot": "false"}, "true | false: every node runs on the /clock topic (the "

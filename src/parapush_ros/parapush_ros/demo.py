@@ -53,7 +53,7 @@ def _draw(ax, scene, results):
         ax.plot(s[:, 0], s[:, 1], ls, color=color, alpha=0.4, lw=1)
         for st in (s[0], s[-1]):
             pose = st[2:5]
-            if obj.shape == "box":
+            if obj.shape != "cylinder":
                 ax.add_patch(Polygon(obj.footprint.corners(pose), fill=False, ec=color, ls=ls))
             else:
                 ax.add_patch(Circle(pose[:2], obj.radius, fill=False, ec=color, ls=ls))

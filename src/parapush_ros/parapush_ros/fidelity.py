@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .core.models.registry import DEFAULT_COARSE, coarse_choices
 from .core.scene.spec import load_scene
 
 
@@ -54,7 +55,7 @@ def run_synth(args) -> None:
 def run_replay(args) -> dict:
     from .bench.common import output_paths, print_table, pyplot, save_figure, write_json  # noqa: PLC0415
     from .core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
-    from .core.fidelity.replay import prepare, replay, summarise  # noqa: PLC0415
+    from .core.fidelity.replay import NO_MOTION, no_motion_states, pose_errors, prepare, replay, summarise  # noqa: PLC0415
     from .core.models.registry import ModelSpec, Predictor  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -75,6 +76,11 @@ def run_replay(args) -> dict:
     with tqdm(total=len(cases) * len(models), desc="replaying", unit="run", file=sys.stderr) as bar:
         results = replay(predictor, scene, cases, models, on_done=bar.update)
     predictor.close()
+    if predictor.auto_reason:
+        print(f"coarse_model auto: {predictor.default_coarse} ({predictor.auto_reason})", file=sys.stderr)
+    models = [*models, NO_MOTION]  # the baseline a model must beat: the objects stay where they start
+    results[NO_MOTION] = [{**pose_errors(scene.layout, c, no_motion_states(c)), "states": no_motion_states(c)}
+                          for c in cases]
     summary = {m: summarise(results[m]) for m in models}
     per_recording = [{"name": c.recording.name, "slices": len(c.controls), "duration_s": c.recording.duration,
                       "start_warning": c.start_warning,
@@ -200,9 +206,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("replay", parents=[recorded], help="replay recorded pushes through the models; errors along "
                                                           "the path and at the end (JSON, table, a plot per push)")
     p.add_argument("--slice", type=float, default=0.25, help="slice duration (s, default 0.25)")
-    p.add_argument("--models", default="fine,parareal2,coarse", help="models (default fine,parareal2,coarse)")
-    p.add_argument("--coarse", default="analytical",
-                   help="coarse model of 'coarse' and inside Parareal (default analytical; e.g. quasistatic)")
+    p.add_argument("--models", default="fine,parareal2,coarse",
+                   help="models (default fine,parareal2,coarse); the no-motion baseline (objects stay at their "
+                        "start) is always reported too, as 'no_motion'")
+    p.add_argument("--coarse", default=DEFAULT_COARSE,
+                   help=f"coarse model of 'coarse' and inside Parareal (default {DEFAULT_COARSE}; "
+                        f"{' | '.join(coarse_choices())})")
     p.add_argument("--out", default="out", help="directory for the plots (default ./out)")
     p.add_argument("--json", default=None, help="JSON result file (default <out>/bench_replay.json)")
     p.set_defaults(func=run_replay)

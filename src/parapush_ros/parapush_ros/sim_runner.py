@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from . import bringup
-from .core.models.registry import COARSE, names, spec_names
+from .core.models.registry import coarse_choices, spec_names
 from .core.planning.planners import planner_entry
 from .ros import topics
 from .ros.spinning import SpinningNodes
@@ -114,7 +114,7 @@ def add_parser(sub):
                                                  f"(default: config/mpc_planner.yaml)")
     p.add_argument("--planner", default=None, help="push planner of mpc_planner (the launch argument planner): "
                    + bringup.LAUNCH_ARGUMENTS["planner"][1])
-    p.add_argument("--coarse", default=None, choices=names(COARSE),
+    p.add_argument("--coarse", default=None, choices=coarse_choices(),
                    help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
     p.add_argument("--duration", type=float, default=0.0,
                    help="stop after this many simulated seconds (0 = until Ctrl-C, or until the push ends)")

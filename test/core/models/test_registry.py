@@ -65,7 +65,8 @@ def test_specs_parse_once_into_objects_and_name_what_is_wrong():
 
 
 def test_the_registry_is_the_one_list_of_models():
-    assert names(COARSE) == ("analytical", "learned", "learned_ensemble", "quasistatic") and names(FINE) == ("fine",)
+    assert names(COARSE) == ("analytical", "learned", "learned_ensemble", "quasistatic", "quasistatic_convex")
+    assert names(FINE) == ("fine",)
     params = parameter_descriptions()
     assert set(params) == {"coarse_model", "fine_model", "learned_weights", "learned_ensemble_weights", "threads",
                            "parareal_variance_threshold"}

@@ -205,7 +205,8 @@ def test_mppi_ua_needs_a_variance_penalises_it_and_switches_it_off_after_its_pla
     assert np.all(L.object_poses(first.states)[:, 0, 1] <= 0.02)
     second = opt.optimise(x0)  # the term is off now: straight for the goal, through the unsure region
     assert second.terms["uncertainty"] == 0.0 and L.object_poses(second.states)[-1, 0, 1] > 0.03
-    with pytest.raises(ValueError, match="mppi_ua: model 'analytical' predicts no variance"):
+    # the default coarse model (auto) of this one-object scene: the quasi-static model, no variance either
+    with pytest.raises(ValueError, match="mppi_ua: model 'quasistatic_convex' predicts no variance"):
         make_optimiser("mppi_ua", Predictor(scene), quiet_task, sampling, config, model="coarse").optimise(x0)
     with pytest.raises(ConfigError, match="uncertainty_plans"):
         optimisers.UncertaintyAverseConfig(uncertainty_plans=-1)

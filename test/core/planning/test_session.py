@@ -396,8 +396,9 @@ def test_scene_stamps_within_max_clock_offset_are_used(offset_ns):
     _scene, planner, _world, io = setup(stamp_offset_ns=offset_ns)
     res = PushSession(planner, io, planner.task.goal, SessionConfig()).run()
     # stamps 0.3 s behind make stop and plan wait for a state stamped after each control (the world differs, so
-    # the push may take longer than 20 actions): never a pause
-    assert res.outcome in (Outcome.REACHED, Outcome.TIMEOUT) and len(res.plans) == res.actions >= 15
+    # the push may take longer than 20 actions): never a pause. With the default coarse model (auto: the
+    # quasi-static model of the cylinder, issue 30) it reaches the goal in 8 actions (the analytical model took 15+)
+    assert res.outcome in (Outcome.REACHED, Outcome.TIMEOUT) and len(res.plans) == res.actions >= 5
     assert not any(t.startswith("paused") for t in texts(io)), texts(io)
 
 

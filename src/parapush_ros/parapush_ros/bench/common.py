@@ -80,10 +80,16 @@ def pyplot():
     return plt
 
 
+BENCH_COARSE = "analytical"  # the coarse model of the papers' benches (paper 000)
+
+
 def add_model_arguments(p) -> None:
     """``--coarse`` and ``--fine``: the Parareal propagators of a bench, any registered model of the role."""
-    from ..core.models.registry import COARSE, DEFAULT_COARSE, DEFAULT_FINE, FINE, names  # noqa: PLC0415
-    p.add_argument("--coarse", default=DEFAULT_COARSE, choices=names(COARSE), help="coarse model inside Parareal")
+    from ..core.models.registry import DEFAULT_FINE, FINE, coarse_choices, names  # noqa: PLC0415
+    # the benches reproduce the papers' tables, made with paper 000's analytical coarse model (the README's figures);
+    # the stack's default is auto (registry.DEFAULT_COARSE): pass --coarse auto to measure it
+    p.add_argument("--coarse", default=BENCH_COARSE, choices=coarse_choices(),
+                   help=f"coarse model inside Parareal (default {BENCH_COARSE}, the papers'; auto: the stack's)")
     p.add_argument("--fine", default=DEFAULT_FINE, choices=names(FINE), help="fine model inside Parareal")
 
 

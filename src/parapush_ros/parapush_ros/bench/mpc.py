@@ -47,7 +47,7 @@ from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.sim.closed_loop import WorldIO, run_closed_loop
 from ..core.sim.world import SimWorld, WorldConfig
 from ..core.planning.outcome import Outcome
-from ..core.models.registry import COARSE, ModelSpec, Predictor, names, spec_names
+from ..core.models.registry import ModelSpec, Predictor, coarse_choices, spec_names
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene
 from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
@@ -528,7 +528,7 @@ def add_parser(sub, parent):
     p.add_argument("--models", default=None,
                    help=f"comma-separated models (default: obstacle {DEFAULT_MODELS}, paper 000: {ALL_MODELS}; "
                         f"multi_object {TASKS['multi_object']['models']}; any of {', '.join(spec_names())})")
-    p.add_argument("--coarse", default=None, choices=names(COARSE),
+    p.add_argument("--coarse", default=None, choices=coarse_choices(),
                    help="coarse model of 'coarse' and of Parareal (default: obstacle analytical, multi_object "
                         "learned)")
     p.add_argument("--parareal-variance-threshold", type=float, default=0.0,

@@ -16,7 +16,6 @@ moves messages.
 from __future__ import annotations
 
 import functools
-import math
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
@@ -24,7 +23,7 @@ from parapush_msgs.msg import ObjectState, SceneState
 from rclpy.node import Node
 from rclpy.time import Time
 from std_msgs.msg import Header
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import MarkerArray
 
 from ..ros import markers, qos, topics
 from ..ros.conversions import SHAPES, stamp_seconds
@@ -157,19 +156,14 @@ class MocapIngestNode(Node):
             return
         header = Header(stamp=self.get_clock().now().to_msg(), frame_id=self.p["frame_id"])
         pusher = self.scene.pusher
-        bodies = [(PUSHER_KEY, "cylinder", (2 * pusher.radius, 2 * pusher.radius, pusher.height))] + \
-            [(o.name, o.shape, o.size) for o in self.scene.objects]
+        bodies = [(PUSHER_KEY, "cylinder", (2 * pusher.radius, 2 * pusher.radius, pusher.height), ())] + \
+            [(o.name, o.shape, o.size, o.vertices) for o in self.scene.objects]
         ms = markers.scene_markers(self.scene, header)
-        for mid, (key, shape, size) in enumerate(bodies):
+        for mid, (key, shape, size, vertices) in enumerate(bodies):
             e = self._last_estimates[key]
-            m = Marker(header=header, ns="tracked", id=mid, action=Marker.ADD,
-                       type=Marker.CUBE if shape == "box" else Marker.CYLINDER)
-            m.scale.x, m.scale.y, m.scale.z = (float(v) for v in size)
-            m.pose.position.x, m.pose.position.y, m.pose.position.z = e.x, e.y, float(size[2]) / 2.0
-            m.pose.orientation.z, m.pose.orientation.w = math.sin(e.yaw / 2.0), math.cos(e.yaw / 2.0)
-            m.color.r, m.color.g, m.color.b = (0.2, 0.6, 1.0) if e.valid else (1.0, 0.1, 0.1)
-            m.color.a = 0.9
-            ms.append(m)
+            ms.append(markers.body_marker(header, "tracked", mid, shape, size, (e.x, e.y, e.yaw),
+                                          (0.2, 0.6, 1.0) if e.valid else (1.0, 0.1, 0.1), 0.9, float(size[2]) / 2.0,
+                                          vertices))
         self.marker_pub.publish(MarkerArray(markers=ms))
 
 main = node_main(MocapIngestNode)

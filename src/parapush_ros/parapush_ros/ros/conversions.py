@@ -11,7 +11,9 @@ from parapush_msgs.msg import ObjectState, PushControl, SceneState, StateVarianc
 from ..core.scene.spec import Scene
 from ..core.scene.state import wrap_angle
 
-SHAPES = {"box": ObjectState.SHAPE_BOX, "cylinder": ObjectState.SHAPE_CYLINDER}
+SHAPES = {"box": ObjectState.SHAPE_BOX, "cylinder": ObjectState.SHAPE_CYLINDER,
+          "polygon": ObjectState.SHAPE_POLYGON, "ellipse": ObjectState.SHAPE_ELLIPSE,
+          "mesh": ObjectState.SHAPE_POLYGON}  # a mesh's footprint is a polygon
 
 
 def stamp_seconds(stamp) -> float:

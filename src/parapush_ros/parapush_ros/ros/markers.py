@@ -21,14 +21,39 @@ def _yaw_quat(pose_msg, yaw: float):
     pose_msg.orientation.w = float(np.cos(yaw / 2.0))
 
 
-def _body_marker(header, ns, mid, shape, size, pose, rgb, alpha, z_center) -> Marker:
+def _body_marker(header, ns, mid, shape, size, pose, rgb, alpha, z_center, vertices=()) -> Marker:
+    """A body at ``pose``: a cube, a cylinder or, for a polygon or an ellipse (``vertices``), its prism as a
+    triangle list."""
     m = Marker(header=header, ns=ns, id=mid, action=Marker.ADD)
-    m.type = Marker.CUBE if shape == "box" else Marker.CYLINDER
-    m.scale.x, m.scale.y, m.scale.z = (float(s) for s in size)
+    if len(vertices):
+        m.type = Marker.TRIANGLE_LIST
+        m.scale.x = m.scale.y = m.scale.z = 1.0
+        m.points = _prism_triangles(vertices, float(size[2]) / 2.0)
+    else:
+        m.type = Marker.CUBE if shape == "box" else Marker.CYLINDER
+        m.scale.x, m.scale.y, m.scale.z = (float(s) for s in size)
     m.pose.position.x, m.pose.position.y, m.pose.position.z = float(pose[0]), float(pose[1]), float(z_center)
     _yaw_quat(m.pose, float(pose[2]))
     _color(m, rgb, alpha)
     return m
+
+
+body_marker = _body_marker  # for the nodes that draw bodies of their own (mocap_ingest's tracked bodies)
+
+
+def _prism_triangles(vertices, h: float) -> list:
+    """Triangles (body frame, centred on the body's half height) of a convex prism: both caps and the sides."""
+    v = [(float(x), float(y)) for x, y in vertices]
+    out = []
+    for z in (-h, h):  # caps: fans from vertex 0
+        for i in range(1, len(v) - 1):
+            out += [Point(x=v[0][0], y=v[0][1], z=z), Point(x=v[i][0], y=v[i][1], z=z),
+                    Point(x=v[i + 1][0], y=v[i + 1][1], z=z)]
+    for i in range(len(v)):
+        (ax, ay), (bx, by) = v[i], v[(i + 1) % len(v)]
+        out += [Point(x=ax, y=ay, z=-h), Point(x=bx, y=by, z=-h), Point(x=bx, y=by, z=h),
+                Point(x=ax, y=ay, z=-h), Point(x=bx, y=by, z=h), Point(x=ax, y=ay, z=h)]
+    return out
 
 
 def delete_all(header, ns: str = "") -> Marker:
@@ -45,7 +70,8 @@ def scene_markers(scene: Scene, header, goal=None) -> list:
     _color(t, (0.8, 0.7, 0.55), 0.6)
     out.append(t)
     for i, o in enumerate(scene.obstacles):
-        out.append(_body_marker(header, "obstacles", i, o.shape, o.size, o.pose, (0.3, 0.3, 0.3), 0.9, o.half_height))
+        out.append(_body_marker(header, "obstacles", i, o.shape, o.size, o.pose, (0.3, 0.3, 0.3), 0.9, o.half_height,
+                                o.vertices))
     goal_xy, radius = goal if goal is not None else (
         (scene.goal.position, scene.goal.radius) if scene.goal is not None else (None, None))
     if goal_xy is not None:
@@ -74,7 +100,7 @@ def trajectory_markers(scene: Scene, states: np.ndarray, header, ns: str, alpha:
         for n in range(1, len(states)):
             fade = alpha * (0.25 + 0.75 * n / (len(states) - 1 if len(states) > 1 else 1))
             out.append(_body_marker(header, f"{ns}/objects", mid, spec.shape, spec.size,
-                                    L.object_poses(states[n])[k], rgb, 0.5 * fade, spec.half_height))
+                                    L.object_poses(states[n])[k], rgb, 0.5 * fade, spec.half_height, spec.vertices))
             mid += 1
     if pusher:
         line = Marker(header=header, ns=f"{ns}/pusher", id=mid, type=Marker.LINE_STRIP, action=Marker.ADD)

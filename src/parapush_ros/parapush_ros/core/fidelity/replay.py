@@ -163,6 +163,15 @@ def pose_errors(layout, case: ReplayCase, states: np.ndarray) -> dict:
             "path_trans_mm": float(trans[1:].mean()), "path_rot_deg": float(rot[1:].mean())}
 
 
+NO_MOTION = "no_motion"  # the baseline of a replay: every object stays where it starts
+
+
+def no_motion_states(case: ReplayCase) -> np.ndarray:
+    """The no-motion prediction (N+1, D): the start state at every slice boundary (any model worth its cost beats
+    it)."""
+    return np.repeat(case.x0[None], len(case.times), 0)
+
+
 def summarise(per_recording: list) -> dict:
     """{metric: {mean, median, max}} over recordings, for each metric of ``pose_errors``."""
     out = {}

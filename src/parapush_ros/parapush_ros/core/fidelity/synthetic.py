@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..scene.convex import OUTLINE_SHAPES
 from ..scene.spec import Scene
 from ..sim.world import SimWorld
 from .recordings import Recording
@@ -32,16 +33,26 @@ class PushPlan:
 
 def random_push_plans(scene: Scene, count: int, seed: int = 0, speed=(0.02, 0.07), length: float = 0.05,
                       slide_share: float = 0.5) -> list:
-    """``count`` random pushes of the scene's first object from its start position (random yaw)."""
+    """``count`` random pushes of the scene's first object from its start position (random yaw); a polygon or an
+    ellipse is pushed at a random point of a random edge of its outline, along the edge's normal."""
     rng = np.random.default_rng(seed)
     obj = scene.objects[0]
     L = scene.layout
     plans = []
     for _ in range(count):
         yaw = rng.uniform(-math.pi, math.pi)
-        bearing = rng.integers(4) * math.pi / 2 if obj.shape == "box" else rng.uniform(-math.pi, math.pi)
+        if obj.shape in OUTLINE_SHAPES:  # a random edge (for an ellipse: of its polygon)
+            edge = int(rng.integers(len(obj.vertices)))
+        else:
+            bearing = rng.integers(4) * math.pi / 2 if obj.shape == "box" else rng.uniform(-math.pi, math.pi)
         offset = rng.uniform(-0.7, 0.7)
-        if obj.shape == "box":  # the face whose outward normal points along ``bearing`` (object frame)
+        if obj.shape in OUTLINE_SHAPES:  # at a random point of the edge, 1 mm off it along its normal
+            fp = obj.footprint
+            a, b = fp.vertices[edge], fp.vertices[(edge + 1) % len(fp.vertices)]
+            n = fp.normals[edge]
+            bearing = math.atan2(n[1], n[0])
+            local = (a + b) / 2 + (b - a) / 2 * offset + n * (scene.pusher.radius + 1e-3)
+        elif obj.shape == "box":  # the face whose outward normal points along ``bearing`` (object frame)
             half_depth = obj.size[0] / 2 if int(round(bearing / (math.pi / 2))) % 2 == 0 else obj.size[1] / 2
             half_width = obj.size[1] / 2 if int(round(bearing / (math.pi / 2))) % 2 == 0 else obj.size[0] / 2
             lateral = offset * half_width

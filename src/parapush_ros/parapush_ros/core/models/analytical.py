@@ -25,7 +25,8 @@ from .base import batch_arguments
 
 # From ``parapush bench calibrate`` (Parareal-1 error on random pushes): cylinder 0.40 is its optimum; for boxes
 # it prefers 0.70-0.78, within 15 % of 0.55 in score, and 0.55 also meets paper 000 Table 1 at every K (docs/results/).
-DEFAULT_K_OMEGA = {"cylinder": 0.4, "box": 0.55}
+# polygons, ellipses and meshes: the box value, not fitted
+DEFAULT_K_OMEGA = {"cylinder": 0.4, "box": 0.55, "polygon": 0.55, "ellipse": 0.55, "mesh": 0.55}
 # m: a pusher path passing this close to an object's outline pushes it (the coarse model's contact test; MuJoCo
 # keeps ~0.7 mm of penetration in contact)
 PUSH_CONTACT_MARGIN = 1.5e-3
@@ -43,7 +44,7 @@ class AnalyticalCoarseModel:
         if k_omega is None:  # the scene's values (``coarse.k_omega`` in its file), else the defaults
             k_omega = {**DEFAULT_K_OMEGA, **scene.coarse.get("k_omega", {})}
         if isinstance(k_omega, (int, float)):
-            k_omega = {"cylinder": float(k_omega), "box": float(k_omega)}
+            k_omega = dict.fromkeys(DEFAULT_K_OMEGA, float(k_omega))
         for k, v in k_omega.items():
             if not v > 0.0:
                 raise ValueError(f"k_omega[{k!r}] must be > 0, got {v}")

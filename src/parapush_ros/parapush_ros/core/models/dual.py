@@ -75,6 +75,11 @@ def cos(a: Dual) -> Dual:
     return Dual(np.cos(a.val), -a.der * np.sin(a.val)[:, None])
 
 
+def sqrt(a: Dual) -> Dual:
+    r = np.sqrt(a.val)
+    return Dual(r, a.der * (0.5 / np.maximum(r, 1e-300))[:, None])
+
+
 def where(mask: np.ndarray, a, b) -> Dual:
     """Per-row choice between two Duals (or a Dual and a constant)."""
     if not isinstance(a, Dual):

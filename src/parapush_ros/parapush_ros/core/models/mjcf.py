@@ -14,6 +14,7 @@ import numpy as np
 
 from ..scene.spec import Scene
 from ..scene.state import StateLayout, unwrap_near, yaw_from_quaternion
+from ..scene.convex import OUTLINE_SHAPES
 from ..scene.support import SUPPORT_SOLIMP, SUPPORT_SPHERE_RADIUS, support_points
 
 TIMESTEP = 0.001  # s; the largest step that is stable and accurate for this contact problem (paper 000)
@@ -55,6 +56,7 @@ def build_mjcf(scene: Scene) -> str:
         # elliptic cones: isotropic Coulomb friction (pyramidal cones make a central push drift sideways)
         f'  <option timestep="{TIMESTEP}" integrator="implicitfast" cone="elliptic"/>',
         '  <default><geom condim="3" solref="0.02 1" solimp="0.9 0.95 0.001"/></default>',
+        *_mesh_assets(scene),
         '  <worldbody>',
         # the floor is where fallen objects end up; the table is a finite box whose top is z = 0
         f'    <geom name="floor" type="plane" pos="0 0 {-scene.table.height}" size="0 0 1" '
@@ -64,7 +66,7 @@ def build_mjcf(scene: Scene) -> str:
         f'friction="{fr["object_table"]} 0.005 0.0001"{support_softness}/>',
     ]
     for o in scene.obstacles:
-        lines.append(f'    <geom name="obstacle_{o.name}" {_geom_shape(o)} pos="{o.pose[0]} {o.pose[1]} '
+        lines.append(f'    <geom name="obstacle_{o.name}" {_geom_shape(o, "obstacle")} pos="{o.pose[0]} {o.pose[1]} '
                      f'{o.half_height}" euler="0 0 {o.pose[2]}" contype="{_BODIES}" conaffinity="{_BODIES}" '
                      f'priority="1" friction="{fr["object_object"]} 0.005 0.0001"/>')
     lines += [
@@ -99,6 +101,19 @@ def build_mjcf(scene: Scene) -> str:
     return "\n".join(lines)
 
 
+def _mesh_assets(scene: Scene) -> list:
+    """The prisms of polygon and ellipse bodies (their outline at z = -h/2 and +h/2, body frame) as mesh assets;
+    MuJoCo uses their convex hull for contacts, the prism itself, as the outline is convex."""
+    out = []
+    for kind, bodies in (("object", scene.objects), ("obstacle", scene.obstacles)):
+        for b in bodies:
+            if b.shape in OUTLINE_SHAPES:
+                h = b.half_height
+                pts = " ".join(f"{x} {y} {z}" for z in (-h, h) for x, y in b.vertices)
+                out.append(f'    <mesh name="{kind}_{b.name}" vertex="{pts}"/>')
+    return ["  <asset>", *out, "  </asset>"] if out else []
+
+
 def _support_geoms(o, scene: Scene) -> list:
     """Massless spheres on the object's base that touch the table only (contype table, conaffinity none: they
     meet nothing else and not each other); the table's priority gives them the object–table friction."""
@@ -107,12 +122,14 @@ def _support_geoms(o, scene: Scene) -> list:
     r = SUPPORT_SPHERE_RADIUS
     return [f'      <geom name="support_{o.name}_{k}" type="sphere" size="{r}" pos="{px} {py} {r - o.half_height}" '
             f'mass="0" contype="{_TABLE}" conaffinity="0" group="3"/>'
-            for k, (px, py) in enumerate(support_points(o.shape, o.size, scene.support))]
+            for k, (px, py) in enumerate(support_points(o.shape, o.size, scene.support, o.vertices))]
 
 
-def _geom_shape(b) -> str:
+def _geom_shape(b, kind: str = "object") -> str:
     if b.shape == "cylinder":
         return f'type="cylinder" size="{b.radius} {b.half_height}"'
+    if b.shape in OUTLINE_SHAPES:  # a convex mesh: the outline's prism (``_mesh_assets``)
+        return f'type="mesh" mesh="{kind}_{b.name}"'
     return f'type="box" size="{b.size[0] / 2} {b.size[1] / 2} {b.half_height}"'
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..scene.support import mean_support_radius, uniform_mean_radius
 from . import dual
 from .dual import Dual
 
@@ -45,10 +46,18 @@ GRAVITY = 9.81
 MUJOCO_C_SCALE = 1.45  # c_scale that makes the model's pushes closest to the fine model's (MuJoCo, native support)
 
 
-def fine_c_scale(scene) -> float:
-    """The c_scale that fits the scene's fine model: 1 where objects rest on a grid of support points (uniform
-    pressure, what the model assumes), MUJOCO_C_SCALE on MuJoCo's native box contacts (pressure at the corners)."""
-    return 1.0 if scene.support.pattern == "grid" else MUJOCO_C_SCALE
+def fine_c_scale(scene, obj: int = 0) -> float:
+    """The c_scale that fits the scene's fine model: where objects rest on a grid of support points, its ``spread``
+    (the grid's mean radius relative to uniform pressure: 1 = uniform, what the model assumes); on MuJoCo's native
+    contacts (pressure at the corners or rim) MUJOCO_C_SCALE for a box (fitted) and the support's mean radius
+    relative to uniform pressure for other shapes (a disc on its rim: 1.5)."""
+    if scene.support.pattern == "grid":
+        return float(scene.support.spread)
+    o = scene.objects[obj]
+    if o.shape == "box":
+        return MUJOCO_C_SCALE
+    return (mean_support_radius(o.shape, o.size, scene.support, o.vertices)
+            / uniform_mean_radius(o.shape, o.size, o.vertices))
 
 
 STATE_DIM, CONTROL_DIM = 7, 2
@@ -97,11 +106,41 @@ def _value(a):
 
 def motion_cone(p_x, p_y, c: float, mu_p: float):
     """Motion-cone edges (gamma_t, gamma_b) of a contact at (p_x, p_y) on the -x face (face frame)."""
-    p_x, p_y = np.asarray(p_x, dtype=float), np.asarray(p_y, dtype=float)
+    return _cone_edges(np.asarray(p_x, dtype=float), np.asarray(p_y, dtype=float), c, mu_p)
+
+
+def _cone_edges(p_x, p_y, c: float, mu: float):
+    """(gamma_t, gamma_b): v_t / v_n of the slider's contact point under the friction-cone edge forces (1, +-mu)."""
     c2 = c * c
-    gamma_t = (mu_p * c2 - p_x * p_y + mu_p * p_x ** 2) / (c2 + p_y ** 2 - mu_p * p_x * p_y)
-    gamma_b = (-mu_p * c2 - p_x * p_y - mu_p * p_x ** 2) / (c2 + p_y ** 2 + mu_p * p_x * p_y)
+    gamma_t = (mu * c2 - p_y * p_x + mu * p_x * p_x) / (c2 + p_y * p_y - p_y * (mu * p_x))
+    gamma_b = (-mu * c2 - p_y * p_x - mu * p_x * p_x) / (c2 + p_y * p_y + p_y * (mu * p_x))
     return gamma_t, gamma_b
+
+
+def contact_twist(p_x, p_y, v_n, v_t, c: float, mu_p: float, ops=dual):
+    """The slider's twist under a point push: the one place the limit surface and the motion cone are evaluated,
+    for the box of paper 003 (``QuasiStaticPusherSlider``) and for any convex footprint
+    (``quasistatic_convex.QuasiStaticConvexSlider``).
+
+    Everything is in the *contact frame*: x along the contact normal into the slider, y = x turned by +90 deg, origin
+    at the slider's centre of friction (the centroid of its uniform support pressure). ``(p_x, p_y)``: the contact
+    point (p_x < 0: the contact is on the side the normal enters from); ``(v_n, v_t)``: the pusher's velocity; ``c``
+    = m_max / f_max of the ellipsoidal limit surface; ``mu_p`` the pusher-slider friction. Returns
+    ``(t_x, t_y, omega, sliding_up, sliding_down)``: the velocity of the centre of friction (contact frame) and the
+    yaw rate under sticking, or under sliding along the motion cone's edge ``gamma v_n`` when the pusher's tangential
+    velocity leaves the cone (the masks say which edge; the pusher slides along the slider by the rest). Values are
+    Duals (``ops=dual``: with derivatives) or arrays (``ops=np``); the modes are chosen on the values. Whether the
+    pusher touches at all (separation) is the caller's: its geometry decides."""
+    c2 = c * c
+    gamma_t, gamma_b = _cone_edges(p_x, p_y, c, mu_p)
+    up = _value(v_t) > _value(gamma_t) * _value(v_n)
+    down = _value(v_t) < _value(gamma_b) * _value(v_n)
+    vt_eff = ops.where(up, gamma_t * v_n, ops.where(down, gamma_b * v_n, v_t))
+    inv_d = 1.0 / (c2 + p_x * p_x + p_y * p_y)
+    tx = (v_n * (c2 + p_x * p_x) + p_y * vt_eff * p_x) * inv_d
+    ty = (p_y * v_n * p_x + (p_y * p_y + c2) * vt_eff) * inv_d
+    om = (vt_eff * p_x - p_y * v_n) * inv_d
+    return tx, ty, om, up, down
 
 
 @dataclass(frozen=True)
@@ -193,18 +232,7 @@ class QuasiStaticPusherSlider:
         vn, vt = wx * cf + wy * sf, wy * cf - wx * sf
         gap = -_value(fx) - h - self.pusher_radius
         contact = (gap <= self.contact_tol) & (np.abs(_value(fy)) <= w) & (_value(vn) >= 0.0)
-        p_x = -h
-        c2 = self.c ** 2
-        mu = self.mu_p
-        gamma_t = (mu * c2 - fy * p_x + mu * p_x ** 2) / (c2 + fy * fy - fy * (mu * p_x))
-        gamma_b = (-mu * c2 - fy * p_x - mu * p_x ** 2) / (c2 + fy * fy + fy * (mu * p_x))
-        up = _value(vt) > _value(gamma_t) * _value(vn)
-        down = _value(vt) < _value(gamma_b) * _value(vn)
-        vt_eff = ops.where(up, gamma_t * vn, ops.where(down, gamma_b * vn, vt))
-        inv_d = 1.0 / (c2 + p_x ** 2 + fy * fy)
-        tx = (vn * (c2 + p_x ** 2) + fy * vt_eff * p_x) * inv_d
-        ty = (fy * vn * p_x + (fy * fy + c2) * vt_eff) * inv_d
-        om = (vt_eff * p_x - fy * vn) * inv_d
+        tx, ty, om, up, down = contact_twist(-h, fy, vn, vt, self.c, self.mu_p, ops)
         tx, ty, om = (ops.where(contact, t, 0.0) for t in (tx, ty, om))
         bx, by = tx * cf - ty * sf, tx * sf + ty * cf  # face frame -> slider frame
         gx, gy = c * bx - s * by, s * bx + c * by  # slider frame -> table frame

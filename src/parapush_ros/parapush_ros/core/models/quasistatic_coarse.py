@@ -1,4 +1,7 @@
-"""The quasi-static pusher-slider model (paper 003) as a coarse propagator for scenes of one box slider.
+"""The quasi-static pusher-slider models as coarse propagators for scenes of one object: ``quasistatic`` (paper
+003's box model, ``QuasiStaticPusherSlider``) and ``quasistatic_convex`` (any convex footprint,
+``quasistatic_convex.QuasiStaticConvexSlider``: discs and boxes, vertex contacts included). Both share this
+propagator and the twist function ``quasistatic.contact_twist``.
 
 It keeps the ``Propagator`` contract: a pusher velocity held for ``dt`` moves the pusher by ``u dt``; the box
 moves as ``QuasiStaticPusherSlider`` says (limit surface, motion cone, sticking / sliding / separation, four
@@ -8,8 +11,9 @@ pusher slides along its face. The box's velocity in the returned state is its me
 (zero once the pusher has left it: quasi-static, table friction stops it at once). Penetration left by the
 discrete steps is projected away, as the analytical model does.
 
-Only a scene of exactly one box object fits; any other scene is refused with an error naming
-the scene and why (``UnsupportedScene``: a cylinder has no faces; several objects would need object-object contact).
+Only a scene of exactly one object fits (of a box for ``quasistatic``); any other scene is refused with an error
+naming the scene, its objects and why (``UnsupportedScene``: a cylinder has no faces; several objects would need
+object-object contacts, which neither model has: use ``learned`` or ``analytical`` there, or ``auto``).
 """
 from __future__ import annotations
 
@@ -22,23 +26,29 @@ from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
 from ..scene.spec import Scene
 from .base import UnsupportedScene, batch_arguments
 from .quasistatic import QuasiStaticPusherSlider, fine_c_scale
+from .quasistatic_convex import QuasiStaticConvexSlider
 
 MAX_SUBSTEP = 0.005  # s: at 0.1 m/s the pusher moves 0.5 mm per sub-step, well inside the 5 mm contact tolerance
 
 
+def refuse_several_objects(scene: Scene, model: str) -> None:
+    """``UnsupportedScene`` naming the scene and its objects unless it holds exactly one object."""
+    if len(scene.objects) != 1:
+        raise UnsupportedScene(
+            f"{model} model: scene {scene.name!r} has {len(scene.objects)} objects "
+            f"({', '.join(o.name for o in scene.objects)}); the model is for exactly one object (object-object "
+            "contacts are not modelled): use coarse_model learned, analytical or auto")
+
+
 class QuasiStaticCoarseModel:
-    """C(x, u, dt) for a scene of one box. ``c_scale`` None = ``fine_c_scale(scene)`` (the fit to the fine model)."""
+    """C(x, u, dt) for a scene of one box (paper 003). ``c_scale`` None = ``fine_c_scale(scene)`` (the fit to the
+    fine model)."""
 
     name = "quasistatic"
 
     def __init__(self, scene: Scene, c_scale: float | None = None, max_substep: float = MAX_SUBSTEP,
                  projection_tolerance: float = DEFAULT_PROJECTION_TOLERANCE):
-        if len(scene.objects) != 1:
-            raise UnsupportedScene(f"quasi-static model: scene {scene.name!r} has {len(scene.objects)} "
-                                        "objects; the model is for exactly one box slider")
-        if scene.objects[0].shape != "box":
-            raise UnsupportedScene(f"quasi-static model: scene {scene.name!r} object {scene.objects[0].name!r} "
-                                        f"is a {scene.objects[0].shape}; the model is for box sliders")
+        self.check_scene(scene)
         if not max_substep > 0.0:
             raise ValueError(f"quasi-static model: max_substep must be > 0, got {max_substep}")
         self.scene = scene
@@ -46,8 +56,20 @@ class QuasiStaticCoarseModel:
         self.max_substep = float(max_substep)
         self.projection_tolerance = projection_tolerance
         scale = fine_c_scale(scene) if c_scale is None else float(c_scale)
-        self.model = QuasiStaticPusherSlider.from_scene(scene, dt=self.max_substep, c_scale=scale)
+        self.model = self.slider(scene, dt=self.max_substep, c_scale=scale)
         self._by_dt = {}
+
+    @staticmethod
+    def check_scene(scene: Scene) -> None:
+        refuse_several_objects(scene, "quasi-static")
+        if scene.objects[0].shape != "box":
+            raise UnsupportedScene(f"quasi-static model: scene {scene.name!r} object {scene.objects[0].name!r} "
+                                   f"is a {scene.objects[0].shape}; the model is for box sliders (use "
+                                   "quasistatic_convex)")
+
+    @staticmethod
+    def slider(scene: Scene, **kw):
+        return QuasiStaticPusherSlider.from_scene(scene, **kw)
 
     def _stepper(self, h: float) -> QuasiStaticPusherSlider:
         key = round(h, 12)
@@ -76,3 +98,17 @@ class QuasiStaticCoarseModel:
         L.object_vels(out)[:, 0, :] = (q[:, :3] - prev[:, :3]) / model.dt
         out, _ = project_feasible(self.scene, out, self.projection_tolerance)
         return out
+
+
+class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
+    """C(x, u, dt) for a scene of one object of any convex footprint (``QuasiStaticConvexSlider``)."""
+
+    name = "quasistatic_convex"
+
+    @staticmethod
+    def check_scene(scene: Scene) -> None:
+        refuse_several_objects(scene, "quasi-static (convex)")
+
+    @staticmethod
+    def slider(scene: Scene, **kw):
+        return QuasiStaticConvexSlider.from_scene(scene, **kw)

@@ -27,7 +27,8 @@ from .parareal import Parareal
 COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of its own)
 FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of its own)
 PARAREAL = "parareal"
-DEFAULT_COARSE = "analytical"  # the coarse model (and Parareal's coarse propagator) unless one is named
+AUTO = "auto"  # coarse_model: the best coarse model for the scene (``auto_coarse``)
+DEFAULT_COARSE = AUTO  # the coarse model (and Parareal's coarse propagator) unless one is named: the best for the scene
 DEFAULT_FINE = "fine"  # the fine model (and Parareal's fine propagator) unless one is named
 DEFAULT_MODEL = "parareal1"  # what a planner predicts with unless told (paper 000: one Parareal iteration)
 
@@ -92,8 +93,46 @@ register_model("learned_ensemble", ".learned.ensemble:LearnedEnsembleModel.load"
                                     parameter="learned_ensemble_weights")})
 register_model("quasistatic", ".quasistatic_coarse:QuasiStaticCoarseModel", COARSE,
                "quasi-static pusher-slider with limit surface and motion cone (paper 003; one box slider only)")
+register_model("quasistatic_convex", ".quasistatic_coarse:QuasiStaticConvexCoarseModel", COARSE,
+               "quasi-static pusher-slider for any convex footprint (disc, box): limit surface of uniform pressure, "
+               "contact from the outline, motion cone; one object only")
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics",
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
+
+
+def auto_coarse(scene: Scene, options: dict | None = None) -> tuple[str, str]:
+    """``coarse_model: auto``: (the coarse model for ``scene``, why), by this rule, chosen by measurement
+    (README, "Quasi-static coarse model"):
+
+    * one object: the quasi-static model for its shape: ``quasistatic`` (paper 003) for a box,
+      ``quasistatic_convex`` for any other convex footprint (on replayed pushes both are 5-20 times nearer the
+      recorded poses than ``analytical``, which is worse than predicting no motion);
+    * several objects: ``learned`` where its weights' training conditions fit the scene (pusher, objects,
+      friction, support: ``learned.family.check_family``), else ``analytical``.
+
+    ``options``: the models' factory options by name (``learned``'s ``path``)."""
+    if len(scene.objects) == 1:
+        if scene.objects[0].shape == "box":
+            return "quasistatic", "one box: the quasi-static model of paper 003"
+        return "quasistatic_convex", f"one {scene.objects[0].shape}: the quasi-static model of its convex footprint"
+    from .learned.family import LearnedModelError  # noqa: PLC0415
+    try:
+        entry("learned").build(scene, **dict((options or {}).get("learned", {})))
+    except LearnedModelError as e:
+        return "analytical", f"{len(scene.objects)} objects, and the learned model does not fit: {e}"
+    return "learned", f"{len(scene.objects)} objects within the learned model's training conditions"
+
+
+def check_coarse_name(name: str, where: str = "coarse_model") -> str:
+    """``name`` if it is a coarse model of the registry or ``auto``; else the ValueError of ``entry``."""
+    if name == AUTO:
+        return name
+    return entry(name, COARSE, where).name
+
+
+def coarse_choices() -> tuple[str, ...]:
+    """What ``coarse_model`` may name: the registered coarse models and ``auto``."""
+    return (*names(COARSE), AUTO)
 
 
 def names(role: str | None = None) -> tuple[str, ...]:
@@ -137,7 +176,7 @@ class ModelSpec:
                 raise ValueError(f"unknown model {spec!r} (expected one of: {', '.join(spec_names())})")
         # the propagators are checked even where this kind does not use them: a bad parameter is named at once
         if coarse:
-            entry(coarse, COARSE, "coarse_model")
+            check_coarse_name(coarse)
         if fine:
             entry(fine, FINE, "fine_model")
         if parsed.kind in (PARAREAL, COARSE):
@@ -145,7 +184,7 @@ class ModelSpec:
         if parsed.kind == PARAREAL:
             parsed = replace(parsed, fine=parsed.fine or fine or None)
         if parsed.coarse is not None:
-            entry(parsed.coarse, COARSE, "coarse_model")
+            check_coarse_name(parsed.coarse)
         if parsed.fine is not None:
             entry(parsed.fine, FINE, "fine_model")
         return parsed
@@ -178,7 +217,9 @@ def parameter_descriptions() -> dict[str, tuple[object, str]]:
     """The model parameters of a node that predicts: name -> (default, description), from the registry."""
     out = {
         "coarse_model": (DEFAULT_COARSE, f"coarse model (inside Parareal and for model 'coarse'): "
-                                       f"{' | '.join(names(COARSE))}"),
+                                       f"{' | '.join(coarse_choices())} (auto: the quasi-static model of the "
+                                       f"object's shape for one object; learned where it fits, else analytical, "
+                                       f"for several)"),
         "fine_model": (DEFAULT_FINE, f"fine model (inside Parareal): {' | '.join(names(FINE))}"),
     }
     out["parareal_variance_threshold"] = (
@@ -216,18 +257,19 @@ class Predictor:
     def __init__(self, scene: Scene, coarse: str = DEFAULT_COARSE, iterations: int = 1, tolerance: float = 0.0,
                  threads: int | None = None, options: dict | None = None, fine: str = DEFAULT_FINE,
                  variance_threshold: float = 0.0):
-        self.default_coarse = entry(coarse, COARSE, "coarse_model").name
+        self.scene = scene
+        self.options = {name: dict(o) for name, o in (options or {}).items()}
+        for name in self.options:
+            entry(name, where="model options")
+        self.auto_reason = ""  # why ``auto`` chose the coarse model it did
+        self.default_coarse = self._coarse_name(coarse)
         if not (math.isfinite(variance_threshold) and variance_threshold >= 0.0):
             raise ValueError(f"parareal_variance_threshold: must be >= 0 m and finite, got {variance_threshold}")
         self.variance_threshold = float(variance_threshold)  # uncertainty-aware Parareal (0: fixed K)
         self.default_fine = entry(fine, FINE, "fine_model").name
-        self.scene = scene
         self.default_iterations = int(iterations)
         self.tolerance = float(tolerance)
         self.threads = threads
-        self.options = {name: dict(o) for name, o in (options or {}).items()}
-        for name in self.options:
-            entry(name, where="model options")
         self._models = {}
         # what every prediction so far cost (a closed-loop bench reads them per run): fine slices computed and
         # trajectories predicted
@@ -249,6 +291,14 @@ class Predictor:
                    options={k: v for k, v in options.items() if v},
                    variance_threshold=p.get("parareal_variance_threshold", 0.0), **kwargs)
 
+    def _coarse_name(self, name: str) -> str:
+        """A coarse model's name, ``auto`` resolved for this scene (once)."""
+        if check_coarse_name(name) != AUTO:
+            return name
+        if not hasattr(self, "_auto"):
+            self._auto, self.auto_reason = auto_coarse(self.scene, self.options)
+        return self._auto
+
     def model(self, name: str) -> Propagator:
         """The registered model ``name`` for this scene (built once)."""
         if name not in self._models:
@@ -264,7 +314,7 @@ class Predictor:
         return self.model(self.default_fine)
 
     def coarse_model(self, kind: str | None = None) -> Propagator:
-        return self.model(entry(kind or self.default_coarse, COARSE, "coarse_model").name)
+        return self.model(entry(self._coarse_name(kind or self.default_coarse), COARSE, "coarse_model").name)
 
     def close(self):
         for m in self._models.values():
@@ -275,13 +325,14 @@ class Predictor:
         """``spec`` with every open part filled from this predictor's defaults (an explicit K in the spec wins
         over ``iterations``, which wins over the default)."""
         s = ModelSpec.parse(spec)
+        coarse = self._coarse_name(s.coarse or self.default_coarse)
         if s.kind == COARSE:
-            return ModelSpec(s.coarse or self.default_coarse)
+            return ModelSpec(coarse)
         if s.kind != PARAREAL:
             return ModelSpec(s.kind)
         k = s.iterations if s.iterations is not None else (
             self.default_iterations if iterations is None else int(iterations))
-        return ModelSpec(PARAREAL, k, s.coarse or self.default_coarse, s.fine or self.default_fine)
+        return ModelSpec(PARAREAL, k, coarse, s.fine or self.default_fine)
 
     def predict(self, x0, controls, dt: float, model="parareal", iterations: int | None = None,
                 tolerance: float | None = None, coarse: str | None = None,

@@ -50,32 +50,71 @@ def circle_sdf(p_local, radius):
     return norm - radius, grad
 
 
-class Footprint:
-    """The planar outline of a body: a disc (``radius``) or a rectangle (``half_extents`` = (hx, hy))."""
+def polygon_sdf(p_local, vertices, normals, offsets):
+    """Signed distance from local points to a convex counter-clockwise polygon and its gradient (the outward unit
+    normal of the closest boundary point; an edge's normal inside)."""
+    v = vertices
+    e = np.roll(v, -1, axis=0) - v
+    rel = p_local[..., None, :] - v  # (..., V, 2)
+    t = np.clip((rel * e).sum(-1) / (e * e).sum(-1), 0.0, 1.0)
+    diff = rel - t[..., None] * e  # from the closest point of each edge to the point
+    dist = np.linalg.norm(diff, axis=-1)
+    k = np.argmin(dist, axis=-1)
+    d_out = np.take_along_axis(dist, k[..., None], -1)[..., 0]
+    g_out = np.take_along_axis(diff, k[..., None, None].repeat(2, -1), -2)[..., 0, :] / np.maximum(d_out, _EPS)[
+        ..., None]
+    signed = p_local @ normals.T - offsets  # (..., V)
+    j = np.argmax(signed, axis=-1)
+    d_in = np.take_along_axis(signed, j[..., None], -1)[..., 0]
+    inside = d_in <= 0.0
+    return np.where(inside, d_in, d_out), np.where(inside[..., None], normals[j], g_out)
 
-    def __init__(self, shape: str, radius: float = 0.0, half_extents=(0.0, 0.0)):
-        if shape not in ("box", "cylinder"):
+
+class Footprint:
+    """The planar outline of a body: a disc (``radius``), a rectangle (``half_extents`` = (hx, hy)) or a convex
+    polygon (``vertices``, counter-clockwise, body frame: polygons and ellipses)."""
+
+    def __init__(self, shape: str, radius: float = 0.0, half_extents=(0.0, 0.0), vertices=()):
+        if shape not in ("box", "cylinder", "polygon"):
             raise ValueError(f"unknown footprint shape {shape!r}")
         self.shape = shape
         self.radius = float(radius)
         self.half_extents = np.asarray(half_extents, dtype=float)
+        if shape == "polygon":
+            self.vertices = np.asarray(vertices, dtype=float)
+            e = np.roll(self.vertices, -1, axis=0) - self.vertices
+            self.normals = np.stack([e[:, 1], -e[:, 0]], -1) / np.linalg.norm(e, axis=1)[:, None]
+            self.offsets = (self.normals * self.vertices).sum(1)
+        else:
+            hx, hy = self.half_extents
+            self.vertices = np.array([[hx, hy], [-hx, hy], [-hx, -hy], [hx, -hy]])
 
     @property
     def bounding_radius(self) -> float:
-        return self.radius if self.shape == "cylinder" else float(np.linalg.norm(self.half_extents))
+        if self.shape == "cylinder":
+            return self.radius
+        return float(np.linalg.norm(self.vertices, axis=1).max())
 
     def sdf(self, points, pose):
         """Signed distance (m) from world ``points`` to the outline at ``pose`` and the outward world normal."""
         if self.shape == "cylinder":  # rotation invariant: no round trip through the body frame
             return circle_sdf(points - pose[..., :2], self.radius)
-        d, g = box_sdf(to_local(points, pose), self.half_extents)
+        if self.shape == "polygon":
+            d, g = polygon_sdf(to_local(points, pose), self.vertices, self.normals, self.offsets)
+        else:
+            d, g = box_sdf(to_local(points, pose), self.half_extents)
         return d, rotate(g, pose[..., 2])
 
     def corners(self, pose):
-        """(..., 4, 2) world corners of a rectangle."""
-        hx, hy = self.half_extents
-        local = np.array([[hx, hy], [-hx, hy], [-hx, -hy], [hx, -hy]])
-        return rotate(np.broadcast_to(local, pose.shape[:-1] + (4, 2)), pose[..., None, 2]) + pose[..., None, :2]
+        """(..., V, 2) world corners of a rectangle (4) or a polygon (its vertices)."""
+        n = len(self.vertices)
+        return rotate(np.broadcast_to(self.vertices, pose.shape[:-1] + (n, 2)), pose[..., None, 2]) + \
+            pose[..., None, :2]
+
+    def axes(self, pose):
+        """(..., K, 2) world unit normals of the edges (a rectangle's two axes) for separating-axis tests."""
+        local = self.normals if self.shape == "polygon" else np.eye(2)
+        return rotate(np.broadcast_to(local, pose.shape[:-1] + local.shape), pose[..., None, 2])
 
 
 def disc_penetration(center, radius, footprint: Footprint, pose):
@@ -85,14 +124,10 @@ def disc_penetration(center, radius, footprint: Footprint, pose):
     return radius - d, n
 
 
-def _obb_axes(pose):
-    c, s = np.cos(pose[..., 2]), np.sin(pose[..., 2])
-    return np.stack([np.stack([c, s], -1), np.stack([-s, c], -1)], axis=-2)  # (..., 2, 2)
-
-
 def _box_box_penetration(fa: Footprint, pa, fb: Footprint, pb):
-    """Separating-axis test for two rectangles: penetration depth and unit normal from a toward b."""
-    axes = np.concatenate([_obb_axes(pa), _obb_axes(pb)], axis=-2)  # (..., 4, 2)
+    """Separating-axis test for two rectangles or convex polygons: penetration depth and unit normal from a toward
+    b."""
+    axes = np.concatenate([fa.axes(pa), fb.axes(pb)], axis=-2)  # (..., K, 2)
     ca, cb = fa.corners(pa), fb.corners(pb)  # (..., 4, 2)
     proj_a = np.einsum("...kd,...cd->...kc", axes, ca)
     proj_b = np.einsum("...kd,...cd->...kc", axes, cb)
@@ -130,6 +165,18 @@ def ray_entry(origin, direction, length, footprint: Footprint, pose, inflate: fl
     """
     if footprint.shape == "cylinder":  # rotation invariant: stay in the world frame
         entry = _ray_circle(origin - pose[..., :2], direction, 0.0, footprint.radius + inflate)
+    elif footprint.shape == "polygon":  # the Minkowski sum: each edge swept outward by inflate, vertex circles
+        o = to_local(origin, pose)
+        d = rotate(direction, -pose[..., 2])
+        v, n, off = footprint.vertices, footprint.normals, footprint.offsets
+        w = np.roll(v, -1, axis=0)
+        entry = np.full(o.shape[:-1], np.inf)
+        for i in range(len(v)):
+            t = (w[i] - v[i]) / np.linalg.norm(w[i] - v[i])
+            planes = np.array([n[i], -n[i], t, -t])
+            offsets = np.array([off[i] + inflate, -off[i], t @ w[i], -(t @ v[i])])
+            entry = np.minimum(entry, _ray_convex(o, d, planes, offsets))
+            entry = np.minimum(entry, _ray_circle(o, d, v[i], inflate))
     else:
         o = to_local(origin, pose)
         d = rotate(direction, -pose[..., 2])
@@ -169,4 +216,17 @@ def _ray_aabb(o, d, half):
     tmax = np.where(parallel, np.where(inside_slab, np.inf, -np.inf), np.maximum(t1, t2))
     t_enter = tmin.max(axis=-1)
     t_exit = tmax.min(axis=-1)
+    return np.where((t_enter <= t_exit) & (t_enter >= 0.0), t_enter, np.inf)
+
+
+def _ray_convex(o, d, normals, offsets):
+    """Entry distance (>= 0) of the ray o + s d into the convex region normals . x <= offsets; inf if missed."""
+    num = offsets - o @ normals.T  # (..., K): >= 0 where o is inside that half-plane
+    den = d @ normals.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = num / den
+    parallel = np.abs(den) < _EPS
+    enter = np.where(parallel, np.where(num >= 0.0, -np.inf, np.inf), np.where(den < 0.0, s, -np.inf))
+    leave = np.where(parallel, np.inf, np.where(den > 0.0, s, np.inf))
+    t_enter, t_exit = enter.max(-1), leave.min(-1)
     return np.where((t_enter <= t_exit) & (t_enter >= 0.0), t_enter, np.inf)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .convex import MESH_VOLUME_TOLERANCE, OUTLINE_SHAPES, ellipse_vertices, mesh_footprint, polygon_problem
 from .geometry import Footprint, disc_penetration, pair_penetration
 from .assets import shipped
 from .state import StateLayout
@@ -68,10 +69,15 @@ class BodySpec:
     """A movable object or a static obstacle. ``size`` is (x, y, z) full extents; a cylinder has x = y = 2 r."""
 
     name: str
-    shape: str  # "box" | "cylinder"
-    size: tuple[float, float, float]
+    shape: str  # "box" | "cylinder" | "polygon" | "ellipse" | "mesh"
+    size: tuple[float, float, float]  # a polygon's or an ellipse's: twice its largest |x| and |y|, and its height
     mass: float  # kg (ignored for obstacles)
     pose: tuple[float, float, float]  # start pose of an object / fixed pose of an obstacle: x, y, yaw
+    # the outline of a polygon (as given) or an ellipse (``convex.ellipse_vertices``): object frame, counter-clockwise
+    vertices: tuple = ()
+    radii: tuple = ()  # an ellipse's half axes (a, b) along its body x and y
+    file: str = ""  # a mesh's STL or OBJ file (absolute): its footprint's convex hull is ``vertices``, its z extent the
+    # height, and the body is that prism
 
     @property
     def radius(self) -> float:
@@ -85,6 +91,8 @@ class BodySpec:
     def footprint(self) -> Footprint:
         if self.shape == "cylinder":
             return Footprint("cylinder", radius=self.radius)
+        if self.shape in OUTLINE_SHAPES:
+            return Footprint("polygon", vertices=self.vertices)
         return Footprint("box", half_extents=(self.size[0] / 2.0, self.size[1] / 2.0))
 
 
@@ -151,6 +159,12 @@ class Scene:
             d = {"name": b.name, "shape": b.shape}
             if b.shape == "cylinder":
                 d.update(radius=b.radius, height=b.size[2])
+            elif b.shape == "polygon":
+                d.update(vertices=[list(v) for v in b.vertices], height=b.size[2])
+            elif b.shape == "ellipse":
+                d.update(radii=list(b.radii), height=b.size[2])
+            elif b.shape == "mesh":
+                d["file"] = b.file
             else:
                 d["size"] = list(b.size)
             if key == "start":
@@ -182,15 +196,18 @@ _COARSE_KEYS = {"k_omega"}
 _SUPPORT_KEYS = {"pattern", "points", "spread"}
 _TABLE_KEYS = {"size", "height"}
 _PUSHER_KEYS = {"radius", "height", "mass", "start"}
-_OBJECT_KEYS = {"name", "shape", "size", "radius", "height", "mass", "start"}
-_OBSTACLE_KEYS = {"name", "shape", "size", "radius", "height", "pose"}
+_OBJECT_KEYS = {"name", "shape", "size", "radius", "radii", "vertices", "file", "height", "mass", "start"}
+_OBSTACLE_KEYS = {"name", "shape", "size", "radius", "radii", "vertices", "file", "height", "pose"}
 _GOAL_KEYS = {"object", "position", "radius"}
-_SHAPES = ("box", "cylinder")
+_SHAPES = ("box", "cylinder", "polygon", "ellipse", "mesh")
+_SHAPE_KEYS = {"box": ("size",), "cylinder": ("radius", "height"), "polygon": ("vertices", "height"),
+               "ellipse": ("radii", "height"), "mesh": ("file",)}
 
 
 class _Ctx:
-    def __init__(self, source: str):
+    def __init__(self, source: str, base_dir: Path | None = None):
         self.source = source
+        self.base_dir = base_dir  # where relative file names (a mesh's) are
 
     def fail(self, path: str, msg: str):
         raise SceneError(f"{self.source}: {path}: {msg}" if path else f"{self.source}: {msg}")
@@ -239,32 +256,79 @@ def _body(ctx: _Ctx, d, path, obstacle: bool) -> BodySpec:
     shape = d["shape"]
     if shape not in _SHAPES:
         ctx.fail(f"{path}.shape", f"must be one of {', '.join(_SHAPES)}, got {shape!r}")
-    if shape == "cylinder":
-        if "size" in d:
-            ctx.fail(f"{path}.size", "a cylinder takes 'radius' and 'height', not 'size'")
-        for k in ("radius", "height"):
-            if k not in d:
-                ctx.fail(f"{path}.{k}", "missing required key for a cylinder")
+    for k in ("size", "radius", "radii", "vertices", "file", "height"):
+        if k in d and k not in _SHAPE_KEYS[shape]:
+            article = "an" if shape[0] in "aeiou" else "a"
+            ctx.fail(f"{path}.{k}", f"{article} {shape} takes {' and '.join(repr(x) for x in _SHAPE_KEYS[shape])}, "
+                                    f"not {k!r}")
+    for k in _SHAPE_KEYS[shape]:
+        if k not in d:
+            ctx.fail(f"{path}.{k}", f"missing required key for a {shape}")
+    vertices, radii, file = (), (), ""
+    if shape == "mesh":
+        file, vertices, height = _mesh(ctx, d["file"], f"{path}.file")
+        v = np.asarray(vertices)
+        size = (2 * float(np.abs(v[:, 0]).max()), 2 * float(np.abs(v[:, 1]).max()), height)
+    elif shape == "cylinder":
         r = ctx.number(d["radius"], f"{path}.radius", positive=True)
         size = (2 * r, 2 * r, ctx.number(d["height"], f"{path}.height", positive=True))
-    else:
-        for k in ("radius", "height"):
-            if k in d:
-                ctx.fail(f"{path}.{k}", "a box takes 'size: [x, y, z]' (full extents), not radius/height")
-        if "size" not in d:
-            ctx.fail(f"{path}.size", "missing required key for a box")
+    elif shape == "box":
         size = ctx.vector(d["size"], f"{path}.size", 3, positive=True)
+    else:
+        if shape == "ellipse":
+            radii = ctx.vector(d["radii"], f"{path}.radii", 2, positive=True)
+            vertices = ellipse_vertices(*radii)
+        else:
+            raw = d["vertices"]
+            if not isinstance(raw, (list, tuple)):
+                ctx.fail(f"{path}.vertices", f"must be a list of [x, y] points, got {raw!r}")
+            vertices = tuple(ctx.vector(v, f"{path}.vertices[{i}]", 2) for i, v in enumerate(raw))
+            problem = polygon_problem(vertices)
+            if problem:
+                ctx.fail(f"{path}.vertices", problem)
+        v = np.asarray(vertices)
+        size = (2 * float(np.abs(v[:, 0]).max()), 2 * float(np.abs(v[:, 1]).max()),
+                ctx.number(d["height"], f"{path}.height", positive=True))
     mass = 0.0 if obstacle else ctx.number(d["mass"], f"{path}.mass", positive=True)
     pose = d[pose_key]
     if not isinstance(pose, (list, tuple)) or len(pose) not in (2, 3):
         ctx.fail(f"{path}.{pose_key}", f"must be [x, y] or [x, y, yaw], got {pose!r}")
     pose = ctx.vector(list(pose) + [0.0] * (3 - len(pose)), f"{path}.{pose_key}", 3)
-    return BodySpec(name=name, shape=shape, size=size, mass=mass, pose=pose)
+    return BodySpec(name=name, shape=shape, size=size, mass=mass, pose=pose, vertices=vertices, radii=radii,
+                    file=file)
 
 
-def scene_from_dict(data, source: str = "<dict>") -> Scene:
-    """Build and validate a scene from a parsed YAML mapping."""
-    ctx = _Ctx(source)
+class MeshVolumeWarning(UserWarning):
+    """A mesh object's prism (its footprint's convex hull times its height) differs from the mesh's volume by more
+    than ``convex.MESH_VOLUME_TOLERANCE``: the mesh is not a convex prism, and the prism is what is used."""
+
+
+def _mesh(ctx: _Ctx, value, path) -> tuple[str, tuple, float]:
+    """(absolute file, footprint vertices, height) of ``file:`` (relative to the scene file's folder)."""
+    name = ctx.string(value, path)
+    f = Path(name).expanduser()
+    if not f.is_absolute() and ctx.base_dir is not None:
+        f = ctx.base_dir / f
+    try:
+        vertices, height, change = mesh_footprint(f)
+    except OSError as e:
+        ctx.fail(path, f"cannot read {name!r}: {e.strerror or e}")
+    except ValueError as e:
+        ctx.fail(path, f"{name!r}: {e}")
+    problem = polygon_problem(vertices)
+    if problem:
+        ctx.fail(path, f"{name!r}: its footprint is {problem}")
+    if not change <= MESH_VOLUME_TOLERANCE:
+        what = "the mesh is not closed" if math.isnan(change) else f"{change * 100:.1f} % more than the mesh's"
+        warnings.warn(f"{ctx.source}: {path}: {name!r}: its footprint's convex hull x its height is used, volume "
+                      f"{what}", MeshVolumeWarning, stacklevel=4)
+    return str(f.resolve()), vertices, height
+
+
+def scene_from_dict(data, source: str = "<dict>", base_dir=None) -> Scene:
+    """Build and validate a scene from a parsed YAML mapping (``base_dir``: where relative mesh files are; default
+    the working directory)."""
+    ctx = _Ctx(source, None if base_dir is None else Path(base_dir))
     ctx.mapping(data, "", _TOP_KEYS, ["table", "objects"])
     name = ctx.string(data.get("name", Path(source).stem), "name")
 
@@ -402,7 +466,7 @@ def _check_consistency(ctx: _Ctx, s: Scene):
                 key = "start" if kind == "objects" else "pose"
                 ctx.fail(f"{kind}[{i}].{key}", f"{b.name!r} at {list(b.pose)} is (partly) off the table")
     for i, b in enumerate(s.objects):
-        if not support_fits(b.shape, b.size, s.support):
+        if not support_fits(b.shape, b.size, s.support, b.vertices):
             ctx.fail("support.spread", f"{s.support.spread} puts the support points of objects[{i}] {b.name!r} "
                                        f"outside its footprint")
     # no overlaps at the start
@@ -432,7 +496,7 @@ def _check_consistency(ctx: _Ctx, s: Scene):
 
 def _outline_points(b: BodySpec) -> np.ndarray:
     pose = np.array(b.pose)
-    if b.shape == "box":
+    if b.shape != "cylinder":
         return b.footprint.corners(pose)
     ang = np.linspace(0, 2 * np.pi, 16, endpoint=False)
     return pose[:2] + b.radius * np.stack([np.cos(ang), np.sin(ang)], -1)
@@ -453,7 +517,7 @@ def load_scene(path) -> Scene:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SceneError(f"{path.name}: not valid YAML: {e}") from None
-    return scene_from_dict(data, source=path.name)
+    return scene_from_dict(data, source=path.name, base_dir=path.parent)
 
 
 def scenes_dir() -> Path:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .convex import OUTLINE_SHAPES, ConvexOutline
+
 SUPPORT_PATTERNS = ("native", "grid")
 SUPPORT_POINTS_RANGE = (2, 9)  # points per side of a grid: 4 to 81 contacts per object
 SUPPORT_SPHERE_RADIUS = 1.0e-3  # m: the support points' spheres (small against any object; their bottom is the base)
@@ -51,10 +53,13 @@ class SupportSpec:
 DEFAULT_SUPPORT = SupportSpec()
 
 
-def uniform_mean_radius(shape: str, size) -> float:
-    """(1/A) int |r| dA over the footprint: m_max / (mu m g) of the limit surface under uniform pressure."""
+def uniform_mean_radius(shape: str, size, vertices=()) -> float:
+    """(1/A) int |r - g| dA over the footprint about its centroid g: m_max / (mu m g) of the limit surface under
+    uniform pressure (``vertices``: a polygon's or an ellipse's outline, ``convex.ConvexOutline``)."""
     if shape == "cylinder":
         return size[0] / 3.0  # 2 R / 3
+    if shape in OUTLINE_SHAPES:
+        return ConvexOutline.of(shape, size, vertices).mean_distance
     p, q = size[0] / 2.0, size[1] / 2.0
     d = math.hypot(p, q)
     # int_0^p int_0^q sqrt(x^2 + y^2) dy dx, divided by the quarter's area p q
@@ -62,36 +67,56 @@ def uniform_mean_radius(shape: str, size) -> float:
     return integral / (p * q)
 
 
-def support_points(shape: str, size, support: SupportSpec) -> np.ndarray:
-    """(P, 2) support points in the object frame for ``pattern: grid`` (see the module docstring)."""
+def _inside(shape: str, size, vertices, pts, margin: float = 0.0) -> np.ndarray:
+    """Which object-frame points lie within the footprint, at least ``margin`` inside its outline."""
+    if shape == "cylinder":
+        return np.hypot(pts[:, 0], pts[:, 1]) <= size[0] / 2.0 - margin + 1e-12
+    if shape in OUTLINE_SHAPES:
+        n, off = ConvexOutline.of(shape, size, vertices).edges()
+        return np.all(pts @ n.T <= off - margin + 1e-12, axis=1)
+    return np.all(np.abs(pts) <= np.array(size[:2]) / 2.0 - margin + 1e-12, axis=1)
+
+
+def support_points(shape: str, size, support: SupportSpec, vertices=()) -> np.ndarray:
+    """(P, 2) support points in the object frame for ``pattern: grid`` (see the module docstring). A polygon's or an
+    ellipse's: the cell centres of its bounding rectangle that lie inside it, scaled about its centroid."""
     if support.pattern != "grid":
         raise ValueError(f"support points exist for pattern 'grid' only, not {support.pattern!r}")
     n = int(support.points)
     cells = (np.arange(n) + 0.5) / n - 0.5  # cell centres of [-1/2, 1/2]
-    gx, gy = np.meshgrid(cells * size[0], cells * size[1], indexing="ij")
+    centre = np.zeros(2)
+    if shape in OUTLINE_SHAPES:
+        v = np.asarray(vertices, dtype=float)
+        lo, hi = v.min(0), v.max(0)
+        gx, gy = np.meshgrid(lo[0] + (cells + 0.5) * (hi - lo)[0], lo[1] + (cells + 0.5) * (hi - lo)[1],
+                             indexing="ij")
+        centre = ConvexOutline.of(shape, size, vertices).centroid
+    else:
+        gx, gy = np.meshgrid(cells * size[0], cells * size[1], indexing="ij")
     pts = np.stack([gx.ravel(), gy.ravel()], axis=-1)
-    if shape == "cylinder":
-        pts = pts[np.hypot(pts[:, 0], pts[:, 1]) <= size[0] / 2.0]
-    mean = np.hypot(pts[:, 0], pts[:, 1]).mean()
-    return pts * (support.spread * uniform_mean_radius(shape, size) / mean)
+    if shape != "box":
+        pts = pts[_inside(shape, size, vertices, pts)]
+    mean = np.hypot(*(pts - centre).T).mean()
+    return centre + (pts - centre) * (support.spread * uniform_mean_radius(shape, size, vertices) / mean)
 
 
-def support_fits(shape: str, size, support: SupportSpec) -> bool:
+def support_fits(shape: str, size, support: SupportSpec, vertices=()) -> bool:
     """True when every support sphere lies within the footprint (a spread too large pushes them outside)."""
     if support.pattern != "grid":
         return True
-    pts = support_points(shape, size, support)
-    r = SUPPORT_SPHERE_RADIUS
-    if shape == "cylinder":
-        return bool(np.all(np.hypot(pts[:, 0], pts[:, 1]) <= size[0] / 2.0 - r + 1e-12))
-    return bool(np.all(np.abs(pts) <= np.array(size[:2]) / 2.0 - r + 1e-12))
+    pts = support_points(shape, size, support, vertices)
+    return bool(np.all(_inside(shape, size, vertices, pts, SUPPORT_SPHERE_RADIUS)))
 
 
-def mean_support_radius(shape: str, size, support: SupportSpec) -> float:
-    """Mean distance of the support from the centre: m_max / (mu m g) of this support's limit surface. For
-    ``native`` the corners of a box and the rim of a cylinder (MuJoCo's 4 contacts)."""
+def mean_support_radius(shape: str, size, support: SupportSpec, vertices=()) -> float:
+    """Mean distance of the support from the centroid: m_max / (mu m g) of this support's limit surface. For
+    ``native`` the corners of a box and the rim of a cylinder (MuJoCo's 4 contacts); a polygon's vertices."""
     if support.pattern == "grid":
-        return float(np.hypot(*support_points(shape, size, support).T).mean())
+        centre = ConvexOutline.of(shape, size, vertices).centroid
+        return float(np.hypot(*(support_points(shape, size, support, vertices) - centre).T).mean())
     if shape == "cylinder":
         return size[0] / 2.0
+    if shape in OUTLINE_SHAPES:
+        o = ConvexOutline.of(shape, size, vertices)
+        return float(np.hypot(*(o.verts - o.centroid).T).mean())
     return math.hypot(size[0], size[1]) / 2.0

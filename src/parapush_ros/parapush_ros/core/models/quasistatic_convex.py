@@ -1,0 +1,175 @@
+"""Quasi-static pushing of one object of any convex footprint (a disc or a convex polygon) by a round pusher.
+
+The generalisation of paper 003's box model (``quasistatic.QuasiStaticPusherSlider``) to any convex outline
+(``core/scene/convex.ConvexOutline``), with the same state, control, integration and the same twist function
+(``quasistatic.contact_twist``: ellipsoidal limit surface, motion cone, sticking / sliding):
+
+* limit surface: uniform support pressure over the footprint; f_max = mu_g m g, m_max = f_max c with c the exact
+  mean distance of the footprint from its centroid (``ConvexOutline.mean_distance``, the friction moment at pure
+  rotation, integrated exactly), times ``c_scale`` (the fit to a fine model whose support is not uniform);
+* centre of friction: the footprint's centroid (the object frame's origin need not be it; the origin's velocity
+  follows from the twist about the centroid);
+* contact: the point of the outline nearest the pusher centre and the outline's inward normal there — for a disc
+  the radial direction, for a polygon an edge's normal or, when the pusher is past the edge's ends, the direction
+  from the vertex to the pusher (vertex contacts: the box model of paper 003 has none, its pusher separates
+  there);
+* mode: in contact when the gap between the pusher's surface and the outline is <= ``contact_tol`` and the pusher
+  moves into the outline (v_n >= 0); sticking, sliding up or down from the motion cone; otherwise separation (the
+  object stays: quasi-static).
+
+State ``x = [s_x, s_y, s_theta, p_x, p_y, v_x, v_y]``, control ``u = [a_x, a_y]`` (pusher acceleration), one step
+of ``dt`` as in ``quasistatic`` (semi-implicit Euler). ``step_info``'s *feature*: the polygon edge i (0..V-1) or
+vertex i (V..2V-1) in contact, 0 for a disc. Derivatives for DDP (``step_jacobians``) are exact within a feature
+and mode, like the box model's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..scene.convex import ConvexOutline
+from . import dual
+from .dual import Dual
+from .quasistatic import (GRAVITY, SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, QuasiStaticPusherSlider,
+                          contact_twist)
+
+
+def _value(a):
+    return a.val if isinstance(a, Dual) else a
+
+
+@dataclass(frozen=True)
+class QuasiStaticConvexSlider:
+    """One convex slider and a round pusher; all methods take batches: ``x`` (..., 7), ``u`` (..., 2)."""
+
+    outline: ConvexOutline  # the footprint in the object frame
+    mass: float  # kg
+    mu_g: float  # slider-table friction
+    mu_p: float  # pusher-slider friction
+    pusher_radius: float  # m
+    dt: float = 0.01  # s
+    contact_tol: float = 0.005  # m
+    c_scale: float = 1.0  # c relative to uniform pressure (``quasistatic.fine_c_scale``)
+
+    def __post_init__(self):
+        for name in ("mass", "mu_g", "mu_p", "pusher_radius", "dt", "contact_tol", "c_scale"):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"quasi-static model: {name} must be > 0, got {getattr(self, name)}")
+        # cache the geometry (frozen dataclass: object.__setattr__)
+        object.__setattr__(self, "_g", self.outline.centroid)
+        object.__setattr__(self, "_c", self.c_scale * self.outline.mean_distance)
+        if self.outline.kind == "polygon":
+            n, off = self.outline.edges()
+            object.__setattr__(self, "_n", n)
+            object.__setattr__(self, "_off", off)
+            object.__setattr__(self, "_v", self.outline.verts)
+        # the motion cone's edges must stay on the pushing side for every contact the outline allows
+        pts, nrm = self.outline.contact_samples()
+        p = pts - self._g
+        p_x = (p * nrm).sum(1)
+        p_y = p[:, 1] * nrm[:, 0] - p[:, 0] * nrm[:, 1]
+        if np.any(self._c ** 2 + p_y ** 2 - self.mu_p * np.abs(p_x * p_y) <= 0.0):
+            raise ValueError(f"quasi-static model: mu_p = {self.mu_p} is too large for this outline (the motion "
+                             "cone's edges pass through v_n = 0)")
+
+    @classmethod
+    def from_scene(cls, scene, obj: int | str = 0, **kw) -> QuasiStaticConvexSlider:
+        """The model of one object of a scene (outline, mass, table and pusher friction, pusher radius)."""
+        o = scene.objects[scene.object_index(obj) if isinstance(obj, str) else obj]
+        return cls(outline=ConvexOutline.of(o.shape, o.size, o.vertices), mass=o.mass,
+                   mu_g=scene.friction["object_table"], mu_p=scene.friction["pusher_object"],
+                   pusher_radius=scene.pusher.radius, **kw)
+
+    @property
+    def c(self) -> float:
+        """m_max / f_max of the limit surface (m)."""
+        return self._c
+
+    @property
+    def f_max(self) -> float:
+        return self.mu_g * self.mass * GRAVITY
+
+    @property
+    def m_max(self) -> float:
+        return self.f_max * self.c
+
+    # ------------------------------------------------------------------------------------ contact geometry
+    def _contact(self, rx, ry, ops):
+        """Nearest outline point to the pusher centre (rx, ry) (object frame): (contact point, inward normal,
+        gap between the pusher's surface and the outline (values), feature index)."""
+        if self.outline.kind == "disc":
+            d = ops.sqrt(rx * rx + ry * ry + 1e-18)
+            nx, ny = -rx / d, -ry / d
+            R = self.outline.radius
+            return (-R * nx, -R * ny), (nx, ny), _value(d) - R - self.pusher_radius, np.zeros(len(_value(rx)), int)
+        n, off, v = self._n, self._off, self._v
+        V = len(v)
+        x, y = _value(rx)[:, None], _value(ry)[:, None]
+        signed = x * n[:, 0] + y * n[:, 1] - off  # (N, V) signed distance to each edge line
+        e = np.roll(v, -1, axis=0) - v
+        t = ((x - v[:, 0]) * e[:, 0] + (y - v[:, 1]) * e[:, 1]) / (e ** 2).sum(1)
+        tc = np.clip(t, 0.0, 1.0)
+        dist = np.hypot(x - (v[:, 0] + tc * e[:, 0]), y - (v[:, 1] + tc * e[:, 1]))
+        inside = np.all(signed <= 0.0, axis=1)
+        k = np.where(inside, np.argmax(signed, axis=1), np.argmin(dist, axis=1))
+        tk = t[np.arange(len(k)), k]
+        # past an edge's ends (outside only): the nearest feature is a vertex, the edge's start or end
+        at_vertex = ~inside & ((tk < 0.0) | (tk > 1.0))
+        vi = np.where(tk > 1.0, (k + 1) % V, k)
+        feature = np.where(at_vertex, V + vi, k)
+        # edge contact: the pusher centre projected onto the edge line, the edge's inward normal
+        enx, eny, eo = n[k, 0], n[k, 1], off[k]
+        s = rx * enx + ry * eny - eo
+        ex, ey = rx - s * enx, ry - s * eny
+        # vertex contact: the vertex, the direction from the pusher centre to it
+        vx, vy = v[vi, 0], v[vi, 1]
+        dx, dy = rx - vx, ry - vy
+        dn = ops.sqrt(dx * dx + dy * dy + 1e-18)
+        cx, cy = ops.where(at_vertex, vx, ex), ops.where(at_vertex, vy, ey)
+        nx, ny = ops.where(at_vertex, -dx / dn, -enx), ops.where(at_vertex, -dy / dn, -eny)
+        gap = np.where(at_vertex, _value(dn), _value(s)) - self.pusher_radius
+        return (cx, cy), (nx, ny), gap, feature
+
+    # ------------------------------------------------------------------------------------ dynamics
+    def _step(self, z: list, ops=dual):
+        """One step on ``z`` = 7 state + 2 control components (Duals with ``ops=dual``, arrays with ``ops=np``):
+        (next state components, feature, mode)."""
+        sx, sy, th, px, py, vx, vy, ax, ay = z
+        dt = self.dt
+        vx1, vy1 = vx + dt * ax, vy + dt * ay
+        c, s = ops.cos(th), ops.sin(th)
+        dx, dy = px - sx, py - sy
+        rx, ry = c * dx + s * dy, c * dy - s * dx  # pusher centre in the object frame
+        wx, wy = c * vx1 + s * vy1, c * vy1 - s * vx1  # pusher velocity in the object frame
+        (cx, cy), (nx, ny), gap, feature = self._contact(rx, ry, ops)
+        gx0, gy0 = self._g
+        qx, qy = cx - gx0, cy - gy0  # contact point relative to the centre of friction
+        p_x, p_y = qx * nx + qy * ny, qy * nx - qx * ny  # contact frame: x = inward normal, y = x turned +90 deg
+        vn, vt = wx * nx + wy * ny, wy * nx - wx * ny
+        contact = (gap <= self.contact_tol) & (_value(vn) >= 0.0)
+        tx, ty, om, up, down = contact_twist(p_x, p_y, vn, vt, self.c, self.mu_p, ops)
+        tx, ty, om = (ops.where(contact, t, 0.0) for t in (tx, ty, om))
+        bx, by = tx * nx - ty * ny + om * gy0, tx * ny + ty * nx - om * gx0  # the origin's velocity, object frame
+        gx, gy = c * bx - s * by, s * bx + c * by  # object frame -> table frame
+        nxt = [sx + dt * gx, sy + dt * gy, th + dt * om, px + dt * vx1, py + dt * vy1, vx1, vy1]
+        mode = np.where(~contact, SEPARATION, np.where(up, SLIDE_UP, np.where(down, SLIDE_DOWN, STICK)))
+        return nxt, feature, mode
+
+    _flatten = staticmethod(QuasiStaticPusherSlider._flatten)
+    # the batch interface is the box model's, on this model's ``_step``
+    step = QuasiStaticPusherSlider.step
+    step_info = QuasiStaticPusherSlider.step_info
+    step_jacobians = QuasiStaticPusherSlider.step_jacobians
+    rollout = QuasiStaticPusherSlider.rollout
+    rollout_info = QuasiStaticPusherSlider.rollout_info
+
+    def penetration(self, x) -> np.ndarray:
+        """How deep the pusher disc overlaps the outline (m, >= 0)."""
+        x = np.asarray(x, dtype=float)
+        flat = x.reshape(-1, STATE_DIM)
+        c, s = np.cos(flat[:, 2]), np.sin(flat[:, 2])
+        dx, dy = flat[:, 3] - flat[:, 0], flat[:, 4] - flat[:, 1]
+        _, _, gap, _ = self._contact(c * dx + s * dy, c * dy - s * dx, np)
+        return np.maximum(-gap, 0.0).reshape(x.shape[:-1])
+

@@ -1,0 +1,170 @@
+"""The quasi-static model of any convex footprint (``quasistatic_convex``): exact limit surface of uniform pressure,
+contact from the outline, the same twist as paper 003's box model, exact Jacobians, one object only, and
+``coarse_model: auto``."""
+import numpy as np
+import pytest
+
+from parapush_ros.core.models.base import UnsupportedScene
+from parapush_ros.core.models.quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STICK, QuasiStaticPusherSlider,
+                                                  mean_distance_rectangle)
+from parapush_ros.core.models.quasistatic_convex import QuasiStaticConvexSlider
+from parapush_ros.core.models.registry import AUTO, COARSE, Predictor, auto_coarse, names, parameter_descriptions
+from parapush_ros.core.scene.convex import ConvexOutline
+from parapush_ros.core.scene.spec import load_scene
+
+BOX = dict(mass=0.11, mu_g=0.35, mu_p=0.3, pusher_radius=0.005)
+DISC = QuasiStaticConvexSlider(ConvexOutline.of("cylinder", (0.1, 0.1, 0.02)), **BOX)
+HEX = QuasiStaticConvexSlider(ConvexOutline("polygon", vertices=tuple(
+    (0.05 * np.cos(a) + 0.01, 0.05 * np.sin(a) - 0.02) for a in np.arange(6) * np.pi / 3)), **BOX)
+
+
+def test_limit_surface_is_the_exact_uniform_pressure_moment():
+    box = ConvexOutline.of("box", (0.109, 0.154, 0.01))
+    assert box.mean_distance == pytest.approx(mean_distance_rectangle(0.109, 0.154), rel=1e-12)
+    assert DISC.c == pytest.approx(2 * 0.05 / 3, rel=1e-12)
+    # the hexagon, off its frame's origin: about its own centroid, against a Monte-Carlo integral
+    g = HEX.outline.centroid
+    np.testing.assert_allclose(g, [0.01, -0.02], atol=1e-12)
+    pts = np.random.default_rng(0).uniform(-0.05, 0.05, (400000, 2)) + g
+    n, off = HEX.outline.edges()
+    inside = np.all(pts @ n.T <= off, axis=1)
+    assert HEX.c == pytest.approx(np.hypot(*(pts[inside] - g).T).mean(), rel=2e-3)
+
+
+def test_a_box_outline_pushed_on_its_faces_moves_as_the_paper_003_box():
+    """One twist function for both: every mode, every face, turned boxes, within a face the models agree."""
+    size = (0.12, 0.08)
+    qs = QuasiStaticPusherSlider(size=size, **BOX)
+    cv = QuasiStaticConvexSlider(ConvexOutline.of("box", size + (0.02,)), **BOX)
+    rng = np.random.default_rng(1)
+    rows = []
+    for face in range(4):
+        for _ in range(40):
+            _, w = qs.face_half(face)
+            p = qs.contact_state(face, rng.uniform(-0.9, 0.9) * w)
+            th = rng.uniform(-np.pi, np.pi)
+            c, s = np.cos(th), np.sin(th)
+            rot = np.array([[c, -s], [s, c]])
+            rows.append([0.01, -0.02, th, *(np.array([0.01, -0.02]) + rot @ p), *rng.normal(0, 0.1, 2)])
+    x, u = np.array(rows), rng.normal(0, 1.0, (len(rows), 2))
+    a, _, mode_a = qs.step_info(x, u)
+    b, _, mode_b = cv.step_info(x, u)
+    np.testing.assert_array_equal(mode_a, mode_b)
+    assert {STICK, SLIDE_UP, SLIDE_DOWN, SEPARATION} <= set(mode_a.tolist())
+    np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_a_disc_pushed_through_its_centre_translates_and_off_centre_turns_away():
+    x = np.array([0.0, 0.0, 0.3, -0.0551, 0.0, 0.1, 0.0])
+    nxt, feature, mode = DISC.step_info(x, np.zeros(2))
+    assert mode == STICK and feature == 0
+    np.testing.assert_allclose(nxt[:3], [0.1 * DISC.dt, 0.0, 0.3], atol=1e-12)
+    x[4] = 0.02  # above the centre, pushed in +x: the disc turns clockwise
+    x[3] = -np.sqrt(0.0551 ** 2 - 0.02 ** 2)
+    nxt, _, mode = DISC.step_info(x, np.zeros(2))
+    assert mode in (STICK, SLIDE_UP, SLIDE_DOWN) and nxt[2] < 0.3 and nxt[0] > 0.0
+    x[5] = -0.1  # moving away: separation, the disc stays
+    nxt, _, mode = DISC.step_info(x, np.zeros(2))
+    assert mode == SEPARATION
+    np.testing.assert_array_equal(nxt[:3], x[:3])
+
+
+@pytest.mark.parametrize("model", [DISC, HEX], ids=["disc", "hexagon"])
+def test_jacobians_are_exact_within_a_mode(model):
+    rng = np.random.default_rng(2)
+    pts, nrm = model.outline.contact_samples(7)
+    interior = np.flatnonzero(np.isin(np.arange(len(pts)) % 7, (1, 2, 3, 4, 5)))  # off the edge-vertex kinks
+    pick = rng.choice(interior, 12, replace=False)
+    p = pts[pick] - nrm[pick] * (model.pusher_radius + 0.001)
+    th = rng.uniform(-np.pi, np.pi, 12)
+    c, s = np.cos(th), np.sin(th)
+    pw = np.stack([c * p[:, 0] - s * p[:, 1], s * p[:, 0] + c * p[:, 1]], -1) + [0.02, 0.01]
+    nw = np.stack([c * nrm[pick, 0] - s * nrm[pick, 1], s * nrm[pick, 0] + c * nrm[pick, 1]], -1)
+    v = 0.1 * nw + rng.normal(0, 0.02, (12, 2))
+    x = np.concatenate([np.tile([0.02, 0.01], (12, 1)), th[:, None], pw, v], 1)
+    u = rng.normal(0, 0.5, (12, 2))
+    val, A, B = model.step_jacobians(x, u)
+    np.testing.assert_allclose(val, model.step(x, u), atol=1e-14)
+    eps = 1e-7
+    for i in range(7):
+        d = np.zeros(7)
+        d[i] = eps
+        fd = (model.step(x + d, u) - model.step(x - d, u)) / (2 * eps)
+        np.testing.assert_allclose(A[:, :, i], fd, atol=2e-6, rtol=1e-5)
+    for i in range(2):
+        d = np.zeros(2)
+        d[i] = eps
+        fd = (model.step(x, u + d) - model.step(x, u - d)) / (2 * eps)
+        np.testing.assert_allclose(B[:, :, i], fd, atol=2e-6, rtol=1e-5)
+
+
+def test_registered_refuses_several_objects_by_name_and_predicts_a_disc_near_mujoco():
+    assert "quasistatic_convex" in names(COARSE)
+    with pytest.raises(UnsupportedScene, match=r"'four_cylinders' has 4 objects \(target, cylinder_1, .*one object"):
+        Predictor(load_scene("four_cylinders"), coarse="quasistatic_convex").coarse_model()
+    scene = load_scene("cylinder_slider")
+    L = scene.layout
+    x0 = scene.initial_state()
+    r = scene.objects[0].radius + scene.pusher.radius + 1e-3
+    L.pusher_pos(x0)[:] = [-np.sqrt(r ** 2 - 0.03 ** 2), 0.03]  # off the centre: the disc turns
+    push = np.array([[0.025, 0.0]] * 4)
+    predictor = Predictor(scene, coarse="quasistatic_convex", threads=1)
+    try:
+        fine = L.object_poses(predictor.predict(x0, push, 1.5, model="fine").states[-1])[0]
+        err = {}
+        for m in ("quasistatic_convex", "analytical"):
+            pose = L.object_poses(predictor.predict(x0, push, 1.5, model=m).states[-1])[0]
+            err[m] = (np.linalg.norm(pose[:2] - fine[:2]), abs(pose[2] - fine[2]))
+        print(err)
+        assert err["quasistatic_convex"][0] < err["analytical"][0], err
+        p1 = predictor.predict(x0, push, 1.5, model="parareal1")
+        assert p1.spec.coarse == "quasistatic_convex" and p1.iterations == 1
+    finally:
+        predictor.close()
+
+
+def test_auto_picks_the_quasi_static_model_of_one_object_and_learned_or_analytical_for_several():
+    assert auto_coarse(load_scene("box_slider"))[0] == "quasistatic"
+    assert auto_coarse(load_scene("cylinder_slider"))[0] == "quasistatic_convex"
+    assert auto_coarse(load_scene("four_cylinders"))[0] in ("learned", "analytical")
+    assert AUTO in parameter_descriptions()["coarse_model"][1]
+    p = Predictor(load_scene("cylinder_slider"), coarse=AUTO)
+    assert p.default_coarse == "quasistatic_convex" and p.resolve("parareal1").coarse == "quasistatic_convex"
+    assert p.resolve("coarse").kind == "quasistatic_convex" and "cylinder" in p.auto_reason
+    p.close()
+
+
+class _PoseCost:
+    """Terminal 1e4 |slider position - goal|^2 and 1e3 pusher speed^2, controls 1e-3 |u|^2 (Gauss-Newton)."""
+
+    def __init__(self, goal):
+        self.goal = goal
+
+    def value(self, X, U, idx=None):
+        g = self.goal if idx is None else self.goal[idx]
+        return (1e4 * ((X[:, -1, :2] - g) ** 2).sum(-1) + 1e3 * (X[:, -1, 5:7] ** 2).sum(-1)
+                + 1e-3 * (U ** 2).sum((1, 2)))
+
+    def derivatives(self, X, U, idx=None):
+        g = self.goal if idx is None else self.goal[idx]
+        b, t1 = X.shape[:2]
+        lx, lxx = np.zeros((b, t1, 7)), np.zeros((b, t1, 7, 7))
+        lx[:, -1, :2] = 2e4 * (X[:, -1, :2] - g)
+        lx[:, -1, 5:7] = 2e3 * X[:, -1, 5:7]
+        lxx[:, -1] = np.diag([2e4, 2e4, 0, 0, 0, 2e3, 2e3])
+        return lx, 2e-3 * U, lxx, np.broadcast_to(2e-3 * np.eye(2), U.shape + (2,)).copy(), np.zeros(U.shape + (7,))
+
+
+def test_ddp_pushes_a_disc_with_the_convex_model_derivatives():
+    """The DDP of DG-OC (``BatchedDDP``: ``step`` and ``step_jacobians``) on the disc: a push from rest reaches
+    goals ahead and to the side of the pusher."""
+    from parapush_ros.core.planning.ddp.solver import BatchedDDP, DDPSettings
+    from dataclasses import replace
+    model = replace(DISC, dt=0.02)
+    goals = np.array([[0.08, 0.0], [0.08, 0.02], [0.07, -0.02]])
+    x0 = np.tile([0.0, 0.0, 0.0, -0.0551, 0.0, 0.0, 0.0], (3, 1))
+    U0 = np.tile([0.5, 0.0], (3, 60, 1)) * (np.arange(60) < 10)[None, :, None]  # a start: 0.1 m/s, then coast
+    before = np.linalg.norm(model.rollout(x0, U0)[:, -1, :2] - goals, axis=-1)
+    r = BatchedDDP(model, _PoseCost(goals), DDPSettings(max_iterations=40)).solve(x0, U0)
+    after = np.linalg.norm(r.X[:, -1, :2] - goals, axis=-1)
+    assert np.all(after < 0.005) and np.all(after < 0.3 * before), (before, after)

@@ -200,3 +200,25 @@ def test_bench_dgoc_merge_refuses_chunks_compared_with_another_mpc(tmp_path):
         files[-1].write_text(json.dumps({**chunk, "first_target": first, "scenes": {"block_003": scene}}))
     with pytest.raises(ValueError, match="--merge: block_003: the chunks' MPC comparisons differ in 'mpc_model'"):
         run(tmp_path, "bench", "dgoc", "--merge", ",".join(str(f) for f in files))
+
+
+def test_seeded_runs_each_seed_and_summarises(tmp_path):
+    """``common.seeded``: one seed as before; N seeds: mean, std and per-seed values of every numeric leaf."""
+    import argparse
+
+    from parapush_ros.bench.common import seeded
+    calls = []
+
+    def run_one(args):
+        calls.append((args.seed, args.out))
+        return {"seed": args.seed, "a": {"x": float(args.seed), "ok": args.seed > 0}, "name": "n", "list": [1, 2]}
+
+    args = argparse.Namespace(seed=5, seeds=None, out=str(tmp_path), json=None)
+    assert seeded(run_one, name="t")(args)["a"]["x"] == 5.0 and calls == [(5, str(tmp_path))]
+    calls.clear()
+    r = seeded(run_one, name="t")(argparse.Namespace(seed=0, seeds=3, out=str(tmp_path), json=None))
+    assert [c[0] for c in calls] == [0, 1, 2] and len({c[1] for c in calls}) == 3
+    assert r["summary"]["a.x"]["mean"] == 1.0 and r["summary"]["a.x"]["std"] == 1.0
+    assert r["summary"]["a.x"]["per_seed"] == {"0": 0.0, "1": 1.0, "2": 2.0}
+    assert r["summary"]["a.ok"]["mean"] == 2 / 3 and "seed" not in r["summary"]
+    assert (tmp_path / "bench_t.json").is_file()

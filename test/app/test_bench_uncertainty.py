@@ -47,11 +47,13 @@ def test_exp2_goals_are_seeded_distinct_and_inside_the_workspace():
     assert np.all((reach >= EXP2_REACH[0]) & (reach <= EXP2_REACH[1]))
 
 
-def test_bench_uncertainty_seeds_reports_mean_spread_and_per_seed(tmp_path):
+def test_bench_uncertainty_seeds_reports_mean_spread_and_per_seed(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["bench", "uncertainty", "--out", str(out), "--seeds", "2", "--seed", "3", "--samples", "48",
-                 "--epochs", "1", "--members", "2", "--gp-max", "10", "--goals", "0", "--fine-goals", "0",
-                 "--episodes", "1", "--max-pushes", "1", "--threads", "1"]) == 0
+    argv = ["bench", "uncertainty", "--out", str(out), "--seeds", "2", "--seed", "3", "--samples", "48", "--epochs",
+            "1", "--members", "2", "--gp-max", "10", "--goals", "0", "--fine-goals", "0", "--episodes", "1",
+            "--max-pushes", "1", "--threads", "1"]
+    assert main(argv) == 0
+    assert "same settings" not in capsys.readouterr().out
     r = json.loads((out / "bench_uncertainty.json").read_text())
     assert r["seeds"] == [3, 4] and set(r["per_seed"]) == {"3", "4"}
     fig = r["summary"]["exp34.alg2.path_in_lesion_fraction"]
@@ -61,3 +63,9 @@ def test_bench_uncertainty_seeds_reports_mean_spread_and_per_seed(tmp_path):
     for s in (3, 4):  # each seed its own dataset and result
         assert json.loads((out / f"seed_{s}" / "bench_uncertainty.json").read_text())["settings"]["seed"] == s
         assert json.loads((out / f"seed_{s}" / "primitive_data" / "dataset.json").read_text())["seed"] == s
+    first = r["summary"]
+    assert main(argv) == 0  # again: each seed's result is read back, not run again
+    assert capsys.readouterr().out.count("(same settings)") == 2
+    assert json.loads((out / "bench_uncertainty.json").read_text())["summary"] == first
+    assert main(argv + ["--w-data", "5"]) == 0  # other settings: run again
+    assert "same settings" not in capsys.readouterr().out

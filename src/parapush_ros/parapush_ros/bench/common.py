@@ -160,12 +160,28 @@ def summarise_seeds(results: dict) -> dict:
     return summary
 
 
-def seeded(run_one, per_seed_args=None, name: str | None = None):
+def _reusable(path: Path, expected: dict) -> dict | None:
+    """The result in ``path`` if its top-level entries named in ``expected`` equal those (compared as JSON)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    same = all(json.dumps(saved.get(k), sort_keys=True, default=_jsonable) ==
+               json.dumps(v, sort_keys=True, default=_jsonable) for k, v in expected.items())
+    if not same:
+        return None
+    return {k: v for k, v in saved.items() if k not in ("machine", "command")}  # what ``write_json`` added
+
+
+def seeded(run_one, per_seed_args=None, name: str | None = None, settings=None):
     """``run(args)`` of a bench with ``--seeds``: without it (or 1) ``run_one(args)`` as before; with N > 1 the bench
     runs for seeds S .. S+N-1, each with its own output directory ``<out>/seed_<s>`` (its JSON and plots there;
     ``per_seed_args(args, seed)`` adjusts anything else), then ``<out>/bench_<name>.json`` (or ``--json``) holds
     ``seeds``, ``summary`` (``summarise_seeds``: mean, std, per-seed values of every figure) and ``per_seed`` (each
-    seed's whole result), and a table prints mean +- std per figure."""
+    seed's whole result), and a table prints mean +- std per figure. With ``settings(args)`` (what a bench's JSON
+    records of its settings: {top-level key: value}), a seed whose ``<out>/seed_<s>/bench_<name>.json`` holds the
+    same is read, not run again: a long study resumes, or its seeds run as separate processes (``--seed s --out
+    <out>/seed_<s>``) and ``--seeds N`` then gathers them."""
     import copy  # noqa: PLC0415
 
     def run(args):
@@ -183,6 +199,12 @@ def seeded(run_one, per_seed_args=None, name: str | None = None):
             a.json = None
             if per_seed_args is not None:
                 per_seed_args(a, s)
+            bench = name or run_one.__module__.rsplit(".", 1)[-1]
+            saved = _reusable(Path(a.out) / f"bench_{bench}.json", settings(a)) if settings is not None else None
+            if saved is not None:
+                print(f"\n===== seed {s}: the result in {a.out} (same settings) =====")
+                results[s] = saved
+                continue
             print(f"\n===== seed {s} ({len(results) + 1} of {n}) =====")
             results[s] = run_one(a)
         summary = summarise_seeds(results)

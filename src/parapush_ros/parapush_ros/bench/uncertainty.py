@@ -145,9 +145,7 @@ def run(args):
     data = Path(args.data) if args.data else out / "primitive_data"
     generate(data, args.samples, seed=args.seed, progress=True)
     t_start = time.perf_counter()
-    result = {"settings": {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals",
-                                                         "fine_goals", "episodes", "max_pushes", "ua_pushes", "w_unc",
-                                                         "w_smooth", "w_data", "track_reach", "seed")},
+    result = {"settings": _settings(args),
               "lesion_region": lesion.as_list(), "success_pos_m": SUCCESS_POS, "success_rot_rad": SUCCESS_ROT}
     trained = _calibration(args, data, result)
     lesioned, heat, plan_heat = _lesioning(args, data, lesion, trained, result)
@@ -161,6 +159,18 @@ def run(args):
     _plot(out, heat, lesion, episodes, result["exp34"])
     write_json(path, result)
     return result
+
+
+def settings(args) -> dict:
+    """What decides a run's result, as its JSON records it (``--seeds`` reuses a seed's result with the same)."""
+    from ..core.models.push_primitive import Lesion  # noqa: PLC0415
+    return {"settings": _settings(args), "lesion_region": Lesion.parse(args.lesion).as_list()}
+
+
+def _settings(args) -> dict:
+    return {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals", "fine_goals", "episodes",
+                                          "max_pushes", "ua_pushes", "w_unc", "w_smooth", "w_data", "track_reach",
+                                          "seed")}
 
 
 def _seed_data(args, seed: int) -> None:
@@ -403,5 +413,5 @@ def add_parser(sub, outputs):
                    "alone)")
     p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")
     add_seeds_argument(p)
-    p.set_defaults(func=seeded(run, _seed_data, "uncertainty"))
+    p.set_defaults(func=seeded(run, _seed_data, "uncertainty", settings))
     return p

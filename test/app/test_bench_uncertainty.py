@@ -45,3 +45,27 @@ def test_exp2_goals_are_seeded_distinct_and_inside_the_workspace():
     assert np.all(np.abs(goals[:, :2]) <= np.asarray(WORKSPACE) - 0.05 + 1e-12)
     reach = np.linalg.norm(goals[4:, :2] - np.asarray(EXP2_START[:2]), axis=1)
     assert np.all((reach >= EXP2_REACH[0]) & (reach <= EXP2_REACH[1]))
+
+
+def test_bench_uncertainty_seeds_reports_mean_spread_and_per_seed(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["bench", "uncertainty", "--out", str(out), "--seeds", "2", "--seed", "3", "--samples", "48", "--epochs",
+            "1", "--members", "2", "--gp-max", "10", "--goals", "0", "--fine-goals", "0", "--episodes", "1",
+            "--max-pushes", "1", "--threads", "1"]
+    assert main(argv) == 0
+    assert "same settings" not in capsys.readouterr().out
+    r = json.loads((out / "bench_uncertainty.json").read_text())
+    assert r["seeds"] == [3, 4] and set(r["per_seed"]) == {"3", "4"}
+    fig = r["summary"]["exp34.alg2.path_in_lesion_fraction"]
+    assert set(fig["per_seed"]) == {"3", "4"} and {"mean", "std"} <= set(fig)
+    assert fig["mean"] == pytest.approx(np.mean(list(fig["per_seed"].values())))
+    assert r["summary"]["goals.alg2_success_ge_0.9"]["mean"] in (0.0, 0.5, 1.0)  # share of seeds
+    for s in (3, 4):  # each seed its own dataset and result
+        assert json.loads((out / f"seed_{s}" / "bench_uncertainty.json").read_text())["settings"]["seed"] == s
+        assert json.loads((out / f"seed_{s}" / "primitive_data" / "dataset.json").read_text())["seed"] == s
+    first = r["summary"]
+    assert main(argv) == 0  # again: each seed's result is read back, not run again
+    assert capsys.readouterr().out.count("(same settings)") == 2
+    assert json.loads((out / "bench_uncertainty.json").read_text())["summary"] == first
+    assert main(argv + ["--w-data", "5"]) == 0  # other settings: run again
+    assert "same settings" not in capsys.readouterr().out

@@ -126,3 +126,100 @@ def interleaved_times(fns, repeats: int, warmup: int = 1) -> np.ndarray:
 
 def median_time(fn, repeats: int, warmup: int = 1) -> float:
     return float(np.median(interleaved_times([fn], repeats, warmup)))
+
+
+# ------------------------------------------------------------------------------------------------ several seeds
+SEED_KEYS = ("seed",)  # leaves that differ by construction: not summarised
+
+
+def add_seeds_argument(p) -> None:
+    """``--seeds N``: run the bench for seeds S .. S+N-1 (S = ``--seed``) and report every figure as mean and
+    spread (``seeded``)."""
+    p.add_argument("--seeds", type=int, default=None, help="run seeds S..S+N-1 (S = --seed) and report each "
+                   "figure as mean and std over them, the per-seed values in the JSON (default: one seed, as before)")
+
+
+def numeric_leaves(tree, prefix: str = "") -> dict:
+    """{"a.b.c": value} of the numbers and booleans in nested dicts (lists and strings left out)."""
+    out = {}
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            out.update(numeric_leaves(v, f"{prefix}{k}."))
+    elif isinstance(tree, (bool, np.bool_, int, float, np.integer, np.floating)) and prefix:
+        key = prefix[:-1]
+        if key.rsplit(".", 1)[-1] not in SEED_KEYS and np.isfinite(float(tree)):
+            out[key] = float(tree)
+    return out
+
+
+def summarise_seeds(results: dict) -> dict:
+    """{figure: {"mean", "std", "min", "max", "per_seed": {seed: value}}} over the results by seed, for every
+    numeric leaf of any seed's result (a boolean's mean: the share of seeds where it held)."""
+    leaves = {s: numeric_leaves(r) for s, r in results.items()}
+    keys = list(dict.fromkeys(k for d in leaves.values() for k in d))
+    summary = {}
+    for k in keys:
+        per = {str(s): d[k] for s, d in leaves.items() if k in d}
+        v = np.array(list(per.values()))
+        summary[k] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+                      "min": float(v.min()), "max": float(v.max()), "per_seed": per}
+    return summary
+
+
+def _reusable(path: Path, expected: dict) -> dict | None:
+    """The result in ``path`` if its top-level entries named in ``expected`` equal those (compared as JSON)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    same = all(json.dumps(saved.get(k), sort_keys=True, default=_jsonable) ==
+               json.dumps(v, sort_keys=True, default=_jsonable) for k, v in expected.items())
+    if not same:
+        return None
+    return {k: v for k, v in saved.items() if k not in ("machine", "command")}  # what ``write_json`` added
+
+
+def seeded(run_one, per_seed_args=None, name: str | None = None, settings=None):
+    """``run(args)`` of a bench with ``--seeds``: without it (or 1) ``run_one(args)`` as before; with N > 1 the bench
+    runs for seeds S .. S+N-1, each with its own output directory ``<out>/seed_<s>`` (its JSON and plots there;
+    ``per_seed_args(args, seed)`` adjusts anything else), then ``<out>/bench_<name>.json`` (or ``--json``) holds
+    ``seeds``, ``summary`` (``summarise_seeds``: mean, std, per-seed values of every figure) and ``per_seed`` (each
+    seed's whole result), and a table prints mean +- std per figure. With ``settings(args)`` (what a bench's JSON
+    records of its settings: {top-level key: value}), a seed whose ``<out>/seed_<s>/bench_<name>.json`` holds the
+    same is read, not run again: a long study resumes, or its seeds run as separate processes (``--seed s --out
+    <out>/seed_<s>``) and ``--seeds N`` then gathers them."""
+    import copy  # noqa: PLC0415
+
+    def run(args):
+        n = getattr(args, "seeds", None)
+        if n is None or n == 1:
+            return run_one(args)
+        if n < 1:
+            raise ValueError(f"--seeds must be >= 1, got {n}")
+        path, out = output_paths(args, name or run_one.__module__.rsplit(".", 1)[-1])
+        seeds = list(range(args.seed, args.seed + n))
+        results = {}
+        for s in seeds:
+            a = copy.copy(args)
+            a.seed, a.seeds, a.out = s, None, str(Path(out) / f"seed_{s}")
+            a.json = None
+            if per_seed_args is not None:
+                per_seed_args(a, s)
+            bench = name or run_one.__module__.rsplit(".", 1)[-1]
+            saved = _reusable(Path(a.out) / f"bench_{bench}.json", settings(a)) if settings is not None else None
+            if saved is not None:
+                print(f"\n===== seed {s}: the result in {a.out} (same settings) =====")
+                results[s] = saved
+                continue
+            print(f"\n===== seed {s} ({len(results) + 1} of {n}) =====")
+            results[s] = run_one(a)
+        summary = summarise_seeds(results)
+        print_table(["figure", "mean +- std", "per seed"],
+                    [[k, f"{_fmt(v['mean'])} +- {_fmt(v['std'])}", " ".join(_fmt(x) for x in v["per_seed"].values())]
+                     for k, v in summary.items()],
+                    title=f"over seeds {seeds[0]}..{seeds[-1]}: mean +- std (each seed's result in {out}/seed_<s>)")
+        payload = {"seeds": seeds, "summary": summary, "per_seed": {str(s): r for s, r in results.items()}}
+        write_json(path, payload)
+        return payload
+
+    return run

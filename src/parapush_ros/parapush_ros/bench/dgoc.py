@@ -56,7 +56,7 @@ from ..core.scene.spec import load_scene
 from ..core.scene.state import wrap_angle
 from ..core.sim.closed_loop import run_closed_loop
 from ..core.sim.world import SimWorld, WorldConfig
-from .common import output_paths, print_table, pyplot, save_figure, write_json
+from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 
 TASK_HALF = 0.2  # m: half side of the task-space square around the start
 SUCCESS_XY, SUCCESS_YAW = 0.01, 0.1  # m, rad
@@ -500,5 +500,6 @@ def add_parser(sub, parent):
                    help="push the first N targets in MuJoCo with DG-OC and with the sampling MPC (default 0)")
     p.add_argument("--mpc-model", default="fine", help="the sampling MPC's model (default fine; e.g. parareal1)")
     p.add_argument("--mpc-actions", type=int, default=20, help="the sampling MPC's action limit (1 s each)")
-    p.set_defaults(func=run)
+    add_seeds_argument(p)
+    p.set_defaults(func=seeded(run, name="dgoc"))
     return p

@@ -22,7 +22,8 @@ from ..core.models.fine import FineModel
 from ..core.models.learned import LearnedCoarseModel
 from ..core.models.parareal import Parareal
 from ..core.scene.spec import load_scene
-from .common import convergence_axes, median_time, output_paths, print_table, pyplot, save_figure, write_json
+from .common import (add_seeds_argument, convergence_axes, median_time, output_paths, print_table,
+                     pyplot, save_figure, seeded, write_json)
 from .convergence import AUTHORS_ANALYTICAL_N4, random_pushes, trajectory_rms_mm
 
 AUTHORS_LEARNED_N4 = [10.8, 4.1, 1.3, 0.8, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4 (reference-implementation.md)
@@ -256,5 +257,6 @@ def add_parser(sub, parent):
     p.add_argument("--multi-actions", type=int, nargs="+", default=[4, 8], help="4-cylinder horizons N")
     p.add_argument("--repeats", type=int, default=20, help="timing repeats for the cost per slice")
     p.add_argument("--threads", type=int, default=0, help="fine-model threads; 0 = all cores")
-    p.set_defaults(func=run)
+    add_seeds_argument(p)
+    p.set_defaults(func=seeded(run, name="learned"))
     return p

@@ -51,7 +51,7 @@ from ..core.models.registry import ModelSpec, Predictor, coarse_choices, spec_na
 from ..core.scene.clutter import clutter_scenes
 from ..core.scene.spec import GoalSpec, load_scene
 from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
-from .common import output_paths, print_table, pyplot, save_figure, write_json
+from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
@@ -573,7 +573,8 @@ def add_parser(sub, parent):
                    help="time one optimiser iteration per model and execution mode")
     p.add_argument("--timing-repeats", type=int, default=1)
     p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
-    p.set_defaults(func=run)
+    add_seeds_argument(p)
+    p.set_defaults(func=seeded(run, name="mpc"))
     m = sub.add_parser("mpc-merge", parents=[parent], help="merge the JSONs of a 'bench mpc' study run in parts into "
                                                           "one result (runs, summary per world/model, failures)")
     m.add_argument("files", nargs="*", help="the parts' JSON files (a later file's run replaces the same "

@@ -14,7 +14,13 @@
 4. Exp. 3/4: the lesioned E-MDN, start and goal on either side of the lesion: ``plain`` (MPPI without the
    uncertainty term), ``ua`` (with eq. 11's term, switched off after ``--ua-pushes`` pushes as in the paper) and
    ``alg2`` (Algorithm 2's low-uncertainty path tracked by plain MPPI): success and ``path_in_lesion_fraction``
-   (share of the executed box path's length inside the lesion; goal: ua <= 1/3 of plain at >= 90 % success).
+   (share of the executed box path's length inside the lesion; goal: ua and alg2 <= 1/3 of plain at >= 90 %
+   success). Algorithm 2 plans on ``uncertainty_mppi.planning_heat_map``: the lesioned E-MDN's heat-map plus the
+   distance-to-data term (``--w-data`` x var_ref far from the training pushes' positions), the path cost
+   scale-free (``uncertainty_mppi.path_terms``).
+
+``--seeds N`` runs seeds S .. S+N-1 (each its own dataset, training, goals and episodes; ``common.seeded``) and
+reports every figure as mean and std over them, the per-seed values in the JSON.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import numpy as np
 from ..core.models.emdn_config import EMDNConfig
 from ..core.models.push_primitive import WORKSPACE
 from ..learning.train_primitive import DEFAULT_EPOCHS
-from .common import output_paths, print_table, pyplot, save_figure, write_json
+from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 
 SUCCESS_POS = 0.02  # m
 SUCCESS_ROT = np.radians(15.0)
@@ -139,16 +145,14 @@ def run(args):
     data = Path(args.data) if args.data else out / "primitive_data"
     generate(data, args.samples, seed=args.seed, progress=True)
     t_start = time.perf_counter()
-    result = {"settings": {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals",
-                                                         "fine_goals", "episodes", "max_pushes", "ua_pushes", "w_unc",
-                                                         "w_smooth", "track_reach", "seed")},
+    result = {"settings": _settings(args),
               "lesion_region": lesion.as_list(), "success_pos_m": SUCCESS_POS, "success_rot_rad": SUCCESS_ROT}
     trained = _calibration(args, data, result)
-    lesioned, heat = _lesioning(args, data, lesion, trained, result)
+    lesioned, heat, plan_heat = _lesioning(args, data, lesion, trained, result)
     world = FinePrimitive(threads=args.threads or None)
     episodes = {}
     _exp2(args, world, trained, episodes, result)
-    _exp34(args, world, lesion, lesioned, heat, episodes, result)
+    _exp34(args, world, lesion, lesioned, plan_heat, episodes, result)
     world.close()
     result["goals"] = _goals(args, result)
     result["wall_s"] = time.perf_counter() - t_start
@@ -157,11 +161,30 @@ def run(args):
     return result
 
 
+def settings(args) -> dict:
+    """What decides a run's result, as its JSON records it (``--seeds`` reuses a seed's result with the same)."""
+    from ..core.models.push_primitive import Lesion  # noqa: PLC0415
+    return {"settings": _settings(args), "lesion_region": Lesion.parse(args.lesion).as_list()}
+
+
+def _settings(args) -> dict:
+    return {k: getattr(args, k) for k in ("samples", "epochs", "members", "gp_max", "goals", "fine_goals", "episodes",
+                                          "max_pushes", "ua_pushes", "w_unc", "w_smooth", "w_data", "track_reach",
+                                          "seed")}
+
+
+def _seed_data(args, seed: int) -> None:
+    """``--seeds``: each seed its own dataset (a dataset is generated with one seed): ``--data D`` -> ``D_seed<s>``,
+    else ``<out>/seed_<s>/primitive_data``."""
+    if args.data:
+        args.data = str(Path(args.data).with_name(f"{Path(args.data).name}_seed{seed}"))
+
+
 def _check_arguments(args):
     for name, (_, least, _) in COUNTS.items():
         if getattr(args, name) < least:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(args, name)}")
-    for name in ("w_unc", "w_smooth", "track_reach"):
+    for name in ("w_unc", "w_smooth", "w_data", "track_reach"):
         if not (np.isfinite(getattr(args, name)) and getattr(args, name) >= 0.0):
             raise ValueError(f"--{name.replace('_', '-')} must be finite and >= 0, got {getattr(args, name)}")
 
@@ -195,9 +218,11 @@ def _calibration(args, data, result) -> dict:
 
 def _lesioning(args, data, lesion, trained, result):
     """Fig. 4: an E-MDN trained without the lesion's pushes; its uncertainty inside vs outside (``result
-    ["lesion"]``). Returns the lesioned model and its heat-map."""
+    ["lesion"]``). Returns the lesioned model, its heat-map and the heat-map Algorithm 2 plans on (the
+    distance-to-data term added, ``planning_heat_map``)."""
     from ..core.models.push_primitive import EMDNPrimitive, uncertainty  # noqa: PLC0415
-    from ..core.planning.uncertainty_mppi import uncertainty_heat_map  # noqa: PLC0415
+    from ..core.planning.uncertainty_mppi import (distance_to_data, planning_heat_map,  # noqa: PLC0415
+                                                  uncertainty_heat_map)
     from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
 
     _, ltrain, lval, _ = load_split(data, args.samples, lesion=lesion, seed=args.seed)
@@ -211,13 +236,27 @@ def _lesioning(args, data, lesion, trained, result):
     test = trained["test"]
     t_in = lesion.contains(test.poses[:, :2])
     test_unc = uncertainty(lemdn.predict(test.x)[1])
+    plan_heat = planning_heat_map(heat, lref, ltrain.poses[:, :2], w_data=args.w_data)
+    # the lesion's centre line (where Exp. 3/4's straight path runs): the ensemble's own variance there in units of
+    # var_ref, against the distance to the nearest training push (a low-variance channel far from the data is the
+    # ensemble agreeing while it extrapolates)
+    centre = 0.5 * (lesion.x0 + lesion.x1)
+    line = np.stack([np.full(41, centre), np.linspace(lesion.y0, lesion.y1, 41)], -1)
+    line_d = distance_to_data(line, ltrain.poses[:, :2])
+    core = line_d >= 0.05
     result["lesion"] = {"variance_inside": v_in, "variance_outside": v_out, "ratio": v_in / v_out,
                         "test_variance_inside": float(test_unc[t_in].mean()) if t_in.any() else None,
                         "test_variance_outside": float(test_unc[~t_in].mean()) if (~t_in).any() else None,
-                        "train_pushes": len(ltrain), "var_ref": lref}
+                        "train_pushes": len(ltrain), "var_ref": lref,
+                        "centre_line_heat_over_var_ref_min": float((heat(line) / lref).min()),
+                        "centre_line_heat_over_var_ref_mean": float((heat(line) / lref).mean()),
+                        "centre_line_core_heat_over_var_ref_min":
+                            float((heat(line[core]) / lref).min()) if core.any() else None,
+                        "centre_line_max_distance_to_data_m": float(line_d.max()),
+                        "planning_heat_over_var_ref_centre_line_min": float((plan_heat(line) / lref).min())}
     print(f"\nlesion: mean predicted position variance inside {v_in:.3e} m^2, outside {v_out:.3e} m^2: "
           f"ratio {v_in / v_out:.1f} (goal >= 3)")
-    return lesioned, heat
+    return lesioned, heat, plan_heat
 
 
 def _exp2(args, world, trained, episodes, result):
@@ -257,7 +296,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
     from tqdm import tqdm  # noqa: PLC0415
 
     from ..core.planning.uncertainty_mppi import (PathConfig, PathTracker, PrimitiveMPPI,  # noqa: PLC0415
-                                                  PrimitiveMPPIConfig, low_uncertainty_path)
+                                                  PrimitiveMPPIConfig, low_uncertainty_path, path_terms)
 
     lref = result["lesion"]["var_ref"]
     rng = np.random.default_rng([args.seed, 34])
@@ -275,9 +314,13 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
             tracker = None
             if method == "alg2":
                 if alg2 is None:
-                    p = low_uncertainty_path(start0[:2], goal[:2], heat, lref,
-                                             PathConfig(seed=args.seed, w_smooth=args.w_smooth))
-                    alg2 = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost}
+                    pcfg = PathConfig(seed=args.seed, w_smooth=args.w_smooth)
+                    p = low_uncertainty_path(start0[:2], goal[:2], heat, lref, pcfg)
+                    line = np.linspace(start0[:2], goal[:2], pcfg.waypoints)[None]
+                    unc, smooth = path_terms(line, heat, lref, pcfg.w_smooth)
+                    alg2 = {"path": p.path, "initial_cost": p.initial_cost, "cost": p.cost,
+                            "start_costs": p.start_costs, "terms": p.terms,
+                            "straight_terms": {"uncertainty": float(unc[0]), "smoothness": float(smooth[0])}}
                 tracker = PathTracker(alg2["path"], goal, reach=args.track_reach)
             ep = run_episode(world, mppi, start, goal, args.max_pushes, tracker=tracker,
                              ua_pushes=args.ua_pushes if method == "ua" else None)
@@ -287,7 +330,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
         exp34[method] = {**_summary(rows, start0, [goal] * len(rows), PrimitiveMPPIConfig().w_rot),
                          "path_in_lesion_fraction": float(np.mean([r["in_lesion"] for r in rows])) if rows else None}
     if alg2:
-        exp34["alg2"]["path"] = alg2["path"]
+        exp34["alg2"].update(alg2)
         exp34["alg2"]["path_in_lesion_fraction_planned"] = path_in_region(alg2["path"], lesion)
     result["exp34"] = exp34
     print_table(["method", "episodes", "success", "path in lesion", "pos err mm", "pushes"],
@@ -298,13 +341,17 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
 
 def _goals(args, result) -> dict:
     """The issue's goals, judged on the results (None where an experiment did not run)."""
-    calib, exp2, plain, ua = result["calibration"], result["exp2"], result["exp34"]["plain"], result["exp34"]["ua"]
+    calib, exp2, exp34 = result["calibration"], result["exp2"], result["exp34"]
+    plain, ua, alg2 = exp34["plain"], exp34["ua"], exp34["alg2"]
     return {
         "lesion_ratio_ge_3": result["lesion"]["ratio"] >= 3.0,
         "emdn_calibration_1sigma_in_0.6_0.75": 0.6 <= calib["emdn"]["calibration_1sigma"] <= 0.75,
         "ua_path_in_lesion_le_third_of_plain": (ua["path_in_lesion_fraction"] or 0.0) <=
         (plain["path_in_lesion_fraction"] or 0.0) / 3.0 if args.episodes else None,
         "ua_success_ge_0.9": ua["success_rate"] >= 0.9 if args.episodes else None,
+        "alg2_path_in_lesion_le_third_of_plain": (alg2["path_in_lesion_fraction"] or 0.0) <=
+        (plain["path_in_lesion_fraction"] or 0.0) / 3.0 if args.episodes else None,
+        "alg2_success_ge_0.9": alg2["success_rate"] >= 0.9 if args.episodes else None,
         "emdn_success_ge_fine": exp2["emdn"]["success_rate"] >= exp2["fine"]["success_rate"]
         if args.goals and args.fine_goals else None}
 
@@ -358,8 +405,13 @@ def add_parser(sub, outputs):
                    "box still crosses the lesion's border band, see docs/results/uncertainty.md)")
     p.add_argument("--track-reach", type=float, default=0.03, help="Algorithm 2's tracker aims at the first "
                    "way-point farther than this (m; 0.06: it cuts the path's corners into the lesion)")
-    p.add_argument("--w-smooth", type=float, default=10.0, help="Algorithm 2's smoothness weight (30: the path "
-                   "bends only round the lesion's core)")
+    p.add_argument("--w-smooth", type=float, default=0.3, help="Algorithm 2's smoothness weight: w_smooth x "
+                   "(path length / straight-line distance)^2 beside the uncertainty per straight-line distance in "
+                   "units of var_ref (uncertainty_mppi.path_terms)")
+    p.add_argument("--w-data", type=float, default=10.0, help="Algorithm 2's distance-to-data term: this x var_ref "
+                   "far from the training pushes (uncertainty_mppi.planning_heat_map; 0: the ensemble's variance "
+                   "alone)")
     p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")
-    p.set_defaults(func=run)
+    add_seeds_argument(p)
+    p.set_defaults(func=seeded(run, _seed_data, "uncertainty", settings))
     return p

@@ -6,7 +6,9 @@ cell of a grid over the table (the other objects where they are observed), pushe
 side, about at its centre, at the nominal speed for one control; the mean predicted position variance of the
 target per cell, with ``alg2.heat_model`` (an ensemble: ``learned_ensemble``) -- and optimises a way-point path
 from the target to the goal against it under the table's limits (``uncertainty_mppi.low_uncertainty_path``:
-path-integral updates, the ends fixed, the way-points clipped ``margin`` inside the table edges). Cells where the
+path-integral updates from several start paths, the ends fixed, the way-points clipped ``margin`` inside the table
+edges; the same scale-free cost and ``planning_heat_map`` rule as ``bench uncertainty``, the heat-map's median as
+the variance unit, no distance-to-data term as the models see relative positions only). Cells where the
 target would overlap another object or an obstacle (no model can tell what happens there) count as ``OCCUPIED``
 times the most uncertain free cell: the path keeps clear of them. The learned models see only relative positions,
 so on a free table their heat-map is flat (measured: within 0.8-1.15 of its median on ``clutter_push``) and the
@@ -33,7 +35,8 @@ from ..config import ConfigError, finite, from_values, knob, require
 from ..models.base import UncertainPropagator
 from ..scene.spec import Scene
 from .mpc_push import MPCPush, mpc_planner
-from .uncertainty_mppi import HeatMap, PathConfig, PathResult, PathTracker, grid_heat_map, low_uncertainty_path
+from .uncertainty_mppi import (HeatMap, PathConfig, PathResult, PathTracker, grid_heat_map, low_uncertainty_path,
+                               planning_heat_map)
 
 
 HEAT_MAP_BATCH = 256  # pushes per prediction of the heat-map; a stop is noticed between batches
@@ -51,8 +54,8 @@ class LowUncertaintyConfig:
                           "(random side and direction)")
     waypoints: int = knob(12, "way-points of the path, start and goal included")
     iterations: int = knob(150, "path-integral iterations at most")
-    w_smooth: float = knob(10.0, "smoothness weight per m^2 of squared segment lengths "
-                                 "(larger: straighter paths)")
+    w_smooth: float = knob(0.3, "smoothness weight of (path length / straight-line distance)^2 (scale-free; larger: "
+                                "straighter paths)")
     margin: float = knob(0.08, "the path and the heat-map stay this far inside the table edges (m)")
     reach: float = knob(0.05, "each plan aims at the first way-point farther than this "
                               "from the target (m)")
@@ -74,7 +77,7 @@ class LowUncertaintyPath:
 
     path: PathResult
     heat: HeatMap
-    var_ref: float  # m^2: the heat-map's median, the unit of the path's uncertainty cost
+    var_ref: float  # m^2: the heat-map's median, the unit of the path's uncertainty cost (var_in_data)
     seconds: float  # wall time of heat-map + path
 
 
@@ -143,6 +146,10 @@ def plan_low_uncertainty_path(predictor, scene: Scene, x, goal, cfg: LowUncertai
     var_ref = float(np.median(heat.values))
     if not (math.isfinite(var_ref) and var_ref > 0.0):
         var_ref = max(float(heat.values.max()), 1e-12)
+    # the same rule as ``bench uncertainty``'s (``planning_heat_map``); no distance-to-data term: the stack's
+    # models see relative positions only, so every table position is as near their data as any other, and the
+    # heat-map's median stands for the variance on their own data
+    heat = planning_heat_map(heat, var_ref, data_xy=None)
     lim = np.maximum(scene.table.half - cfg.margin, 0.0)
     start = scene.layout.object_poses(np.asarray(x, dtype=float))[goal.object_index, :2]
     end = np.clip(np.asarray(goal.position, dtype=float), -lim, lim)

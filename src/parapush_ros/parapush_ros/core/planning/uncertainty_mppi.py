@@ -17,10 +17,13 @@ optimiser's, which plans pusher velocities instead of primitives); update = weig
 at the goal.
 
 ``uncertainty_heat_map`` is the Monte-Carlo map of Algorithm 2: the mean predicted variance over random yaws and
-pushes at each cell of a grid of box positions. ``low_uncertainty_path`` is Algorithm 2: a way-point path from
-start to goal (initially the straight line) improved by path-integral updates (STOMP-like: noisy copies of the
-interior way-points, weights exp(-S / lambda), weighted mean) against the heat-map plus a smoothness term, under
-the workspace limits (way-points clipped into them); the ends stay fixed. ``PathTracker`` follows the way-points
+pushes at each cell of a grid of box positions. ``planning_heat_map`` adds a
+distance-to-data term to it (what Algorithm 2 plans on). ``low_uncertainty_path`` is Algorithm 2: way-point paths
+from start to goal (several starts: the straight line and detours to either side) improved by path-integral
+updates (STOMP-like: noisy copies of the interior way-points, weights exp(-S / lambda), weighted mean) against a
+scale-free cost (``path_terms``: the heat in units of the model's variance on its own data per straight-line
+distance, plus w_smooth (length / straight-line distance)^2), under the workspace limits (way-points clipped into
+them); the ends stay fixed; the cheapest path wins. ``PathTracker`` follows the way-points
 with Algorithm 1 without the uncertainty term, aiming at the first way-point not yet reached.
 """
 from __future__ import annotations
@@ -194,18 +197,54 @@ def uncertainty_heat_map(model: PrimitiveModel, extent=PLANNING_LIMITS, cell: fl
     return grid_heat_map(extent, cell, actions, uncertainty_of)
 
 
+DATA_SCALE = 0.05  # m: the length scale of the distance-to-data term (``planning_heat_map``)
+W_DATA = 10.0  # its height far from the data, in units of the model's variance on its own data
+
+
+def distance_to_data(xy, data_xy) -> np.ndarray:
+    """(...,) distance (m) from positions ``xy`` (..., 2) to the nearest of ``data_xy`` (N, 2) (a k-d tree)."""
+    from scipy.spatial import cKDTree  # noqa: PLC0415
+    xy = np.asarray(xy, dtype=float)
+    d, _ = cKDTree(np.asarray(data_xy, dtype=float)[:, :2]).query(xy.reshape(-1, 2))
+    return d.reshape(xy.shape[:-1])
+
+
+def planning_heat_map(heat: HeatMap, var_in_data: float, data_xy=None, w_data: float = W_DATA,
+                      scale: float = DATA_SCALE) -> HeatMap:
+    """The heat-map Algorithm 2 plans on (the bench's and the stack's ``alg2`` alike): the model's own Monte-Carlo
+    variance ``heat`` plus a distance-to-data term,
+
+        heat(p) + w_data var_in_data (1 - exp(-d(p)^2 / (2 scale^2)))
+
+    with d(p) the distance from p to the nearest training position ``data_xy`` (N, 2) and ``var_in_data`` the
+    model's variance on its own training data (the path cost's unit). A deep ensemble can agree while it
+    extrapolates between two data regions (measured: a low-variance channel across the lesion of ``bench
+    uncertainty`` on some seeds); the term is high wherever there are no data, as a GP's variance is by
+    construction. ``data_xy`` None: no term (a model that sees only relative positions has data everywhere on the
+    table)."""
+    if not (np.isfinite(var_in_data) and var_in_data > 0.0):
+        raise ValueError(f"planning_heat_map var_in_data: must be > 0, got {var_in_data!r}")
+    values = np.array(heat.values, dtype=float)
+    if data_xy is not None and len(data_xy) and w_data > 0.0:
+        gx, gy = np.meshgrid(heat.xs, heat.ys)
+        d = distance_to_data(np.stack([gx, gy], -1), data_xy)
+        values = values + w_data * var_in_data * (1.0 - np.exp(-d ** 2 / (2.0 * scale ** 2)))
+    return HeatMap(heat.xs, heat.ys, values)
+
+
 @dataclass
 class PathConfig:
-    """Algorithm 2 settings."""
+    """Algorithm 2 settings (the cost is scale-free: see ``path_cost``)."""
     waypoints: int = 12  # way-points of the path, ends included
     samples: int = 64
-    iterations: int = 200
+    iterations: int = 200  # per start path
     std: float = 0.04  # m, perturbation of interior way-points
     decay: float = 0.99  # std factor per iteration
     temperature: float = 0.05  # of the normalised cost
-    w_smooth: float = 30.0  # per m^2 of squared segment lengths (keeps the path short and even)
+    w_smooth: float = 0.3  # weight of (length / straight-line distance)^2 (evenly spaced way-points)
+    detours: tuple = (0.25, 0.5)  # start paths besides the straight line: bulges of these x the start-goal distance
     workspace: tuple = PATH_LIMITS  # |x|, |y| limits of the way-points (m)
-    tolerance: float = 1e-5  # stop when the cost improves by less than this over 10 iterations
+    tolerance: float = 1e-4  # stop a start when its best cost improved by less than this share over 20 iterations
     seed: int = 0
 
     def __post_init__(self):
@@ -218,35 +257,71 @@ class PathConfig:
         ws = self.workspace
         require(isinstance(ws, (tuple, list)) and len(ws) == 2 and all(finite(v) and v > 0.0 for v in ws),
                 "workspace", ws, "(|x|, |y|) limits in m, both > 0")
+        dt = self.detours
+        require(isinstance(dt, (tuple, list)) and all(finite(v) and v > 0.0 for v in dt), "detours", dt,
+                "bulges (x the start-goal distance), each > 0")
 
 
 @dataclass
 class PathResult:
     path: np.ndarray  # (W, 2) way-points, start and goal included
     cost: float
-    initial_cost: float
-    costs: list = field(default_factory=list)
+    initial_cost: float  # the straight line's
+    costs: list = field(default_factory=list)  # the chosen start's cost per iteration
+    start_costs: list = field(default_factory=list)  # the best cost of each start path (straight, detours)
+    terms: dict = field(default_factory=dict)  # the chosen path's uncertainty and smoothness terms
 
 
-def path_cost(paths, heat: HeatMap, var_ref: float, w_smooth: float, samples_per_segment: int = 5):
-    """Uncertainty along the path (heat-map, per unit length, in units of ``var_ref``) + smoothness (K,)."""
+MIN_STRAIGHT = 0.01  # m: the start-goal distance the cost divides by at least
+
+
+def path_terms(paths, heat: HeatMap, var_ref: float, w_smooth: float, samples_per_segment: int = 5):
+    """(uncertainty, smoothness) terms (K,) each of paths (K, W, 2), both scale-free:
+
+    * uncertainty = integral of heat / var_ref along the path / straight-line distance (1 for the straight line
+      through the data where heat = var_ref, the model's variance on its own data);
+    * smoothness = w_smooth (W - 1) sum of squared segment lengths / straight-line distance^2 (= w_smooth
+      (length / straight)^2 for evenly spaced way-points, more otherwise)."""
     a, b = paths[:, :-1], paths[:, 1:]
     t = np.linspace(0.0, 1.0, samples_per_segment, endpoint=False)
     pts = a[:, :, None] + (b - a)[:, :, None] * t[None, None, :, None]  # (K, W-1, s, 2)
     seg = np.linalg.norm(b - a, axis=-1)  # (K, W-1)
-    unc = (heat(pts) / var_ref).mean(-1) * seg
-    return unc.sum(-1) + w_smooth * (seg ** 2).sum(-1)
+    straight = np.maximum(np.linalg.norm(paths[:, -1] - paths[:, 0], axis=-1), MIN_STRAIGHT)
+    unc = ((heat(pts) / var_ref).mean(-1) * seg).sum(-1) / straight
+    return unc, w_smooth * seg.shape[1] * (seg ** 2).sum(-1) / straight ** 2
 
 
-def low_uncertainty_path(start_xy, goal_xy, heat: HeatMap, var_ref: float,
-                         cfg: PathConfig | None = None) -> PathResult:
-    """Algorithm 2: the straight start-goal path improved against ``heat`` by path-integral updates."""
-    cfg = cfg or PathConfig()
-    rng = np.random.default_rng(cfg.seed)
+def path_cost(paths, heat: HeatMap, var_ref: float, w_smooth: float, samples_per_segment: int = 5):
+    """Algorithm 2's path cost (K,): the sum of ``path_terms``."""
+    unc, smooth = path_terms(paths, heat, var_ref, w_smooth, samples_per_segment)
+    return unc + smooth
+
+
+def start_paths(start_xy, goal_xy, cfg: PathConfig) -> list:
+    """The straight line and, for each of ``cfg.detours``, a bulge to either side (offset = detour x start-goal
+    distance, reached a sixth of the way along), way-points clipped to the workspace."""
+    a, b = np.asarray(start_xy, float), np.asarray(goal_xy, float)
+    t = np.linspace(0.0, 1.0, cfg.waypoints)
+    straight = a + (b - a) * t[:, None]
+    d = b - a
+    n = np.array([-d[1], d[0]])
+    profile = np.minimum(1.0, 2.0 * np.sin(np.pi * t))[:, None]
+    paths = [straight]
     lim = np.asarray(cfg.workspace)
-    path = np.linspace(np.asarray(start_xy, float), np.asarray(goal_xy, float), cfg.waypoints)
-    cost = float(path_cost(path[None], heat, var_ref, cfg.w_smooth)[0])
-    result = PathResult(path.copy(), cost, cost)
+    for off in cfg.detours:
+        for side in (1.0, -1.0):
+            p = straight + side * off * profile * n
+            p[1:-1] = np.clip(p[1:-1], -lim, lim)
+            p[0], p[-1] = a, b  # the ends exactly (sin(pi) is not 0 in floating point)
+            paths.append(p)
+    return paths
+
+
+def _improve(path, heat, var_ref, cfg: PathConfig, rng):
+    """Path-integral updates of one start path; (best path, best cost, cost per iteration)."""
+    lim = np.asarray(cfg.workspace)
+    best = float(path_cost(path[None], heat, var_ref, cfg.w_smooth)[0])
+    best_path, costs, bests = path.copy(), [], []
     std = cfg.std
     for it in range(cfg.iterations):
         eps = rng.normal(0.0, std, (cfg.samples, cfg.waypoints, 2))
@@ -261,12 +336,34 @@ def low_uncertainty_path(start_xy, goal_xy, heat: HeatMap, var_ref: float,
         path = path + np.einsum("k,kwd->wd", w, P - path[None])
         path[1:-1] = np.clip(path[1:-1], -lim, lim)
         cost = float(path_cost(path[None], heat, var_ref, cfg.w_smooth)[0])
-        result.costs.append(cost)
-        if cost < result.cost:
-            result.cost, result.path = cost, path.copy()
+        costs.append(cost)
+        if cost < best:
+            best, best_path = cost, path.copy()
+        bests.append(best)
         std *= cfg.decay
-        if it >= 10 and result.costs[-11] - cost < cfg.tolerance:
+        # the best cost, not the last (noisy) one, decides: stop when it has stalled for 20 iterations
+        if it >= 20 and bests[-21] - best <= cfg.tolerance * abs(best):
             break
+    return best_path, best, costs
+
+
+def low_uncertainty_path(start_xy, goal_xy, heat: HeatMap, var_ref: float,
+                         cfg: PathConfig | None = None) -> PathResult:
+    """Algorithm 2: way-point paths from several starts (``start_paths``: the straight line and detours to either
+    side; a single start stays near the straight line when the heat is symmetric about it) improved against
+    ``heat`` (in units of ``var_ref``) by path-integral updates; the cheapest."""
+    cfg = cfg or PathConfig()
+    starts = start_paths(start_xy, goal_xy, cfg)
+    initial = float(path_cost(starts[0][None], heat, var_ref, cfg.w_smooth)[0])
+    result = None
+    for i, p0 in enumerate(starts):
+        path, cost, costs = _improve(p0.copy(), heat, var_ref, cfg, np.random.default_rng([cfg.seed, i]))
+        if result is None or cost < result.cost:
+            start_costs = result.start_costs if result else []
+            result = PathResult(path, cost, initial, costs, start_costs)
+        result.start_costs.append(cost)
+    unc, smooth = path_terms(result.path[None], heat, var_ref, cfg.w_smooth)
+    result.terms = {"uncertainty": float(unc[0]), "smoothness": float(smooth[0])}
     return result
 
 

@@ -143,8 +143,33 @@ def contact_twist(p_x, p_y, v_n, v_t, c: float, mu_p: float, ops=dual):
     return tx, ty, om, up, down
 
 
+def pusher_in_object_frame(z: list, dt: float, ops=dual):
+    """The first half of every quasi-static step: ``z`` (7 state + 2 control components) unpacked, the pusher's
+    velocity after the control, and the pusher's centre and velocity in the object frame. Returns
+    ((sx, sy, th, px, py, vx1, vy1), (cos th, sin th), (rx, ry), (wx, wy))."""
+    sx, sy, th, px, py, vx, vy, ax, ay = z
+    vx1, vy1 = vx + dt * ax, vy + dt * ay
+    c, s = ops.cos(th), ops.sin(th)
+    dx, dy = px - sx, py - sy
+    return ((sx, sy, th, px, py, vx1, vy1), (c, s), (c * dx + s * dy, c * dy - s * dx),
+            (c * vx1 + s * vy1, c * vy1 - s * vx1))
+
+
+class LimitSurfaceLoads:
+    """The ellipsoidal limit surface's largest friction force and moment, of a slider with ``mu_g``, ``mass`` and
+    the length scale ``c`` (m_max / f_max): one definition for the box and the convex models."""
+
+    @property
+    def f_max(self) -> float:
+        return self.mu_g * self.mass * GRAVITY
+
+    @property
+    def m_max(self) -> float:
+        return self.f_max * self.c
+
+
 @dataclass(frozen=True)
-class QuasiStaticPusherSlider:
+class QuasiStaticPusherSlider(LimitSurfaceLoads):
     """The model for one box slider and a round pusher. All methods take batches: ``x`` (..., 7), ``u`` (..., 2)."""
 
     size: tuple[float, float]  # full extents of the box along its body x and y (m)
@@ -184,14 +209,6 @@ class QuasiStaticPusherSlider:
 
     # ------------------------------------------------------------------------------------ limit surface
     @property
-    def f_max(self) -> float:
-        return self.mu_g * self.mass * GRAVITY
-
-    @property
-    def m_max(self) -> float:
-        return self.f_max * self.c
-
-    @property
     def c(self) -> float:
         """m_max / f_max: the limit surface's length scale (0.3826 a for a square of side a, uniform pressure)."""
         return self.c_scale * mean_distance_rectangle(*self.size)
@@ -215,13 +232,8 @@ class QuasiStaticPusherSlider:
     def _step(self, z: list, ops=dual):
         """One step on ``z`` = 7 state + 2 control components, Duals (``ops=dual``: values and Jacobians) or plain
         arrays (``ops=np``: values only, several times faster); returns (next state components, face, mode)."""
-        sx, sy, th, px, py, vx, vy, ax, ay = z
         dt = self.dt
-        vx1, vy1 = vx + dt * ax, vy + dt * ay
-        c, s = ops.cos(th), ops.sin(th)
-        dx, dy = px - sx, py - sy
-        rx, ry = c * dx + s * dy, c * dy - s * dx  # pusher centre in the slider frame
-        wx, wy = c * vx1 + s * vy1, c * vy1 - s * vx1  # pusher velocity in the slider frame
+        (sx, sy, th, px, py, vx1, vy1), (c, s), (rx, ry), (wx, wy) = pusher_in_object_frame(z, dt, ops)
         a, b = self.size[0] / 2.0, self.size[1] / 2.0
         outside = np.stack([-_value(rx) - a, -_value(ry) - b, _value(rx) - a, _value(ry) - b], -1)
         face = np.argmax(outside, axis=-1)

@@ -31,8 +31,8 @@ import numpy as np
 from ..scene.convex import ConvexOutline
 from . import dual
 from .dual import Dual
-from .quasistatic import (GRAVITY, SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, QuasiStaticPusherSlider,
-                          contact_twist)
+from .quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, LimitSurfaceLoads,
+                          QuasiStaticPusherSlider, contact_twist, pusher_in_object_frame)
 
 
 def _value(a):
@@ -40,7 +40,7 @@ def _value(a):
 
 
 @dataclass(frozen=True)
-class QuasiStaticConvexSlider:
+class QuasiStaticConvexSlider(LimitSurfaceLoads):
     """One convex slider and a round pusher; all methods take batches: ``x`` (..., 7), ``u`` (..., 2)."""
 
     outline: ConvexOutline  # the footprint in the object frame
@@ -86,14 +86,6 @@ class QuasiStaticConvexSlider:
         """m_max / f_max of the limit surface (m)."""
         return self._c
 
-    @property
-    def f_max(self) -> float:
-        return self.mu_g * self.mass * GRAVITY
-
-    @property
-    def m_max(self) -> float:
-        return self.f_max * self.c
-
     # ------------------------------------------------------------------------------------ contact geometry
     def _contact(self, rx, ry, ops):
         """Nearest outline point to the pusher centre (rx, ry) (object frame): (contact point, inward normal,
@@ -135,13 +127,8 @@ class QuasiStaticConvexSlider:
     def _step(self, z: list, ops=dual):
         """One step on ``z`` = 7 state + 2 control components (Duals with ``ops=dual``, arrays with ``ops=np``):
         (next state components, feature, mode)."""
-        sx, sy, th, px, py, vx, vy, ax, ay = z
         dt = self.dt
-        vx1, vy1 = vx + dt * ax, vy + dt * ay
-        c, s = ops.cos(th), ops.sin(th)
-        dx, dy = px - sx, py - sy
-        rx, ry = c * dx + s * dy, c * dy - s * dx  # pusher centre in the object frame
-        wx, wy = c * vx1 + s * vy1, c * vy1 - s * vx1  # pusher velocity in the object frame
+        (sx, sy, th, px, py, vx1, vy1), (c, s), (rx, ry), (wx, wy) = pusher_in_object_frame(z, dt, ops)
         (cx, cy), (nx, ny), gap, feature = self._contact(rx, ry, ops)
         gx0, gy0 = self._g
         qx, qy = cx - gx0, cy - gy0  # contact point relative to the centre of friction

@@ -45,6 +45,8 @@ by its stamp, which the commander takes from the system clock the soak reads too
   goals_reached        per fault kind: goals sent, reached
   exceptions           tracebacks and RCL errors in any node's output
   memory               each node's RSS (psutil): growth from the end of a start's warm-up (20 s) to its end
+  exits                per stop: each node's exit status, parapush's processes still running EXIT_TIMEOUT after
+                       it (``left_running``: a failure) and other packages' (``others_left_running``: reported)
 
 Figures are wall-clock behaviour of real processes on this host: a busy host reaches fewer goals, but every safety
 figure above holds at any speed (stamps, not arrival times, decide). Exit status non-zero when a safety figure,
@@ -385,17 +387,24 @@ class RobotSoak:
             family = []
         code = self.launch.stop(sig)
         _, alive = psutil.wait_procs(family, timeout=EXIT_TIMEOUT)
-        left = []
+        left, others = [], []
         for p in alive:
             try:
-                left.append(" ".join(p.cmdline()[:2]))
+                cmd = " ".join(p.cmdline()[:2])
                 p.kill()
             except psutil.Error:
                 continue
+            # ours fail the soak; another package's process (here the launch overlay's Python stand-in for tf2_ros'
+            # static_transform_publisher: the real one is C++) is reported beside them
+            (left if any(cmd.endswith(f"/{name}") for name in OUR_NODES) else others).append(cmd)
         exits = {k: v for k, v in self.launch.exits().items() if k in OUR_NODES}
         self.standin.stop(signal.SIGINT)
         self.results.exceptions += node_errors(self.launch.output()) + node_errors(self.standin.output())
-        rec = {"signal": signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left}
+        rec = {"signal": signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left,
+               "others_left_running": others}
+        if others:
+            print(f"[soak --robot] after {rec['signal']}: not parapush's, still running {EXIT_TIMEOUT:g} s later "
+                  f"(killed): {others}", flush=True)
         self.results.exits.append(rec)
         return rec
 

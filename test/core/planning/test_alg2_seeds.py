@@ -49,7 +49,8 @@ def test_alg2_path_avoids_the_region_without_data(seed):
     import torch
     torch.set_num_threads(1)
     model, data_xy, var_ref = lesioned_model(seed)
-    heat = planning_heat_map(uncertainty_heat_map(model, cell=0.04, actions=8, seed=seed), var_ref, data_xy)
+    heat = planning_heat_map(uncertainty_heat_map(model, cell=0.04, actions=8, seed=seed), var_ref, data_xy,
+                             clearance=0.03)
     res = low_uncertainty_path(START, GOAL, heat, var_ref, PathConfig(seed=seed))
     straight = np.linspace(START, GOAL, 12)
     assert in_lesion(straight) > 0.6
@@ -70,6 +71,41 @@ def test_distance_term_is_high_far_from_data_and_zero_on_it():
     np.testing.assert_array_equal(planning_heat_map(flat, 2e-6, None).values, flat.values)  # no data: no term
     with pytest.raises(ValueError, match="var_in_data"):
         planning_heat_map(flat, 0.0, data)
+
+
+def test_clearance_is_the_worst_heat_within_it():
+    """``clearance``: the heat at p is the worst within that distance of p (the tracker cuts corners by its reach)."""
+    xs, ys = np.linspace(-0.3, 0.3, 21), np.linspace(-0.3, 0.3, 21)  # 3 cm cells
+    values = np.full((21, 21), 1e-6)
+    values[10, 10] = 5e-5  # one hot cell at (0, 0)
+    flat = HeatMap(xs, ys, values)
+    heat = planning_heat_map(flat, 1e-6, None, clearance=0.03)
+    assert heat(np.array([0.0, 0.0])) == pytest.approx(5e-5)
+    assert heat(np.array([0.029, 0.0])) == pytest.approx(5e-5)  # within the clearance: the hot cell's heat
+    assert heat(np.array([0.0, -0.02])) == pytest.approx(5e-5)
+    assert heat(np.array([0.08, 0.0])) == pytest.approx(1e-6)  # beyond it (and the cell it blurs into): unchanged
+    assert flat(np.array([0.029, 0.0])) < 1e-5  # without: the bilinear heat has fallen off
+    assert np.min(np.diff(heat.xs)) <= 0.01 + 1e-12  # a grid fine enough for the disc
+    np.testing.assert_array_equal(planning_heat_map(flat, 1e-6, None, clearance=0.0).values, values)
+    with pytest.raises(ValueError, match="clearance"):
+        planning_heat_map(flat, 1e-6, None, clearance=-0.01)
+
+
+def test_clearance_leaves_hard_cells_as_they_are():
+    """``hard`` cells (the stack's occupied ones) are not grown: a gap of one cell between two stays open."""
+    xs, ys = np.linspace(-0.3, 0.3, 21), np.linspace(-0.3, 0.3, 21)
+    values = np.full((21, 21), 1e-6)
+    values[5, 7] = 2e-6  # the most uncertain free cell
+    hard = np.zeros((21, 21), dtype=bool)
+    hard[10, 9] = hard[10, 11] = True  # (-0.03, 0) and (0.03, 0): the gap at (0, 0)
+    values[hard] = 1e-4
+    heat = planning_heat_map(HeatMap(xs, ys, values), 1e-6, None, clearance=0.05, hard=hard)
+    assert heat(np.array([0.03, 0.0])) == pytest.approx(1e-4)  # the hard cell itself
+    assert heat(np.array([0.0, 0.0])) == pytest.approx(2e-6)  # the gap: the most uncertain free heat, not 1e-4
+    grown = planning_heat_map(HeatMap(xs, ys, values), 1e-6, None, clearance=0.05)
+    assert grown(np.array([0.0, 0.0])) == pytest.approx(1e-4)  # without ``hard``: closed
+    with pytest.raises(ValueError, match="hard"):
+        planning_heat_map(HeatMap(xs, ys, values), 1e-6, None, clearance=0.05, hard=hard[:-1])
 
 
 def test_path_cost_is_scale_free():

@@ -7,7 +7,8 @@ import pytest
 from parapush_ros.core.config import ConfigError
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.planning.low_uncertainty import (HEAT_MAP_BATCH, OCCUPIED, LowUncertaintyConfig,
-                                                        LowUncertaintyPush, plan_low_uncertainty_path)
+                                                        LowUncertaintyPush, plan_low_uncertainty_path,
+                                                        scene_heat_map)
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.planning.planners import PLANNERS
 from parapush_ros.core.planning.session import PushSession, SessionConfig
@@ -31,10 +32,18 @@ def test_the_path_bends_round_the_clutter_inside_the_table(scene):
     goal = goal_for(scene)
     planned = plan_low_uncertainty_path(Predictor(scene), scene, x, goal, CONFIG, 1.0, 0.05)
     heat, path = planned.heat, planned.path.path
-    free = heat.values < heat.values.max()
-    assert free.mean() > 0.8 and np.all(heat.values > 0.0)
-    assert heat.values.max() == pytest.approx(OCCUPIED * heat.values[free].max())
-    assert heat(np.array(scene.objects[1].pose[:2])) == pytest.approx(heat.values.max())  # cylinder_1's cell
+    raw = scene_heat_map(Predictor(scene), scene, x, goal.object_index, CONFIG, 1.0, 0.05)  # the same seed
+    free = raw.values < raw.values.max()
+    assert free.mean() > 0.8 and np.all(raw.values > 0.0)
+    assert raw.values.max() == pytest.approx(OCCUPIED * raw.values[free].max())
+    cylinder = np.array(scene.objects[1].pose[:2])
+    assert raw(cylinder) == pytest.approx(raw.values.max())  # cylinder_1's cell
+    # planned on: the worst heat within the tracker's reach (``planning_heat_map``'s clearance), never below the map;
+    # the occupied cells themselves not grown (``hard``): within the reach of one, the most uncertain free heat
+    q = np.stack(np.meshgrid(np.linspace(-0.3, 0.3, 41), np.linspace(-0.4, 0.4, 41)), -1)
+    assert np.all(heat(q) >= raw(q) - 1e-15) and heat.values.max() == pytest.approx(raw.values.max())
+    beside = cylinder + np.array([0.0, 0.102 + 0.04 + CONFIG.reach - 0.01])  # 2 radii + a cell + the reach, less 1 cm
+    assert raw(beside) < 0.9 * heat(beside) and heat(beside) == pytest.approx(raw.values[free].max())
     np.testing.assert_allclose(path[[0, -1]], [scene.objects[0].pose[:2], goal.position])
     assert np.all(np.abs(path) <= scene.table.half - CONFIG.margin + 1e-12)
     dense = np.linspace(path[:-1], path[1:], 10).reshape(-1, 2)

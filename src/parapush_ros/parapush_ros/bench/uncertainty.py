@@ -16,8 +16,9 @@
    ``alg2`` (Algorithm 2's low-uncertainty path tracked by plain MPPI): success and ``path_in_lesion_fraction``
    (share of the executed box path's length inside the lesion; goal: ua and alg2 <= 1/3 of plain at >= 90 %
    success). Algorithm 2 plans on ``uncertainty_mppi.planning_heat_map``: the lesioned E-MDN's heat-map plus the
-   distance-to-data term (``--w-data`` x var_ref far from the training pushes' positions), the path cost
-   scale-free (``uncertainty_mppi.path_terms``).
+   distance-to-data term (``--w-data`` x var_ref far from the training pushes' positions), max-filtered over the
+   tracker's reach (``--track-reach``: the clearance the path keeps from high heat), the path cost scale-free
+   (``uncertainty_mppi.path_terms``).
 
 ``--seeds N`` runs seeds S .. S+N-1 (each its own dataset, training, goals and episodes; ``common.seeded``) and
 reports every figure as mean and std over them, the per-seed values in the JSON.
@@ -236,7 +237,8 @@ def _lesioning(args, data, lesion, trained, result):
     test = trained["test"]
     t_in = lesion.contains(test.poses[:, :2])
     test_unc = uncertainty(lemdn.predict(test.x)[1])
-    plan_heat = planning_heat_map(heat, lref, ltrain.poses[:, :2], w_data=args.w_data)
+    plan_heat = planning_heat_map(heat, lref, ltrain.poses[:, :2], w_data=args.w_data,
+                                  clearance=args.track_reach)
     # the lesion's centre line (where Exp. 3/4's straight path runs): the ensemble's own variance there in units of
     # var_ref, against the distance to the nearest training push (a low-variance channel far from the data is the
     # ensemble agreeing while it extrapolates)
@@ -404,7 +406,8 @@ def add_parser(sub, outputs):
     p.add_argument("--w-unc", type=float, default=0.5, help="uncertainty weight of eq. 11 (per var_ref; 0.05: the "
                    "box still crosses the lesion's border band, see docs/results/uncertainty.md)")
     p.add_argument("--track-reach", type=float, default=0.03, help="Algorithm 2's tracker aims at the first "
-                   "way-point farther than this (m; 0.06: it cuts the path's corners into the lesion)")
+                   "way-point farther than this (m; 0.06: it cuts the path's corners into the lesion); the path "
+                   "keeps this clearance from high heat (uncertainty_mppi.planning_heat_map)")
     p.add_argument("--w-smooth", type=float, default=0.3, help="Algorithm 2's smoothness weight: w_smooth x "
                    "(path length / straight-line distance)^2 beside the uncertainty per straight-line distance in "
                    "units of var_ref (uncertainty_mppi.path_terms)")

@@ -8,7 +8,8 @@ target per cell, with ``alg2.heat_model`` (an ensemble: ``learned_ensemble``) --
 from the target to the goal against it under the table's limits (``uncertainty_mppi.low_uncertainty_path``:
 path-integral updates from several start paths, the ends fixed, the way-points clipped ``margin`` inside the table
 edges; the same scale-free cost and ``planning_heat_map`` rule as ``bench uncertainty``, the heat-map's median as
-the variance unit, no distance-to-data term as the models see relative positions only). Cells where the
+the variance unit, no distance-to-data term as the models see relative positions only, max-filtered over
+``reach``: the clearance the path keeps from high heat, the occupied cells below left out of it). Cells where the
 target would overlap another object or an obstacle (no model can tell what happens there) count as ``OCCUPIED``
 times the most uncertain free cell: the path keeps clear of them. The learned models see only relative positions,
 so on a free table their heat-map is flat (measured: within 0.8-1.15 of its median on ``clutter_push``) and the
@@ -148,8 +149,12 @@ def plan_low_uncertainty_path(predictor, scene: Scene, x, goal, cfg: LowUncertai
         var_ref = max(float(heat.values.max()), 1e-12)
     # the same rule as ``bench uncertainty``'s (``planning_heat_map``); no distance-to-data term: the stack's
     # models see relative positions only, so every table position is as near their data as any other, and the
-    # heat-map's median stands for the variance on their own data
-    heat = planning_heat_map(heat, var_ref, data_xy=None)
+    # heat-map's median stands for the variance on their own data; the path keeps the tracker's reach clear of high
+    # heat (the tracker cuts corners by up to it), the occupied cells not grown by it (``hard``: the gaps between
+    # the objects stay open)
+    gx, gy = np.meshgrid(heat.xs, heat.ys)
+    occupied = _occupied(scene, x, goal.object_index, np.stack([gx.ravel(), gy.ravel()], -1)).reshape(gx.shape)
+    heat = planning_heat_map(heat, var_ref, data_xy=None, clearance=cfg.reach, hard=occupied)
     lim = np.maximum(scene.table.half - cfg.margin, 0.0)
     start = scene.layout.object_poses(np.asarray(x, dtype=float))[goal.object_index, :2]
     end = np.clip(np.asarray(goal.position, dtype=float), -lim, lim)

@@ -24,6 +24,7 @@ path in simulation, every received scene state on the robot, so grazing an obsta
 """
 from __future__ import annotations
 
+import abc
 import math
 import threading
 from itertools import pairwise
@@ -317,7 +318,7 @@ class PushStop(Exception):
 _Stop = PushStop
 
 
-class PushStrategy:
+class PushStrategy(abc.ABC):
     """A planner in the one push loop. ``PushSession`` owns the goal, stop, pauses (a stale or invalid state, a clock
     jump, a mocap clock offset beyond ``max_clock_offset``, a start deeper than ``max_start_penetration``), judging
     and reporting; a strategy plans and hands its commands over (``push``, using the session's services), says what
@@ -335,17 +336,20 @@ class PushStrategy:
 
     def check_goal(self, goal: Goal) -> None:
         """Raise ``ValueError`` if this planner cannot push to ``goal``."""
+        return None  # optional hook: nothing by default
 
     def start(self, session: PushSession) -> None:
         """A push begins (``session.goal`` is its goal)."""
+        return None  # optional hook: nothing by default
 
     def goal_changed(self, session: PushSession, goal: Goal) -> None:
         """The goal of the running push moved to ``goal`` (on the push's thread, at ``apply_goal_change``)."""
+        return None  # optional hook: nothing by default
 
+    @abc.abstractmethod
     def push(self, session: PushSession) -> None:
         """Plan and hand the commands over until the session raises ``PushStop`` (a stop, a fault, the outcome):
         from a usable first state, judged once."""
-        raise NotImplementedError
 
     def plan_view(self, report) -> PlanView:
         """What a report handed to ``PushIO.report_plan`` shows."""
@@ -357,6 +361,7 @@ class PushStrategy:
 
     def close(self) -> None:
         """Release what it holds (worker processes)."""
+        return None  # optional hook: nothing by default
 
 
 class PushSession:

@@ -47,6 +47,7 @@ class Harness:
         self.expect_output = activate  # lock-step on the commander's output (else the feed paces itself)
         self.feeding = threading.Event()
         self.feeding.set()
+        self.step = threading.Lock()  # held by the feeder for one whole period (state, command, clock, output)
         self.io = ex.add(rclpy.create_node("commander_io", namespace=ns, context=ctx))
         self.out = []
         self.out_times = []
@@ -84,10 +85,16 @@ class Harness:
         """Ask for a lifecycle transition through the node's ``change_state`` service (as ``ros2 lifecycle set``
         and the launch files do), with the simulated clock held still; returns the sim time it happened at."""
         self.feeding.clear()
-        with self.lock:
-            t = self.t
-        req = ChangeState.Request(transition=Transition(label=label))
-        assert wait_future(self.change_state.call_async(req), timeout=10.0, what=label).success, label
+        with self.step:  # no period in flight: the clock cannot move during the transition
+            with self.lock:
+                t = self.t
+            # /clock and change_state are separate DDS channels: wait until the node has this period's clock, else
+            # on a loaded host it could serve the transition stamped one period early
+            t_ns = int(round(t * 1e9))
+            wait_for(lambda: self.node.get_clock().now().nanoseconds == t_ns, timeout=30.0,
+                     what=f"the commander's clock at {t:.3f} s before '{label}'")
+            req = ChangeState.Request(transition=Transition(label=label))
+            assert wait_future(self.change_state.call_async(req), timeout=10.0, what=label).success, label
         self.feeding.set()
         return t
 
@@ -101,25 +108,29 @@ class Harness:
         then wait for the commander's output of that period (generous wall bound: a hung node)."""
         while not self._stop.is_set():
             self.feeding.wait()
-            stamp = Time(nanoseconds=int(round(self.t * 1e9))).to_msg()
-            s = SceneState()
-            s.header.frame_id, s.header.stamp = "table", stamp
-            s.pusher_x, s.pusher_y = self.pusher
-            s.pusher_tracking_valid = self.valid
-            self.state_pub.publish(s)
-            if self._cmd is not None:
-                self.cmd_pub.publish(self._twist(*self._cmd, frame=self.cmd_frame, stamp=stamp))
-            if self._teleop is not None:
-                self.teleop_pub.publish(self._twist(*self._teleop, stamp=stamp))
-            with self.lock:
-                n = len(self.out)
-                self.t = round(self.t + 1.0 / RATE, 9)
-            self.clock_pub.publish(Clock(clock=Time(nanoseconds=int(round(self.t * 1e9))).to_msg()))
-            if self.expect_output and (self.out or self.t > 1.0):  # once outputs flow: lock-step on them
-                wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,  # noqa: B023 - called within this iteration
-                         what="the commander's output for the period")
-            else:
-                self._stop.wait(1.0 / RATE)
+            with self.step:
+                self._period()
+
+    def _period(self):
+        stamp = Time(nanoseconds=int(round(self.t * 1e9))).to_msg()
+        s = SceneState()
+        s.header.frame_id, s.header.stamp = "table", stamp
+        s.pusher_x, s.pusher_y = self.pusher
+        s.pusher_tracking_valid = self.valid
+        self.state_pub.publish(s)
+        if self._cmd is not None:
+            self.cmd_pub.publish(self._twist(*self._cmd, frame=self.cmd_frame, stamp=stamp))
+        if self._teleop is not None:
+            self.teleop_pub.publish(self._twist(*self._teleop, stamp=stamp))
+        with self.lock:
+            n = len(self.out)
+            self.t = round(self.t + 1.0 / RATE, 9)
+        self.clock_pub.publish(Clock(clock=Time(nanoseconds=int(round(self.t * 1e9))).to_msg()))
+        if self.expect_output and (self.out or self.t > 1.0):  # once outputs flow: lock-step on them
+            wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,
+                     what="the commander's output for the period")
+        else:
+            self._stop.wait(1.0 / RATE)
 
     @staticmethod
     def _twist(vx, vy, frame="table", stamp=None):

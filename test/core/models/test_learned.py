@@ -250,6 +250,25 @@ def test_learned_beats_analytical_on_a_fixed_heldout_set(fines, n, factor):
     assert e_l < factor * e_a, (e_l, e_a)
 
 
+@pytest.mark.parametrize("n, radius", [(1, 0.025), (4, 0.0075)])
+def test_another_pusher_radius_is_predicted_through_the_equivalent_contact(fines, n, radius):
+    """The weights were trained with a 14.5 mm pusher; for another radius the network is shown the contact a
+    trained-radius pusher would make (same normal, same gap). On fine-model data of that pusher it is much nearer
+    than the network shown the pusher where it is, and than the analytical model."""
+    data = LM.family_scene(n).to_dict()
+    data["name"] = f"cylinders_{n}_pusher_{radius * 1e3:g}mm"
+    data["pusher"]["radius"] = radius
+    scene = scene_from_dict(data)
+    d = datagen.generate_chunk(fine_for(fines, scene), scene, 987_654, 0, 48)
+    model = LM.LearnedCoarseModel.load(scene)  # not refused: any pusher radius
+    assert model.pusher_radius_offset == pytest.approx(radius - 0.0145)
+    equivalent = object_rms_mm(scene, model.propagate(d["x"], d["u"], 1.0), d["x_next"])
+    model.pusher_radius_offset = 0.0  # the network shown the pusher where it is
+    as_is = object_rms_mm(scene, model.propagate(d["x"], d["u"], 1.0), d["x_next"])
+    analytical = object_rms_mm(scene, AnalyticalCoarseModel(scene).propagate(d["x"], d["u"], 1.0), d["x_next"])
+    assert equivalent < 0.7 * as_is and equivalent < 0.5 * analytical, (equivalent, as_is, analytical)
+
+
 @pytest.mark.parametrize("name", ["cylinder_slider", "four_cylinders"])
 def test_parareal_with_the_learned_model_is_exact_at_K_equals_N(fines, name):
     scene = load_scene(name)
@@ -273,6 +292,9 @@ def test_parareal_with_the_learned_model_is_exact_at_K_equals_N(fines, name):
 
 
 def test_weights_for_another_scene_family_are_refused(tmp_path):
+    other_pusher = load_scene("cylinder_slider").to_dict()
+    other_pusher["pusher"].update(radius=0.03, start=[-0.1, 0.0])
+    LM.LearnedCoarseModel.load(scene_from_dict(other_pusher))  # any pusher radius: the equivalent contact
     with pytest.raises(LM.LearnedModelError, match=r"objects\[0\]\.shape is 'box'"):
         LM.LearnedCoarseModel.load(load_scene("box_slider"))
     base = load_scene("cylinder_slider").to_dict()

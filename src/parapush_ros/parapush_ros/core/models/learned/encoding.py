@@ -185,6 +185,21 @@ def encode(x, u, mask=None, object_velocities: bool = True) -> Rows:
     return Rows(f, b, i, cos, sin)
 
 
+def equivalent_pusher(features, radius_offset: float) -> None:
+    """Move the pusher of encoded rows, in place, to where a pusher of the trained radius makes the same contact
+    with the focus object, for a scene whose pusher is ``radius_offset`` (m) larger than the trained one.
+
+    Why this is exact for a disc pusher on a disc object: what the contact does depends on the contact normal (the
+    direction between the centres), the gap (centre distance minus both radii) and the pusher's velocity; the
+    pusher translates and does not turn, so the contact point's velocity is the pusher's whatever its radius. Moving
+    the pusher along the normal by ``radius_offset`` keeps the normal and the gap, so the trained network sees the
+    contact it learned. Only the focus - pusher column changes: the neighbours are encoded relative to the focus."""
+    rel = features[:, 3:5]
+    d = np.hypot(rel[:, 0], rel[:, 1])
+    scale = np.where(d > 0.0, np.maximum(d - radius_offset, 0.0) / np.where(d > 0.0, d, 1.0), 1.0)
+    features[:, 3:5] = rel * scale[:, None]
+
+
 def targets(rows: Rows, x, x_next) -> np.ndarray:
     """Network outputs (R, F_OUT) that map ``x`` to ``x_next`` for ``rows`` (the training targets)."""
     n = (x.shape[1] - 4) // 6

@@ -14,6 +14,11 @@ Symmetry: the physics is mirror symmetric about the push direction, so the predi
 on a row and on its mirror image (mirrored back): exactly symmetric, and smoother (training also uses mirrored
 samples).
 
+The pusher's radius is an input of the geometry, not of the network: a scene with another pusher radius than the
+trained one is predicted through the equivalent contact (``encoding.equivalent_pusher``: the pusher moved along the
+contact normal by the difference of the radii keeps the normal and the gap); the gate and the projection use the
+scene's own radius.
+
 The pusher is not learned: it follows its servo exactly (``mjcf.py``: a critically damped position servo on the
 integral of u lags a ramp by 2 / omega_servo seconds), so its end position is ``p + u (dt - lag)`` and its end
 velocity u. Penetration left by the network is projected away as for the analytical model.
@@ -29,7 +34,8 @@ from ...scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
 from ...scene.spec import Scene
 from ..base import batch_arguments
 from .encoding import (_SLOT_ORDER_COLS, CHAIN_MARGIN, MIRROR_IN, MIRROR_OUT, SLOT_ORDER_MIN_WEIGHT,
-                       SLOT_ORDER_SOFTNESS, _split, apply_outputs, encode, gate, slot_order_weights, swept_reach)
+                       SLOT_ORDER_SOFTNESS, _split, apply_outputs, encode, equivalent_pusher, gate, slot_order_weights,
+                       swept_reach)
 from .family import (F_OUT, FORMAT, LearnedModelError, check_family, default_weights_path, read_weights_file,
                      uses_object_velocities)
 from .network import MLP, mlp_from_state_dict
@@ -63,6 +69,8 @@ class LearnedCoarseModel:
         self.pusher_lag = float(family["pusher_lag_s"])
         self.projection_tolerance = projection_tolerance
         self.object_radius = float(family["object_radius"])
+        # another pusher radius than the trained one: the network sees the equivalent contact (equivalent_pusher)
+        self.pusher_radius_offset = scene.pusher.radius - float(family["pusher_radius"])
         self.symmetric = symmetric
         self.two_pass = two_pass
         if not slot_order_softness >= 0.0:
@@ -104,6 +112,8 @@ class LearnedCoarseModel:
             if not todo.any():
                 break
             rows = encode(x, u, todo, self.object_velocities)
+            if self.pusher_radius_offset != 0.0:
+                equivalent_pusher(rows.features, self.pusher_radius_offset)
             self._apply(rows, out, self._predict(rows.features))
             done |= todo
             if n == 1 or not self.two_pass:

@@ -134,6 +134,32 @@ def test_auto_picks_the_quasi_static_model_of_one_object_and_learned_or_analytic
     p.close()
 
 
+def test_auto_picks_a_coarse_model_that_predicts_the_planners_controls():
+    """The learned model predicts whole 1 s slices: with 0.1 s controls (the robot's) auto takes the analytical
+    model for several objects and says why, and the planner plans; a learned model named outright is refused at
+    configuration, naming both settings, not at the first plan."""
+    import dataclasses  # noqa: PLC0415
+
+    from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig  # noqa: PLC0415
+    scene = load_scene("four_cylinders")
+    assert auto_coarse(scene, slice_s=2.0)[0] == "learned"
+    name, why = auto_coarse(scene, slice_s=0.1)
+    assert name == "analytical" and "whole 1 s slices, not controls of 0.1 s" in why
+    base = PlannerConfig()
+    fast = dataclasses.replace(base, sampling=dataclasses.replace(base.sampling, control_duration=0.1, samples=4,
+                                                                  iterations=1, horizon=2))
+    planner = MPCPlanner(scene, fast)
+    try:
+        assert planner.predictor.default_coarse == "analytical"
+        assert np.all(np.isfinite(planner.plan(scene.initial_state()).controls))
+    finally:
+        planner.close()
+    named = Predictor(scene, coarse="learned")
+    with pytest.raises(ValueError, match=r"coarse_model 'learned' predicts whole 1 s slices; control_duration 0.1 s"):
+        MPCPlanner(scene, fast, predictor=named)
+    named.close()
+
+
 class _PoseCost:
     """Terminal 1e4 |slider position - goal|^2 and 1e3 pusher speed^2, controls 1e-3 |u|^2 (Gauss-Newton)."""
 

@@ -184,7 +184,8 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
         wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
             i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
         predictor = Predictor(scene, coarse=args.coarse, threads=args.threads or None,
-                              variance_threshold=args.parareal_variance_threshold)
+                              variance_threshold=args.parareal_variance_threshold,
+                              slice_s=config.sampling.control_duration)
         planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
         world = SimWorld(scene, wc)
         t0 = time.perf_counter()

@@ -100,15 +100,26 @@ register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
 
 
-def auto_coarse(scene: Scene, options: dict | None = None) -> tuple[str, str]:
+def predicts_slices(model, dt: float) -> bool:
+    """Whether ``model`` predicts slices of ``dt`` seconds: any, unless it only predicts whole multiples of its
+    ``slice_s`` (the learned model's 1 s)."""
+    slice_s = getattr(model, "slice_s", None)
+    if slice_s is None:
+        return True
+    k = round(dt / slice_s)
+    return k >= 1 and abs(k * slice_s - dt) <= 1e-9
+
+
+def auto_coarse(scene: Scene, options: dict | None = None, slice_s: float | None = None) -> tuple[str, str]:
     """``coarse_model: auto``: (the coarse model for ``scene``, why), by this rule, chosen by measurement
-    (README, "Quasi-static coarse model"):
+    (docs/results/fidelity.md):
 
     * one object: the quasi-static model for its shape: ``quasistatic`` (paper 003) for a box,
       ``quasistatic_convex`` for any other convex footprint (on replayed pushes both are 5-20 times nearer the
       recorded poses than ``analytical``, which is worse than predicting no motion);
-    * several objects: ``learned`` where its weights' training conditions fit the scene (pusher, objects,
-      friction, support: ``learned.family.check_family``), else ``analytical``.
+    * several objects: ``learned`` where its weights' training conditions fit the scene (objects, friction,
+      support: ``learned.family.check_family``) and it can predict slices of ``slice_s`` (the planner's control
+      duration; it predicts whole 1 s slices), else ``analytical``.
 
     ``options``: the models' factory options by name (``learned``'s ``path``)."""
     if len(scene.objects) == 1:
@@ -117,9 +128,12 @@ def auto_coarse(scene: Scene, options: dict | None = None) -> tuple[str, str]:
         return "quasistatic_convex", f"one {scene.objects[0].shape}: the quasi-static model of its convex footprint"
     from .learned.family import LearnedModelError  # noqa: PLC0415
     try:
-        entry("learned").build(scene, **dict((options or {}).get("learned", {})))
+        learned = entry("learned").build(scene, **dict((options or {}).get("learned", {})))
     except LearnedModelError as e:
         return "analytical", f"{len(scene.objects)} objects, and the learned model does not fit: {e}"
+    if slice_s is not None and not predicts_slices(learned, slice_s):
+        return "analytical", (f"{len(scene.objects)} objects, and the learned model predicts whole "
+                              f"{learned.slice_s:g} s slices, not controls of {slice_s:g} s")
     return "learned", f"{len(scene.objects)} objects within the learned model's training conditions"
 
 
@@ -256,8 +270,11 @@ class Predictor:
 
     def __init__(self, scene: Scene, coarse: str = DEFAULT_COARSE, iterations: int = 1, tolerance: float = 0.0,
                  threads: int | None = None, options: dict | None = None, fine: str = DEFAULT_FINE,
-                 variance_threshold: float = 0.0):
+                 variance_threshold: float = 0.0, slice_s: float | None = None):
+        """``slice_s``: the slices the coarse model will predict (a planner's control duration), where known:
+        ``auto`` then picks a model that can (``check_slices`` refuses a named one that cannot)."""
         self.scene = scene
+        self.slice_s = slice_s
         self.options = {name: dict(o) for name, o in (options or {}).items()}
         for name in self.options:
             entry(name, where="model options")
@@ -296,7 +313,7 @@ class Predictor:
         if check_coarse_name(name) != AUTO:
             return name
         if not hasattr(self, "_auto"):
-            self._auto, self.auto_reason = auto_coarse(self.scene, self.options)
+            self._auto, self.auto_reason = auto_coarse(self.scene, self.options, self.slice_s)
         return self._auto
 
     def model(self, name: str) -> Propagator:
@@ -320,6 +337,16 @@ class Predictor:
         for m in self._models.values():
             if hasattr(m, "close"):
                 m.close()
+
+    def check_slices(self, spec, dt: float) -> None:
+        """Refuse, naming the settings, a model ``spec`` whose coarse part cannot predict slices of ``dt``
+        seconds (the learned model predicts whole 1 s slices): said at configuration, not at the first plan."""
+        s = self.resolve(spec)
+        coarse = s.coarse if s.kind == PARAREAL else s.kind if MODELS[s.kind].role == COARSE else None
+        if coarse is not None and not predicts_slices(self.model(coarse), dt):
+            raise ValueError(f"coarse_model {coarse!r} predicts whole {self.model(coarse).slice_s:g} s slices; "
+                             f"control_duration {dt:g} s is not a multiple of them (coarse_model auto picks one "
+                             f"that fits)")
 
     def resolve(self, spec, iterations: int | None = None) -> ModelSpec:
         """``spec`` with every open part filled from this predictor's defaults (an explicit K in the spec wins

@@ -270,7 +270,7 @@ def mpc_planner(scene: Scene, params: dict) -> MPCPlanner:
     target = default_target(scene, params.get("target_object", ""))
     goal = goal_for(scene, target, position=default_goal_position(scene, target))
     return MPCPlanner(scene, config, task=PushTask(scene, weights, goal),
-                      predictor=Predictor.from_parameters(scene, params))
+                      predictor=Predictor.from_parameters(scene, params, slice_s=config.sampling.control_duration))
 
 
 def build_mpc(scene: Scene, params: dict) -> MPCPush:

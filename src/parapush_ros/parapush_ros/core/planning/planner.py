@@ -16,7 +16,7 @@ import numpy as np
 
 from ..config import ConfigError, from_values, knob, knobs, require
 from ..models.mjcf import TIMESTEP
-from ..models.registry import DEFAULT_MODEL, PARAREAL, ModelSpec, Predictor, model_description
+from ..models.registry import DEFAULT_MODEL, PARAREAL, ModelSpec, Predictor, model_description, predicts_slices
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .optimisers import OPTIMISERS, OptimiserResult, SamplingConfig, make_optimiser, optimiser
@@ -105,7 +105,9 @@ class MPCPlanner:
         self.config = config
         self.task = (task if task is not None else PushTask(scene, weights)).with_proposal(config.proposals)
         self._own_predictor = predictor is None
-        self.predictor = predictor if predictor is not None else Predictor(scene)
+        dt = config.sampling.control_duration
+        self.predictor = predictor if predictor is not None else Predictor(scene, slice_s=dt)
+        self.predictor.check_slices(config.model, dt)
         self.optimiser = make_optimiser(config.optimiser, self.predictor, self.task, config.sampling,
                                         config.optimiser_config, model=config.model)
         self._warm = None
@@ -175,16 +177,7 @@ class MPCPlanner:
             steps = int(round((b - a) / TIMESTEP))
             if steps >= 1:
                 dt = steps * TIMESTEP
-                model = spec if spec.kind == PARAREAL or _whole_slices(self.predictor.model(spec.kind), dt) else \
+                model = spec if spec.kind == PARAREAL or predicts_slices(self.predictor.model(spec.kind), dt) else \
                     ModelSpec(self.predictor.default_fine)
                 x = self.predictor.predict(x, np.asarray(u, dtype=float)[None], dt, model=model).states[-1]
         return x
-
-
-def _whole_slices(model, dt: float) -> bool:
-    """Whether ``model`` predicts a ``dt`` slice: any, unless it only predicts whole slices of ``slice_s``."""
-    slice_s = getattr(model, "slice_s", None)
-    if slice_s is None:
-        return True
-    k = round(dt / slice_s)
-    return k >= 1 and abs(k * slice_s - dt) <= 1e-9

@@ -138,9 +138,9 @@ def test_auto_picks_a_coarse_model_that_predicts_the_planners_controls():
     """The learned model predicts whole 1 s slices: with 0.1 s controls (the robot's) auto takes the analytical
     model for several objects and says why, and the planner plans; a learned model named outright is refused at
     configuration, naming both settings, not at the first plan."""
-    import dataclasses  # noqa: PLC0415
+    import dataclasses
 
-    from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig  # noqa: PLC0415
+    from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
     scene = load_scene("four_cylinders")
     assert auto_coarse(scene, slice_s=2.0)[0] == "learned"
     name, why = auto_coarse(scene, slice_s=0.1)

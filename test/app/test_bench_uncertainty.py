@@ -36,7 +36,7 @@ def test_bench_uncertainty_refuses_bad_arguments(tmp_path):
 
 
 def test_exp2_goals_are_seeded_distinct_and_inside_the_workspace():
-    from parapush_ros.bench.uncertainty import EXP2_GOALS, EXP2_REACH, EXP2_START, exp2_goals
+    from parapush_ros.tools.bench.uncertainty import EXP2_GOALS, EXP2_REACH, EXP2_START, exp2_goals
     from parapush_ros.core.models.push_primitive import WORKSPACE
     goals = np.array(exp2_goals(12, seed=0))
     assert goals.shape == (12, 3) and exp2_goals(12, seed=0) == [tuple(g) for g in goals]

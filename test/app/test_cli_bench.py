@@ -52,7 +52,7 @@ def test_bench_convergence_small(tmp_path):
 def test_speedup_push_keeps_contact():
     """The speedup push must keep contact for the longest default horizon (8 s): the model assumes every fine
     slice costs the same, and a slice without contact costs about half."""
-    from parapush_ros.bench.speedup import DEFAULT_OFFSET, contact_gaps_mm
+    from parapush_ros.tools.bench.speedup import DEFAULT_OFFSET, contact_gaps_mm
     from parapush_ros.core.models.base import rollout
     from parapush_ros.core.models.fine import FineModel
     from parapush_ros.core.scene.spec import load_scene
@@ -133,7 +133,7 @@ def test_bench_dgoc_small(tmp_path):
         assert len(times["runs"]) == 1 and times["task_time_s"]["mean"] > times["planning_time_s"]["mean"]
     assert compare["mpc"]["runs"][0]["actions"] == 1 and compare["mpc_model"] == "fine"
     # the chunk is target 1 of the seed's 3, with the perturbation a whole run gives it
-    from parapush_ros.bench.dgoc import draw_targets, perturbations, start_state
+    from parapush_ros.tools.bench.dgoc import draw_targets, perturbations, start_state
     from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider
     from parapush_ros.core.scene.spec import load_scene
     scene = load_scene("block_003")
@@ -207,7 +207,7 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
     whose result is there with the same settings is read back, not run again."""
     import argparse
 
-    from parapush_ros.bench.common import output_paths, seeded, write_json
+    from parapush_ros.tools.bench.common import output_paths, seeded, write_json
     calls = []
 
     def run_one(args):

@@ -66,7 +66,7 @@ def test_a_scripted_teleop_push_is_recorded_over_dds(ros_context, ros_executor, 
 
     from conftest import wait_for
     from parapush_ros.core.sim.world import SimWorld
-    from parapush_ros.demo_record import make_recorder_node
+    from parapush_ros.tools.demo_record import make_recorder_node
     from parapush_ros.ros import qos, topics
     from parapush_ros.ros.conversions import array_to_scene_state
 

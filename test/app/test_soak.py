@@ -7,7 +7,7 @@ import math
 import pytest
 
 from parapush_ros import bringup
-from parapush_ros.soak import GOAL_TAGS, StateTimeline, make_schedule
+from parapush_ros.tools.soak import GOAL_TAGS, StateTimeline, make_schedule
 
 DELIVERY = 0.1  # s of sim time a message may take from one node to the next: a hop is served within a /clock
 # period or two; one mujoco_sim loop tick advances the clock by at most 4 nominal ticks (20 ms at 1x), so 0.1 s is
@@ -66,7 +66,7 @@ def test_schedule_is_deterministic_given_the_seed_and_covers_every_kind_early():
 
 @pytest.mark.timeout(400)
 def test_two_minute_soak(ros_context, tmp_path):
-    from parapush_ros import soak
+    from parapush_ros.tools import soak
     from parapush_ros.cli import build_parser
 
     args = build_parser().parse_args(["soak", "--minutes", "2", "--seed", "0", "--out", str(tmp_path)])

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from parapush_ros.soak_robot import FAULTS, HOSTILE_SETS, launch_available
+from parapush_ros.tools.soak_robot import FAULTS, HOSTILE_SETS, launch_available
 
 WHY = launch_available()
 if os.environ.get("PARAPUSH_REQUIRE_LAUNCH") == "1" and WHY:

@@ -10,19 +10,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="parapush", description="parapush: fast physics-based pushing with Parareal")
     sub = p.add_subparsers(dest="command", required=True)
 
-    from . import demo  # noqa: PLC0415
+    from .tools import demo  # noqa: PLC0415
     demo.add_parser(sub)
     from . import sim_runner  # noqa: PLC0415 (rclpy is imported only when `sim` runs)
     sim_runner.add_parser(sub)
-    from . import soak  # noqa: PLC0415 (rclpy is imported only when `soak` runs)
+    from .tools import soak  # noqa: PLC0415 (rclpy is imported only when `soak` runs)
     soak.add_parser(sub)
-    from . import fidelity  # noqa: PLC0415
+    from .tools import fidelity  # noqa: PLC0415
     fidelity.add_parser(sub)
-    from .learning import datagen, train, train_ensemble, train_primitive  # noqa: PLC0415 (torch: only when they run)
+    from .tools.learning import datagen, train, train_ensemble, train_primitive  # noqa: PLC0415 (torch: only when they run)
     datagen.add_parser(sub)
     train.add_parser(sub)
     train_ensemble.add_parser(sub)
-    from . import demonstrations_cli  # noqa: PLC0415
+    from .tools import demonstrations_cli  # noqa: PLC0415
     demonstrations_cli.add_parser(sub)
     from . import teleop  # noqa: PLC0415 (rclpy is imported only when `teleop` runs)
     teleop.add_parser(sub)
@@ -37,17 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     outputs.add_argument("--out", default="out", help="directory for JSON and plots (default: ./out)")
     outputs.add_argument("--json", default=None, help="JSON result file (default: <out>/bench_<name>.json)")
     outputs.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic given it)")
-    from .bench import calibrate, convergence, physics, speedup, support, table1  # noqa: PLC0415
-    from .bench import mpc as bench_mpc  # noqa: PLC0415
+    from .tools.bench import calibrate, convergence, physics, speedup, support, table1  # noqa: PLC0415
+    from .tools.bench import mpc as bench_mpc  # noqa: PLC0415
     for mod in (physics, table1, convergence, speedup, calibrate, bench_mpc, support):
         mod.add_parser(bsub, outputs)
-    from .bench import learned as bench_learned  # noqa: PLC0415
+    from .tools.bench import learned as bench_learned  # noqa: PLC0415
     bench_learned.add_parser(bsub, outputs)
-    from .bench import dgoc as bench_dgoc  # noqa: PLC0415
+    from .tools.bench import dgoc as bench_dgoc  # noqa: PLC0415
     bench_dgoc.add_parser(bsub, outputs)
-    from .bench import uncertainty as bench_uncertainty  # noqa: PLC0415
+    from .tools.bench import uncertainty as bench_uncertainty  # noqa: PLC0415
     bench_uncertainty.add_parser(bsub, outputs)
-    from .bench import adaptive as bench_adaptive  # noqa: PLC0415
+    from .tools.bench import adaptive as bench_adaptive  # noqa: PLC0415
     bench_adaptive.add_parser(bsub, outputs)
     return p
 

@@ -327,7 +327,7 @@ class _PushClient:
         import numpy as np  # noqa: PLC0415
         from matplotlib.patches import Circle, Polygon  # noqa: PLC0415
 
-        from .bench.common import pyplot, save_figure  # noqa: PLC0415
+        from .plots import pyplot, save_figure  # noqa: PLC0415
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(6, 7))
         sc = self.scene

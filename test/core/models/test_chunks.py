@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from parapush_ros.learning import chunks, datagen, datagen_primitive
+from parapush_ros.tools.learning import chunks, datagen, datagen_primitive
 
 
 def dataset(root, fmt, key, n_chunks=4, size=3):

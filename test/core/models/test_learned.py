@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch  # noqa: F401  (a hard requirement of the learned model: fail, do not skip, without it)
 
-from parapush_ros.bench.convergence import random_pushes
-from parapush_ros.bench.learned import random_cluster_pushes
+from parapush_ros.tools.bench.convergence import random_pushes
+from parapush_ros.tools.bench.learned import random_cluster_pushes
 from parapush_ros.core.models import learned as LM
 from parapush_ros.core.models.analytical import AnalyticalCoarseModel
 from parapush_ros.core.models.base import rollout
@@ -19,8 +19,8 @@ from parapush_ros.core.models.parareal import Parareal
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.scene.projection import max_penetration
 from parapush_ros.core.scene.spec import load_scene, scene_from_dict
-from parapush_ros.learning import datagen
-from parapush_ros.learning.train import train
+from parapush_ros.tools.learning import datagen
+from parapush_ros.tools.learning.train import train
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -419,7 +419,7 @@ def test_the_cli_names_a_missing_dataset_in_one_line(tmp_path, capsys):
 
 def test_core_import_does_not_need_torch():
     code = ("import sys; import parapush_ros.core.models.registry, parapush_ros.core.models.learned, "
-            "parapush_ros.learning.datagen, parapush_ros.cli; parapush_ros.cli.build_parser(); "
+            "parapush_ros.tools.learning.datagen, parapush_ros.cli; parapush_ros.cli.build_parser(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

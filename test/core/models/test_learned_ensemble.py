@@ -12,8 +12,8 @@ from parapush_ros.core.models.base import UncertainPropagator, rollout
 from parapush_ros.core.models.learned.ensemble import LearnedEnsembleModel, default_weights_path
 from parapush_ros.core.models.registry import MODELS, Predictor
 from parapush_ros.core.scene.spec import load_scene
-from parapush_ros.learning import datagen
-from parapush_ros.learning.train_ensemble import train_ensemble
+from parapush_ros.tools.learning import datagen
+from parapush_ros.tools.learning.train_ensemble import train_ensemble
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,7 +8,7 @@ from parapush_ros.cli import main
 from parapush_ros.core.models.push_primitive import (MAX_OBLIQUE, N_FEATURES, N_PLACE, EMDNPrimitive, FinePrimitive,
                                                      Lesion, apply_change, face_normal_angle, features,
                                                      place_features, pose_change, random_pushes, valid_action)
-from parapush_ros.learning.datagen_primitive import load
+from parapush_ros.tools.learning.datagen_primitive import load
 
 
 @pytest.fixture(scope="module")

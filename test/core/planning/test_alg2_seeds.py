@@ -40,7 +40,7 @@ def lesioned_model(seed: int, n: int = 768):
 
 
 def in_lesion(path, step: float = 0.002) -> float:
-    from parapush_ros.bench.uncertainty import path_in_region
+    from parapush_ros.tools.bench.uncertainty import path_in_region
     return path_in_region(path, LESION, step)
 
 

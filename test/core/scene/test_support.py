@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from parapush_ros.bench.support import contact_geometry, exact_turn_rate, measure
+from parapush_ros.tools.bench.support import contact_geometry, exact_turn_rate, measure
 from parapush_ros.core.models.fine import FineModel
 from parapush_ros.core.models.mjcf import build_mjcf
 from parapush_ros.core.scene.spec import SceneError, load_scene, scene_from_dict, scenes_dir

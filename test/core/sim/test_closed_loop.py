@@ -90,7 +90,7 @@ def test_bench_mpc_command_small(tmp_path):
     for world in ("nominal", "mismatch"):
         assert (out / f"mpc_{world}_coarse.png").stat().st_size > 1000
     # scenes are deterministic given the seed and put the obstacle across the straight push
-    from parapush_ros.bench.mpc import random_scenes
+    from parapush_ros.tools.bench.mpc import random_scenes
     a, b = random_scenes(3, 5), random_scenes(3, 5)
     assert [s.to_dict() for s in a] == [s.to_dict() for s in b]
     for s in a:

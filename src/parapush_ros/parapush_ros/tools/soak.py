@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .ros import topics
+from ..ros import topics
 
 PLANNER_OVERRIDES = {"samples": 10, "iterations": 1, "horizon": 4, "control_duration": 0.5, "max_actions": 16,
                      "threads": 1}  # fast planning (a few ms a plan with the coarse model): many pushes per minute
@@ -108,7 +108,7 @@ class HostileBuilder:
         """The scene's initial state as a message; ``pusher`` / ``obj`` fields set, ``objects`` maps the list."""
         from std_msgs.msg import Header  # noqa: PLC0415
 
-        from .ros.conversions import array_to_scene_state  # noqa: PLC0415
+        from ..ros.conversions import array_to_scene_state  # noqa: PLC0415
         s = array_to_scene_state(self.scene.initial_state(), self.scene, Header(frame_id=topics.TABLE_FRAME))
         for k, v in (pusher or {}).items():
             setattr(s, k, v)
@@ -422,7 +422,7 @@ class Monitor:
 
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
 
-        from .ros import qos  # noqa: PLC0415
+        from ..ros import qos  # noqa: PLC0415
 
         self.scene, self.frame_id = scene, frame_id
         self.allowance, self.skew = allowance, skew  # s: {command, output} reaction allowances; delivery skew
@@ -462,7 +462,7 @@ class Monitor:
 
     # --- inputs
     def _on_state(self, msg):
-        from .ros.conversions import ConversionError, scene_state_to_array  # noqa: PLC0415
+        from ..ros.conversions import ConversionError, scene_state_to_array  # noqa: PLC0415
         try:
             scene_state_to_array(msg, self.scene, require_valid=True, field="scene_state")
             usable = True
@@ -634,9 +634,9 @@ class Soak:
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
         from parapush_msgs.srv import LoadScene, PredictTrajectory  # noqa: PLC0415
 
-        from .core.robot.mocap import parse_body_map  # noqa: PLC0415
-        from .ros import qos  # noqa: PLC0415
-        from .ros.params import MUJOCO_SIM, PLANNER, VELOCITY_COMMANDER  # noqa: PLC0415
+        from ..core.robot.mocap import parse_body_map  # noqa: PLC0415
+        from ..ros import qos  # noqa: PLC0415
+        from ..ros.params import MUJOCO_SIM, PLANNER, VELOCITY_COMMANDER  # noqa: PLC0415
 
         self.stack, self.node, self.scene = stack, node, scene
         self.seed, self.minutes, self.status_period = seed, minutes, status_period
@@ -839,7 +839,7 @@ class Soak:
 
         from parapush_msgs.srv import PredictTrajectory  # noqa: PLC0415
 
-        from .ros.conversions import array_to_scene_state, arrays_to_controls  # noqa: PLC0415
+        from ..ros.conversions import array_to_scene_state, arrays_to_controls  # noqa: PLC0415
         req = PredictTrajectory.Request(
             initial_state=array_to_scene_state(self.scene.initial_state(), self.scene,
                                                Header(frame_id=topics.TABLE_FRAME)),
@@ -1052,8 +1052,8 @@ def run_soak(minutes: float, seed: int, scene_name: str, out: Path, json_path: P
     import rclpy  # noqa: PLC0415
     from rclpy.parameter import Parameter  # noqa: PLC0415
 
-    from .core.scene.spec import load_scene  # noqa: PLC0415
-    from .sim_runner import SimStack  # noqa: PLC0415
+    from ..core.scene.spec import load_scene  # noqa: PLC0415
+    from ..sim_runner import SimStack  # noqa: PLC0415
 
     out.mkdir(parents=True, exist_ok=True)
     json_path = json_path or out / "soak.json"

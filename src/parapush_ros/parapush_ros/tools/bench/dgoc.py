@@ -42,20 +42,20 @@ import numpy as np
 
 from tqdm import tqdm
 
-from ..core.config import ConfigError
-from ..core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
-from ..core.models.registry import Predictor
-from ..core.planning.ddp.costs import DGOCWeights
-from ..core.planning.ddp.demonstrations import load_library
-from ..core.planning.ddp.dgoc import HORIZON_S, METHOD_NAMES, METHODS, PLAN_DT, DGOCPlanner
-from ..core.planning.ddp.solver import DDPSettings
-from ..core.planning.ddp.tracking import TrackingConfig, track_in_world
-from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.planning.tasks import Goal, PushTask
-from ..core.scene.spec import load_scene
-from ..core.scene.state import wrap_angle
-from ..core.sim.closed_loop import run_closed_loop
-from ..core.sim.world import SimWorld, WorldConfig
+from ...core.config import ConfigError
+from ...core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
+from ...core.models.registry import Predictor
+from ...core.planning.ddp.costs import DGOCWeights
+from ...core.planning.ddp.demonstrations import load_library
+from ...core.planning.ddp.dgoc import HORIZON_S, METHOD_NAMES, METHODS, PLAN_DT, DGOCPlanner
+from ...core.planning.ddp.solver import DDPSettings
+from ...core.planning.ddp.tracking import TrackingConfig, track_in_world
+from ...core.planning.planner import MPCPlanner, PlannerConfig
+from ...core.planning.tasks import Goal, PushTask
+from ...core.scene.spec import load_scene
+from ...core.scene.state import wrap_angle
+from ...core.sim.closed_loop import run_closed_loop
+from ...core.sim.world import SimWorld, WorldConfig
 from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 
 TASK_HALF = 0.2  # m: half side of the task-space square around the start

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.models.emdn_config import EMDNConfig
-from ..core.models.push_primitive import WORKSPACE
+from ...core.models.emdn_config import EMDNConfig
+from ...core.models.push_primitive import WORKSPACE
 from ..learning.train_primitive import DEFAULT_EPOCHS
 from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 
@@ -75,7 +75,7 @@ def exp2_goals(n: int, seed: int = 0) -> list:
 
 
 def pose_errors(pose, goal) -> tuple[float, float]:
-    from ..core.scene.state import wrap_angle  # noqa: PLC0415
+    from ...core.scene.state import wrap_angle  # noqa: PLC0415
     return float(np.linalg.norm(pose[:2] - goal[:2])), float(abs(wrap_angle(pose[2] - goal[2])))
 
 
@@ -122,7 +122,7 @@ def path_in_region(poses, lesion, step: float = 0.002) -> float:
 
 
 def calibration_scores(model, split, raw: bool = False) -> dict:
-    from ..core.models.ensemble_mdn import coverage, gaussian_nll  # noqa: PLC0415
+    from ...core.models.ensemble_mdn import coverage, gaussian_nll  # noqa: PLC0415
     mean, var = model.predict(split.raw if raw else split.x)
     scale = np.asarray(model.var_scale, dtype=float)
     return {"calibration_1sigma": coverage(split.y, mean, var), "calibration_2sigma": coverage(split.y, mean, var, 2),
@@ -136,7 +136,7 @@ def run(args):
     """The four experiments in order (each step's seeds as before), then the goals, the plot and the JSON."""
     import torch  # noqa: PLC0415
 
-    from ..core.models.push_primitive import FinePrimitive, Lesion  # noqa: PLC0415
+    from ...core.models.push_primitive import FinePrimitive, Lesion  # noqa: PLC0415
     from ..learning.datagen_primitive import generate  # noqa: PLC0415
 
     torch.set_num_threads(1)
@@ -164,7 +164,7 @@ def run(args):
 
 def settings(args) -> dict:
     """What decides a run's result, as its JSON records it (``--seeds`` reuses a seed's result with the same)."""
-    from ..core.models.push_primitive import Lesion  # noqa: PLC0415
+    from ...core.models.push_primitive import Lesion  # noqa: PLC0415
     return {"settings": _settings(args), "lesion_region": Lesion.parse(args.lesion).as_list()}
 
 
@@ -194,7 +194,7 @@ def _calibration(args, data, result) -> dict:
     """Exp. 1: E-MDN, single MDN and GP trained on the same pushes, scored on held-out ones (``result
     ["calibration"]``). Returns what the later steps use: the test split, the E-MDN config, the E-MDN and its
     variance reference, the GP."""
-    from ..core.models.gp import GPRegressor  # noqa: PLC0415
+    from ...core.models.gp import GPRegressor  # noqa: PLC0415
     from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
 
     _, train, val, test = load_split(data, args.samples, seed=args.seed)
@@ -221,8 +221,8 @@ def _lesioning(args, data, lesion, trained, result):
     """Fig. 4: an E-MDN trained without the lesion's pushes; its uncertainty inside vs outside (``result
     ["lesion"]``). Returns the lesioned model, its heat-map and the heat-map Algorithm 2 plans on (the
     distance-to-data term added, ``planning_heat_map``)."""
-    from ..core.models.push_primitive import EMDNPrimitive, uncertainty  # noqa: PLC0415
-    from ..core.planning.uncertainty_mppi import (distance_to_data, planning_heat_map,  # noqa: PLC0415
+    from ...core.models.push_primitive import EMDNPrimitive, uncertainty  # noqa: PLC0415
+    from ...core.planning.uncertainty_mppi import (distance_to_data, planning_heat_map,  # noqa: PLC0415
                                                   uncertainty_heat_map)
     from ..learning.train_primitive import fit_emdn, load_split  # noqa: PLC0415
 
@@ -265,8 +265,8 @@ def _exp2(args, world, trained, episodes, result):
     """Exp. 2: MPPI with the fine model, the E-MDN and the GP to goal poses, in MuJoCo (``result["exp2"]``)."""
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ..core.models.push_primitive import EMDNPrimitive, GPPrimitive  # noqa: PLC0415
-    from ..core.planning.uncertainty_mppi import PrimitiveMPPI, PrimitiveMPPIConfig  # noqa: PLC0415
+    from ...core.models.push_primitive import EMDNPrimitive, GPPrimitive  # noqa: PLC0415
+    from ...core.planning.uncertainty_mppi import PrimitiveMPPI, PrimitiveMPPIConfig  # noqa: PLC0415
 
     emdn_ref = trained["emdn_ref"]
     models = {"fine": (world, 1.0), "emdn": (EMDNPrimitive(trained["emdn"], None, emdn_ref), emdn_ref),
@@ -297,7 +297,7 @@ def _exp34(args, world, lesion, lesioned, heat, episodes, result):
     """Exp. 3/4: plain MPPI, uncertainty-averse MPPI and Algorithm 2 across the lesion (``result["exp34"]``)."""
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ..core.planning.uncertainty_mppi import (PathConfig, PathTracker, PrimitiveMPPI,  # noqa: PLC0415
+    from ...core.planning.uncertainty_mppi import (PathConfig, PathTracker, PrimitiveMPPI,  # noqa: PLC0415
                                                   PrimitiveMPPIConfig, low_uncertainty_path, path_terms)
 
     lref = result["lesion"]["var_ref"]

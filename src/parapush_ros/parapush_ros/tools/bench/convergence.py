@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.models.base import UnsupportedScene
-from ..core.models.parareal import Parareal
-from ..core.models.registry import Predictor
-from ..core.scene.spec import load_scene
+from ...core.models.base import UnsupportedScene
+from ...core.models.parareal import Parareal
+from ...core.models.registry import Predictor
+from ...core.scene.spec import load_scene
 from .common import add_model_arguments, convergence_axes, output_paths, print_table, pyplot, save_figure, write_json
 
 AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4

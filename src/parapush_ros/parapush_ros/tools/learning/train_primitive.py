@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.models.emdn_config import EMDNConfig
+from ...core.models.emdn_config import EMDNConfig
 
 DEFAULT_EPOCHS = 150  # on 4096 pushes (the bench's default set): 2x the steps of 300 epochs on 1024
 
@@ -38,7 +38,7 @@ class Split:
 def load_split(root, max_samples=None, test_fraction: float = 0.2, val_fraction: float = 0.15, lesion=None,
                seed: int = 0) -> tuple[dict, Split, Split, Split]:
     """(dataset meta, train, val, test) of a primitive dataset; the lesion is removed from train and val."""
-    from ..core.models.push_primitive import features, pose_change, raw_features  # noqa: PLC0415
+    from ...core.models.push_primitive import features, pose_change, raw_features  # noqa: PLC0415
     from .datagen_primitive import load  # noqa: PLC0415
     for name, v in (("--test-fraction", test_fraction), ("--val-fraction", val_fraction)):
         if not 0.0 < v < 1.0:
@@ -63,8 +63,8 @@ def fit_emdn(train: Split, val: Split, cfg, progress: bool = False, label: str =
     features' settings (unscaled, first-layer init ``PLACE_INIT``) are the primitive's, whatever ``cfg`` says."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from ..core.models.ensemble_mdn import EnsembleMDN  # noqa: PLC0415
-    from ..core.models.push_primitive import N_FEATURES, N_OUT, N_PLACE, PLACE_INIT, uncertainty  # noqa: PLC0415
+    from ...core.models.ensemble_mdn import EnsembleMDN  # noqa: PLC0415
+    from ...core.models.push_primitive import N_FEATURES, N_OUT, N_PLACE, PLACE_INIT, uncertainty  # noqa: PLC0415
     from tqdm import tqdm  # noqa: PLC0415
     cfg = replace(cfg, unscaled_inputs=N_PLACE, unscaled_init=PLACE_INIT)
     model = EnsembleMDN(N_FEATURES, N_OUT, cfg)
@@ -79,7 +79,7 @@ def fit_emdn(train: Split, val: Split, cfg, progress: bool = False, label: str =
 
 
 def run(args):
-    from ..core.models.push_primitive import EMDNPrimitive, Lesion  # noqa: PLC0415
+    from ...core.models.push_primitive import EMDNPrimitive, Lesion  # noqa: PLC0415
     lesion = Lesion.parse(args.lesion) if args.lesion else None
     given = {k: getattr(args, k) for k in ("epochs", "members", "components", "batch", "lr", "adversarial")
              if getattr(args, k) is not None}
@@ -94,7 +94,7 @@ def run(args):
     t0 = time.perf_counter()
     model, report, var_ref = fit_emdn(train, val, cfg, progress=True)
     elapsed = time.perf_counter() - t0
-    from ..core.models.ensemble_mdn import coverage, gaussian_nll  # noqa: PLC0415
+    from ...core.models.ensemble_mdn import coverage, gaussian_nll  # noqa: PLC0415
     mean, var = model.predict(test.x)
     info = {"data": str(args.data), "data_seed": meta["seed"], "train_pushes": len(train), "val_pushes": len(val),
             "test_pushes": len(test), "train_s": elapsed, "command": " ".join(["parapush"] + sys.argv[1:]),

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.models import learned as LM
-from ..core.models.analytical import AnalyticalCoarseModel
+from ...core.models import learned as LM
+from ...core.models.analytical import AnalyticalCoarseModel
 from . import version_string
 from .datagen import load_datasets
 
@@ -182,7 +182,7 @@ def output_errors(net_fn, d) -> dict:
 def compare_models(model_factory, chunks) -> dict:
     """Single-slice errors of the learned model (with gate, pusher model and projection) and of the analytical
     model on held-out samples: RMS object position error (mm) over all objects, and over the objects that moved."""
-    from ..core.models.learned import family_scene  # noqa: PLC0415
+    from ...core.models.learned import family_scene  # noqa: PLC0415
     per_n = {}
     for ch in chunks:
         n = int(ch["n"])
@@ -267,7 +267,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
     """Train, write weights + report + plot, return the report. ``learning_curve``: fractions of the training
     chunks on which extra models are trained and scored on the same validation set (what more data buys)."""
     import torch  # noqa: PLC0415
-    from ..core.models.fine import default_threads  # noqa: PLC0415
+    from ...core.models.fine import default_threads  # noqa: PLC0415
     torch.set_num_threads(max(1, min(int(threads) or 1, default_threads())))
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)

@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 
-from ..core.models.analytical import AnalyticalCoarseModel
-from ..core.models.base import rollout
-from ..core.models.fine import FineModel
-from ..core.models.learned import LearnedCoarseModel
-from ..core.models.parareal import Parareal
-from ..core.scene.spec import load_scene
+from ...core.models.analytical import AnalyticalCoarseModel
+from ...core.models.base import rollout
+from ...core.models.fine import FineModel
+from ...core.models.learned import LearnedCoarseModel
+from ...core.models.parareal import Parareal
+from ...core.scene.spec import load_scene
 from .common import (add_seeds_argument, convergence_axes, median_time, output_paths, print_table,
                      pyplot, save_figure, seeded, write_json)
 from .convergence import AUTHORS_ANALYTICAL_N4, random_pushes, trajectory_rms_mm

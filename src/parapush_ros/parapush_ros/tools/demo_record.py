@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.planning.ddp.dgoc import HORIZON_S
-from .core.planning.ddp.recording import DemonstrationRecorder
-from .core.scene.spec import load_scene
+from ..core.planning.ddp.dgoc import HORIZON_S
+from ..core.planning.ddp.recording import DemonstrationRecorder
+from ..core.scene.spec import load_scene
 
 
 def make_recorder_node(scene, recorder: DemonstrationRecorder, context=None, use_sim_time: bool = True,
@@ -35,8 +35,8 @@ def make_recorder_node(scene, recorder: DemonstrationRecorder, context=None, use
     from parapush_msgs.msg import SceneState  # noqa: PLC0415
     from rclpy.parameter import Parameter  # noqa: PLC0415
 
-    from .ros import qos, topics  # noqa: PLC0415
-    from .ros.conversions import ConversionError, scene_state_to_array  # noqa: PLC0415
+    from ..ros import qos, topics  # noqa: PLC0415
+    from ..ros.conversions import ConversionError, scene_state_to_array  # noqa: PLC0415
 
     node = rclpy.create_node(name, context=context,
                              parameter_overrides=[Parameter("use_sim_time", value=bool(use_sim_time))])
@@ -71,7 +71,7 @@ def make_recorder_node(scene, recorder: DemonstrationRecorder, context=None, use
 def run(args) -> dict:
     import rclpy  # noqa: PLC0415
 
-    from .ros.spinning import SpinningNodes  # noqa: PLC0415
+    from ..ros.spinning import SpinningNodes  # noqa: PLC0415
 
     scene = load_scene(args.scene)
     index = scene.object_index(args.object) if args.object else 0

@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .ros import topics
+from ..ros import topics
 
 FAULTS = ("none", "cancel", "estop", "mocap_offset_10ms", "mocap_offset_200ms", "mocap_offset_2s",
           "mocap_clock_back", "max_speed_set", "teleop", "sigint", "sigterm")
@@ -204,7 +204,7 @@ class Monitor:
         from std_msgs.msg import String  # noqa: PLC0415
         from std_srvs.srv import Trigger  # noqa: PLC0415
 
-        from .ros import qos  # noqa: PLC0415
+        from ..ros import qos  # noqa: PLC0415
 
         self.rclpy, self.PushObject, self.Trigger, self.TwistStamped = rclpy, PushObject, Trigger, TwistStamped
         rclpy.init()
@@ -302,7 +302,7 @@ class Monitor:
 
 class RobotSoak:
     def __init__(self, scene_name: str, seed: int, minutes: float, control_duration: float, out: Path):
-        from .core.scene.spec import load_scene  # noqa: PLC0415
+        from ..core.scene.spec import load_scene  # noqa: PLC0415
 
         self.scene = load_scene(scene_name)
         self.target = self.scene.objects[0].name
@@ -324,7 +324,7 @@ class RobotSoak:
 
     # ------------------------------------------------------------------------------------------ the stack
     def _files(self, units: str) -> tuple[Path, Path]:
-        from . import bringup  # noqa: PLC0415
+        from .. import bringup  # noqa: PLC0415
         args = {"scene": self.scene.name}
         sim = bringup.node_parameters(bringup.spec("mujoco_sim"), "robot", args)
         sim.update({"use_sim_time": False, "publish_clock": False, "clock": "system", "real_time_factor": 1.0,

@@ -11,7 +11,7 @@ from pathlib import Path
 def version_string() -> str:
     """``parapush_ros.__version__`` plus ``git describe`` of the source tree when available (provenance of data
     and weights)."""
-    from .. import __version__  # noqa: PLC0415
+    from ... import __version__  # noqa: PLC0415
     try:
         d = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=Path(__file__).resolve().parent,
                            capture_output=True, text=True, timeout=5)

@@ -40,17 +40,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.models.fine import default_threads
-from ..core.config import ConfigError
-from ..core.planning.optimisers import OPTIMISERS, SamplingConfig
-from ..core.planning.planner import MPCPlanner, PlannerConfig
-from ..core.sim.closed_loop import WorldIO, run_closed_loop
-from ..core.sim.world import SimWorld, WorldConfig
-from ..core.planning.outcome import Outcome
-from ..core.models.registry import ModelSpec, Predictor, coarse_choices, spec_names
-from ..core.scene.clutter import clutter_scenes
-from ..core.scene.spec import GoalSpec, load_scene
-from ..core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
+from ...core.models.fine import default_threads
+from ...core.config import ConfigError
+from ...core.planning.optimisers import OPTIMISERS, SamplingConfig
+from ...core.planning.planner import MPCPlanner, PlannerConfig
+from ...core.sim.closed_loop import WorldIO, run_closed_loop
+from ...core.sim.world import SimWorld, WorldConfig
+from ...core.planning.outcome import Outcome
+from ...core.models.registry import ModelSpec, Predictor, coarse_choices, spec_names
+from ...core.scene.clutter import clutter_scenes
+from ...core.scene.spec import GoalSpec, load_scene
+from ...core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
 from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
@@ -76,7 +76,7 @@ REALTIME_KEYS = ("samples", "iterations", "horizon", "control_duration")
 def realtime_settings() -> dict:
     """The mpc_planner node's ``REALTIME_KEYS`` in simulation (``config/mpc_planner.yaml`` and the sim overlay over
     ``ros/params.py``'s defaults): read from the node's own files, so the bench and the node cannot drift apart."""
-    from .. import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
+    from ... import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
     node = bringup.spec("mpc_planner")
     values = {k: v.default for k, v in node.param_spec().items()}
     values.update(bringup.node_parameters(node, "sim", {}))

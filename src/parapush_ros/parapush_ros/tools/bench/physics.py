@@ -5,9 +5,9 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from ..core.models.analytical import AnalyticalCoarseModel
-from ..core.models.fine import FineModel, default_threads
-from ..core.scene.spec import load_scene
+from ...core.models.analytical import AnalyticalCoarseModel
+from ...core.models.fine import FineModel, default_threads
+from ...core.scene.spec import load_scene
 from .common import median_time, output_paths, print_table, write_json
 
 GOALS = {"batch_vs_raw_per_core": 0.8, "cost_ratio": 1.0 / 500.0}

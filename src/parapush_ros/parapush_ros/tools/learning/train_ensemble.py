@@ -27,9 +27,9 @@ def train_ensemble(data_dirs, out_path, seed=0, epochs=DEFAULTS["epochs"], hidde
     import torch  # noqa: PLC0415
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ..core.models import learned as LM  # noqa: PLC0415
-    from ..core.models.ensemble_mdn import EMDNConfig, EnsembleMDN, coverage, gaussian_nll  # noqa: PLC0415
-    from ..core.models.learned.ensemble import FORMAT, LearnedEnsembleModel  # noqa: PLC0415
+    from ...core.models import learned as LM  # noqa: PLC0415
+    from ...core.models.ensemble_mdn import EMDNConfig, EnsembleMDN, coverage, gaussian_nll  # noqa: PLC0415
+    from ...core.models.learned.ensemble import FORMAT, LearnedEnsembleModel  # noqa: PLC0415
     from . import version_string  # noqa: PLC0415
     from .datagen import load_datasets  # noqa: PLC0415
     from .train import compare_models, output_errors, prepare  # noqa: PLC0415

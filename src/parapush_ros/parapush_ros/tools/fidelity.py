@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .core.models.registry import DEFAULT_COARSE, coarse_choices
-from .core.scene.spec import load_scene
+from ..core.models.registry import DEFAULT_COARSE, coarse_choices
+from ..core.scene.spec import load_scene
 
 
 def scene_with_overrides(scene_arg: str, overrides) -> object:
@@ -36,8 +36,8 @@ def scene_with_overrides(scene_arg: str, overrides) -> object:
 
 # ------------------------------------------------------------------------------------------------ synth-pushes
 def run_synth(args) -> None:
-    from .core.fidelity.recordings import write_csv  # noqa: PLC0415
-    from .core.fidelity.synthetic import random_push_plans, simulate  # noqa: PLC0415
+    from ..core.fidelity.recordings import write_csv  # noqa: PLC0415
+    from ..core.fidelity.synthetic import random_push_plans, simulate  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -54,9 +54,9 @@ def run_synth(args) -> None:
 # ------------------------------------------------------------------------------------------------------ replay
 def run_replay(args) -> dict:
     from .bench.common import output_paths, print_table, pyplot, save_figure, write_json  # noqa: PLC0415
-    from .core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
-    from .core.fidelity.replay import NO_MOTION, no_motion_states, pose_errors, prepare, replay, summarise  # noqa: PLC0415
-    from .core.models.registry import ModelSpec, Predictor  # noqa: PLC0415
+    from ..core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
+    from ..core.fidelity.replay import NO_MOTION, no_motion_states, pose_errors, prepare, replay, summarise  # noqa: PLC0415
+    from ..core.models.registry import ModelSpec, Predictor  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     try:
@@ -118,9 +118,9 @@ def run_replay(args) -> dict:
 # --------------------------------------------------------------------------------------------------- calibrate
 def run_calibrate(args) -> dict:
     from .bench.common import print_table, write_json  # noqa: PLC0415
-    from .core.fidelity import calibrate as cal  # noqa: PLC0415
-    from .core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
-    from .core.fidelity.replay import prepare, summarise  # noqa: PLC0415
+    from ..core.fidelity import calibrate as cal  # noqa: PLC0415
+    from ..core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
+    from ..core.fidelity.replay import prepare, summarise  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     names = cal.check_names(scene, [n.strip() for n in args.fit.split(",") if n.strip()])
     if not args.control > 0:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.models.base import rollout
-from ..core.models.parareal import Parareal
-from ..core.models.registry import Predictor
-from ..core.scene.spec import load_scene
-from ..core.scene.state import wrap_angle
+from ...core.models.base import rollout
+from ...core.models.parareal import Parareal
+from ...core.models.registry import Predictor
+from ...core.scene.spec import load_scene
+from ...core.scene.state import wrap_angle
 from .common import add_model_arguments, output_paths, print_table, pyplot, save_figure, write_json
 
 PAPER = {"coarse": (62.67, 17.63), "parareal1": (28.43, 6.30), "parareal2": (6.39, 3.82),

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.models.base import ModelDiverged
-from ..core.models.fine import FineModel, default_threads
-from ..core.models.learned import MAX_OBJECTS, family_metadata, family_scene
+from ...core.models.base import ModelDiverged
+from ...core.models.fine import FineModel, default_threads
+from ...core.models.learned import MAX_OBJECTS, family_metadata, family_scene
 from . import chunks, version_string
-from ..core.scene.projection import project_feasible
+from ...core.scene.projection import project_feasible
 
 FORMAT = "parapush-coarse-data/1"
 SLICE_S = 1.0

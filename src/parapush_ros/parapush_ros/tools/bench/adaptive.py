@@ -28,14 +28,14 @@ import time
 
 import numpy as np
 
-from ..core.models.base import rollout, rollout_with_variance
-from ..core.models.fine import FineModel
-from ..core.models.learned import LearnedCoarseModel
-from ..core.models.learned.ensemble import LearnedEnsembleModel
-from ..core.models.parareal import Parareal
-from ..core.planning.tasks import PushTask
-from ..core.scene.clutter import clutter_scenes
-from ..core.scene.spec import load_scene
+from ...core.models.base import rollout, rollout_with_variance
+from ...core.models.fine import FineModel
+from ...core.models.learned import LearnedCoarseModel
+from ...core.models.learned.ensemble import LearnedEnsembleModel
+from ...core.models.parareal import Parareal
+from ...core.planning.tasks import PushTask
+from ...core.scene.clutter import clutter_scenes
+from ...core.scene.spec import load_scene
 from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 from .learned import random_cluster_pushes
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from .bench.common import print_table, pyplot, save_figure
-from .core.models.registry import Predictor
-from .core.scene.spec import load_scene
-from .core.scene.state import wrap_angle
+from ..core.models.registry import Predictor
+from ..core.scene.spec import load_scene
+from ..core.scene.state import wrap_angle
 
 
 def run_open_loop(args) -> dict:

@@ -38,7 +38,7 @@ def generate(root, samples: int, seed: int = 0, chunk_size: int = CHUNK_SIZE, th
              progress: bool = True) -> dict:
     """Generate (or resume) a dataset in ``root``; returns the dataset.json contents."""
     from . import version_string  # noqa: PLC0415
-    from ..core.models.push_primitive import (PUSH_DURATION, PUSH_SPEED, SCENE, WORKSPACE,  # noqa: PLC0415
+    from ...core.models.push_primitive import (PUSH_DURATION, PUSH_SPEED, SCENE, WORKSPACE,  # noqa: PLC0415
                                               FinePrimitive, random_pushes)
     if samples < 1:
         raise ValueError(f"--samples must be >= 1, got {samples}")

@@ -11,12 +11,12 @@ import sys
 
 import numpy as np
 
-from ..core.models.analytical import AnalyticalCoarseModel
-from ..core.models.base import rollout
-from ..core.models.fine import FineModel
-from ..core.models.parareal import Parareal
-from ..core.scene.spec import load_scene
-from ..core.scene.state import wrap_angle
+from ...core.models.analytical import AnalyticalCoarseModel
+from ...core.models.base import rollout
+from ...core.models.fine import FineModel
+from ...core.models.parareal import Parareal
+from ...core.scene.spec import load_scene
+from ...core.scene.state import wrap_angle
 from .common import output_paths, print_table, write_json
 from .convergence import random_pushes
 

@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from ..core.models.fine import FineModel
-from ..core.scene.spec import load_scene
-from ..core.scene.support import SupportSpec, mean_support_radius, support_points, uniform_mean_radius
+from ...core.models.fine import FineModel
+from ...core.scene.spec import load_scene
+from ...core.scene.support import SupportSpec, mean_support_radius, support_points, uniform_mean_radius
 from .common import output_paths, print_table, pyplot, save_figure, write_json
 
 PUSH_SPEED = 0.05  # m/s

@@ -28,11 +28,11 @@ import math
 
 import numpy as np
 
-from ..core.models.base import rollout
-from ..core.models.fine import FineModel, default_threads
-from ..core.models.parareal import Parareal
-from ..core.models.registry import Predictor
-from ..core.scene.spec import load_scene
+from ...core.models.base import rollout
+from ...core.models.fine import FineModel, default_threads
+from ...core.models.parareal import Parareal
+from ...core.models.registry import Predictor
+from ...core.scene.spec import load_scene
 from .common import (
     add_model_arguments,
     interleaved_times,

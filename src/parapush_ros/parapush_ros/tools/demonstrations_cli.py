@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.models.quasistatic import QuasiStaticPusherSlider
-from .core.planning.ddp.dgoc import HORIZON_S, PLAN_DT
-from .core.planning.ddp.scripted import make_library
-from .core.scene.spec import load_scene
+from ..core.models.quasistatic import QuasiStaticPusherSlider
+from ..core.planning.ddp.dgoc import HORIZON_S, PLAN_DT
+from ..core.planning.ddp.scripted import make_library
+from ..core.scene.spec import load_scene
 
 
 def run(args) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...plots import pyplot, save_figure  # noqa: F401 (the benches' plots: one home, shared with parapush sim)
+
 
 def machine_info() -> dict:
     import mujoco  # noqa: PLC0415
@@ -73,19 +75,12 @@ def _fmt(c) -> str:
     return str(c)
 
 
-def pyplot():
-    import matplotlib  # noqa: PLC0415
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    return plt
-
-
 BENCH_COARSE = "analytical"  # the coarse model of the papers' benches (paper 000)
 
 
 def add_model_arguments(p) -> None:
     """``--coarse`` and ``--fine``: the Parareal propagators of a bench, any registered model of the role."""
-    from ..core.models.registry import DEFAULT_FINE, FINE, coarse_choices, names  # noqa: PLC0415
+    from ...core.models.registry import DEFAULT_FINE, FINE, coarse_choices, names  # noqa: PLC0415
     # the benches reproduce the papers' tables, made with paper 000's analytical coarse model (the README's figures);
     # the stack's default is auto (registry.DEFAULT_COARSE): pass --coarse auto to measure it
     p.add_argument("--coarse", default=BENCH_COARSE, choices=coarse_choices(),
@@ -100,13 +95,6 @@ def convergence_axes(ax, legend_size: int = 8) -> None:
     ax.set_ylabel("trajectory RMS error (mm), 0 drawn at 1e-4")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=legend_size)
-
-
-def save_figure(fig, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    pyplot().close(fig)
-    print(f"wrote {path}")
 
 
 def interleaved_times(fns, repeats: int, warmup: int = 1) -> np.ndarray:

@@ -203,8 +203,9 @@ def test_bench_dgoc_merge_refuses_chunks_compared_with_another_mpc(tmp_path):
 
 
 def test_seeded_runs_each_seed_and_summarises(tmp_path):
-    """``common.seeded``: one seed as before; N seeds: mean, std and per-seed values of every numeric leaf; a seed
-    whose result is there with the same settings is read back, not run again."""
+    """``common.seeded``: one seed as before; N seeds: mean, std and per-seed values of every numeric leaf; the seeds
+    are a study (<out>/seeds_study): a finished seed is read back, not run again, more seeds extend, and other
+    settings in the same --out are refused by name."""
     import argparse
 
     from parapush_ros.bench.common import output_paths, seeded, write_json
@@ -217,24 +218,22 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
         write_json(output_paths(args, "t")[0], res)
         return res
 
-    def settings(args):
-        return {"settings": {"seed": args.seed, "w": args.w}}
-
     def args(**kw):
         return argparse.Namespace(**{"seed": 0, "seeds": 3, "out": str(tmp_path), "json": None, "w": 1, **kw})
 
     assert seeded(run_one, name="t")(args(seed=5, seeds=None))["a"]["x"] == 5.0 and calls == [(5, str(tmp_path))]
     calls.clear()
-    r = seeded(run_one, name="t", settings=settings)(args())
+    r = seeded(run_one, name="t")(args())
     assert [c[0] for c in calls] == [0, 1, 2] and len({c[1] for c in calls}) == 3
     assert r["summary"]["a.x"]["mean"] == 1.0 and r["summary"]["a.x"]["std"] == 1.0
     assert r["summary"]["a.x"]["per_seed"] == {"0": 0.0, "1": 1.0, "2": 2.0}
     assert r["summary"]["a.ok"]["mean"] == 2 / 3 and "settings.seed" not in r["summary"]
     assert json.loads((tmp_path / "bench_t.json").read_text())["summary"] == r["summary"]
     calls.clear()
-    assert seeded(run_one, name="t", settings=settings)(args())["summary"] == r["summary"] and calls == []
-    assert seeded(run_one, name="t", settings=settings)(args(seeds=4))["seeds"] == [0, 1, 2, 3]
+    assert seeded(run_one, name="t")(args())["summary"] == r["summary"] and calls == []
+    assert seeded(run_one, name="t")(args(seeds=4))["seeds"] == [0, 1, 2, 3]
     assert [c[0] for c in calls] == [3]  # only the new seed ran
     calls.clear()
-    seeded(run_one, name="t", settings=settings)(args(w=2))
-    assert [c[0] for c in calls] == [0, 1, 2]  # other settings: every seed runs again
+    with pytest.raises(ValueError, match="w = 1, this run asks for 2"):  # another study: another --out
+        seeded(run_one, name="t")(args(w=2))
+    assert calls == []

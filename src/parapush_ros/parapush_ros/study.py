@@ -115,10 +115,24 @@ def check_settings(path: Path, settings: dict, defaults: dict | None = None, wha
     except ValueError as e:
         raise ValueError(f"{path}: unreadable manifest ({e}); remove it or use another --out") from None
     for k, v in settings.items():
-        if _canon(old.get(k)) != _canon(v):
-            raise ValueError(f"{path}: existing {what} has {k} = {old.get(k)!r}, this run asks for {v!r}; use the "
+        where = _first_difference(k, old.get(k), v)
+        if where is not None:
+            name, was, now = where
+            raise ValueError(f"{path}: existing {what} has {name} = {was!r}, this run asks for {now!r}; use the "
                              f"same settings to resume or extend it, or another --out for a new {what}")
     return old
+
+
+def _first_difference(name: str, old, new):
+    """(dotted name, old, new) of the first leaf where two settings differ (compared as JSON), or None."""
+    if _canon(old) == _canon(new):
+        return None
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in list(new) + [k for k in old if k not in new]:
+            d = _first_difference(f"{name}.{k}", old.get(k), new.get(k))
+            if d is not None:
+                return d
+    return name, old, new
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -224,9 +238,9 @@ class Study:
             raise ValueError(f"{self.kind}: two units share an id")
         todo = [u for u in units if not self.done(u)]
         workers, address, retries = _execution(args)
-        where = (f"Ray cluster {address}" if address else
-                 "this process, one unit after another" if workers == 1 else f"a local Ray with {workers} CPUs")
-        print(f"{self.kind}: {len(units)} units, {len(units) - len(todo)} done before, {len(todo)} to run on {where} "
+        where = (f"on the Ray cluster {address}" if address else
+                 "in this process, one unit after another" if workers == 1 else f"on a local Ray with {workers} CPUs")
+        print(f"{self.kind}: {len(units)} units, {len(units) - len(todo)} done before, {len(todo)} to run {where} "
               f"-> {self.root}", file=sys.stderr, flush=True)
         failed = {}
         if todo:

@@ -31,12 +31,13 @@ def test_bench_table1_small(tmp_path):
     assert (out / "table1.png").stat().st_size > 1000
 
 
-def test_bench_table1_is_deterministic_given_the_seed(tmp_path):
-    a = json.loads((run(tmp_path / "a", "bench", "table1", "--states", "1", "--seed", "5")
+def test_bench_table1_is_deterministic_given_the_seed_whatever_the_units(tmp_path):
+    """One Parareal batch of 3 states or three units of one: the same figures (each unit a pure function)."""
+    a = json.loads((run(tmp_path / "a", "bench", "table1", "--states", "3", "--seed", "5")
                     / "bench_table1.json").read_text())
-    b = json.loads((run(tmp_path / "b", "bench", "table1", "--states", "1", "--seed", "5")
+    b = json.loads((run(tmp_path / "b", "bench", "table1", "--states", "3", "--seed", "5", "--unit-states", "1")
                     / "bench_table1.json").read_text())
-    assert a["models"] == b["models"]
+    assert a["models"] == b["models"] and a["fine_slices"] == b["fine_slices"]
 
 
 def test_bench_convergence_small(tmp_path):
@@ -229,3 +230,19 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
     with pytest.raises(ValueError, match="w = 1, this run asks for 2"):  # another study: another --out
         seeded(run_one, name="t")(args(w=2))
     assert calls == []
+
+
+def test_bench_calibrate_resumes_its_study(tmp_path, capsys):
+    """``bench calibrate``: the fine reference, then one unit per K_omega; a re-run reads every fit back."""
+    argv = ["bench", "calibrate", "--scene", "cylinder_slider", "--pushes", "2", "--actions", "2"]
+    out = run(tmp_path, *argv)
+    res = json.loads((out / "bench_calibrate_cylinder_slider.json").read_text())
+    assert len(res["grid"]) == 13 and res["best_k_omega"] in [g["k_omega"] for g in res["grid"]]
+    assert res["best_k_omega"] == min(res["grid"], key=lambda g: g["score"])["k_omega"]
+    capsys.readouterr()
+    assert json.loads((run(tmp_path, *argv) / "bench_calibrate_cylinder_slider.json").read_text())["grid"] == \
+        res["grid"]
+    err = capsys.readouterr().err
+    assert "1 units, 1 done before, 0 to run" in err and "13 units, 13 done before, 0 to run" in err
+    with pytest.raises(ValueError, match="pushes = 2, this run asks for 3"):
+        run(tmp_path, "bench", "calibrate", "--scene", "cylinder_slider", "--pushes", "3", "--actions", "2")

@@ -7,6 +7,7 @@ keeps failing is reported by name and a re-run does only it. Then a driver kille
 resumed without losing or redoing a unit."""
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -24,6 +25,9 @@ from parapush_ros.study import ENV_FAULT, Study
 
 RAY = str(Path(sys.executable).with_name("ray"))
 CHUNK = 4  # pushes per chunk: tiny units, the test is about the engine
+# the cluster's own token (Ray's token authentication), given to its nodes and drivers only: not ~/.ray/auth_token,
+# which a local ray.init() of another run writes and `ray start` would otherwise pick up
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def free_ports(n):
@@ -44,7 +48,7 @@ def ray_start(temp, *args):
            "--dashboard-agent-listen-port", str(p[2]), "--dashboard-agent-grpc-port", str(p[3]),
            "--runtime-env-agent-port", str(p[4]), *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, start_new_session=True,
-                       env={**os.environ, "RAY_TMPDIR": temp})
+                       env={**os.environ, "RAY_TMPDIR": temp, **AUTH})
     assert r.returncode == 0, f"{' '.join(cmd)}:\n{r.stdout}\n{r.stderr}"
 
 
@@ -78,7 +82,8 @@ def cluster():
 
 
 def datagen(out, *args, fault=None, check=True):
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_FAULT, "RAY_ADDRESS", "PARAPUSH_WORKERS")}
+    env = {**{k: v for k, v in os.environ.items() if k not in (ENV_FAULT, "RAY_ADDRESS", "PARAPUSH_WORKERS")},
+           **AUTH}
     if fault:
         env[ENV_FAULT] = fault
     r = subprocess.run([sys.executable, "-m", "parapush_ros.cli", "datagen", "--primitive", "--chunk-size",

@@ -12,9 +12,9 @@ settings and the unit alone. The engine keeps a *study directory*:
 
 Execution (``--workers N``, ``--ray ADDRESS``, ``--retries R``, ``add_arguments``):
 
-* ``--workers 1`` (without ``--ray``): the units run one after another in this process, no Ray. Every unit is a
-  pure function of (settings, unit), its random generators seeded from (study seed, unit), so the results are the
-  same as with Ray on any number of workers (timings aside).
+* ``--workers 1`` (without ``--ray``; also a local study with one unit left to run): the units run one after
+  another in this process, no Ray. Every unit is a pure function of (settings, unit), its random generators seeded
+  from (study seed, unit), so the results are the same as with Ray on any number of workers (timings aside).
 * otherwise each unit is a Ray task declaring its CPU need (``Unit.cpus``: 1 for most units, a real-time planner's
   cores for ``bench mpc --realtime``, so a timing study never shares the cores it measures): a local Ray with
   ``--workers`` CPUs (default: ``PARAPUSH_WORKERS`` or every core of this machine), or the cluster at ``--ray
@@ -238,6 +238,8 @@ class Study:
             raise ValueError(f"{self.kind}: two units share an id")
         todo = [u for u in units if not self.done(u)]
         workers, address, retries = _execution(args)
+        if len(todo) == 1 and not address:
+            workers = 1  # one unit: no local Ray to start for it (the same result either way)
         where = (f"on the Ray cluster {address}" if address else
                  "in this process, one unit after another" if workers == 1 else f"on a local Ray with {workers} CPUs")
         print(f"{self.kind}: {len(units)} units, {len(units) - len(todo)} done before, {len(todo)} to run {where} "
@@ -334,16 +336,17 @@ def _run_ray(study, todo, fn, context, workers, address, retries, desc) -> dict:
         kw = dict(include_dashboard=False, configure_logging=False, log_to_driver=True)
         if address:
             ray.init(address=address, **kw)
-        else:
-            ray.init(num_cpus=workers, **kw)
+        else:  # "local": a new instance of our own, never a cluster that happens to run on this machine
+            ray.init(address="local", num_cpus=workers, **kw)
     try:
         capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        print(f"{study.kind}: Ray with {nodes} node(s), {capacity} CPUs", file=sys.stderr, flush=True)
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        print(f"{study.kind}: Ray with {len(nodes)} node(s), {capacity} CPUs", file=sys.stderr, flush=True)
         need = max(u.cpus for u in todo)
-        if need > capacity:
-            raise ValueError(f"{study.kind}: a unit needs {need} CPUs, the Ray cluster has {capacity} "
-                             f"(--workers / the cluster's nodes)")
+        largest = max(int(n.get("Resources", {}).get("CPU", 0)) for n in nodes)
+        if need > largest:  # Ray would wait for such a node forever
+            raise ValueError(f"{study.kind}: a unit needs {need} CPUs on one node, the largest node of the Ray "
+                             f"cluster has {largest} (--workers, --threads, or the cluster's nodes)")
         task = ray.remote(_execute)
         ctx = ray.put(context)
         pending = {}

@@ -23,9 +23,15 @@ motion time, the idle fraction after the first plan, plan latency (p95, max) and
 optimiser settings are the planner node's (``realtime_settings``: ``config/mpc_planner.yaml``, chosen by measurement
 on 2 cores, see docs/results/parareal.md), so the bench measures what the node runs.
 
-Timing study (``--timing``, on by default): one optimiser iteration (all samples x N slices) of each model timed
-as samples one after another (how paper 000 ran, with Parareal parallel across time only) and as ONE batch of
-samples x slices, each on 1 thread and on all cores.
+The runs are a study of the engine (``parapush_ros.study``): one unit per scene x model x world, a Ray task of one
+CPU (``--realtime``: of the planner's cores, ``--threads`` or every core, so that no other unit shares the cores a
+real-time plan is timed on), kept in ``<out>/mpc_study``: the same command again resumes, a larger ``--scenes`` (or
+more ``--models`` / ``--worlds``) extends the study, another setting in the same ``--out`` is refused by name.
+Scene ``i`` of a seed and its mismatch world depend on (seed, i) only.
+
+Timing study (``--timing``, on by default, in this process after the runs): one optimiser iteration (all samples x N
+slices) of each model timed as samples one after another (how paper 000 ran, with Parareal parallel across time
+only) and as ONE batch of samples x slices, each on 1 thread and on all cores.
 """
 from __future__ import annotations
 
@@ -530,7 +536,8 @@ def add_parser(sub, parent):
     p.add_argument("--max-actions", type=int, default=None,
                    help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s)")
     p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")
-    p.add_argument("--threads", type=int, default=0, help="threads for the fine model; 0 = all cores")
+    p.add_argument("--threads", type=int, default=0, help="threads for the fine model, the CPUs of a unit; 0 = 1 "
+                   "(--realtime: all cores)")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
                    help="time one optimiser iteration per model and execution mode")
     p.add_argument("--timing-repeats", type=int, default=1)

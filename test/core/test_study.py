@@ -68,3 +68,13 @@ def test_bad_execution_settings_are_named(tmp_path, monkeypatch):
     monkeypatch.setenv("PARAPUSH_WORKERS", "two")
     with pytest.raises(ValueError, match="PARAPUSH_WORKERS"):
         study.run([Unit.of(i=0)], square, {"offset": 0}, args(workers=None))
+
+
+def test_ray_is_imported_only_when_a_study_runs_on_it():
+    """The nodes, the CLI and the benches import without Ray (robot nodes never load it)."""
+    import subprocess
+    import sys
+    code = ("import sys; import parapush_ros.cli, parapush_ros.study, parapush_ros.bench.mpc, "
+            "parapush_ros.learning.datagen, parapush_ros.nodes.mpc_planner; parapush_ros.cli.build_parser(); "
+            "assert 'ray' not in sys.modules, 'ray imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -190,7 +190,7 @@ def seed_unit(context: dict, unit) -> dict:
     a.seed, a.seeds, a.out, a.json = s, None, str(Path(context["out"]) / f"seed_{s}"), None
     if context["per_seed_args"] is not None:
         context["per_seed_args"](a, s)
-    if getattr(a, "threads", None) == 0:  # "all cores": a unit's cores are the ones it declared
+    if context["unit_threads"] and getattr(a, "threads", None) == 0:  # "all cores": a unit's are the ones it declared
         a.threads = unit.cpus
     return context["run_one"](a)
 
@@ -218,7 +218,8 @@ def seeded(run_one, per_seed_args=None, name: str | None = None, units: bool = T
             raise ValueError(f"--seeds must be >= 1, got {n}")
         path, out = output_paths(args, bench)
         seeds = list(range(args.seed, args.seed + n))
-        context = {"args": _plain(args), "out": str(out), "per_seed_args": per_seed_args, "run_one": run_one}
+        context = {"args": _plain(args), "out": str(out), "per_seed_args": per_seed_args, "run_one": run_one,
+                   "unit_threads": units}
         todo = [Unit.of(seed=s) for s in seeds]
         if units:
             done = Study(Path(out) / "seeds_study", f"bench {bench} --seeds", study_settings(args)).run(

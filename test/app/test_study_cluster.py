@@ -6,6 +6,7 @@ chunks identical to the serial run's; a re-run does no unit; a changed setting i
 keeps failing is reported by name and a re-run does only it. Then a driver killed mid-study (``--workers 1``) is
 resumed without losing or redoing a unit."""
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -67,7 +68,7 @@ def stop_cluster(temp):
     psutil.wait_procs(list(procs.values()), timeout=10)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
     temp = tempfile.mkdtemp(prefix="pp-ray-", dir="/tmp")  # short: Ray's socket paths live under it
     try:
@@ -81,16 +82,21 @@ def cluster():
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def datagen(out, *args, fault=None, check=True):
+def parapush(*args, fault=None, check=True):
     env = {**{k: v for k, v in os.environ.items() if k not in (ENV_FAULT, "RAY_ADDRESS", "PARAPUSH_WORKERS")},
            **AUTH}
     if fault:
         env[ENV_FAULT] = fault
-    r = subprocess.run([sys.executable, "-m", "parapush_ros.cli", "datagen", "--primitive", "--chunk-size",
-                        str(CHUNK), "--out", str(out), *args], capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run([sys.executable, "-m", "parapush_ros.cli", *args], capture_output=True, text=True,
+                       timeout=120, env=env)
     if check:
         assert r.returncode == 0, r.stderr[-3000:]
     return r
+
+
+def datagen(out, *args, fault=None, check=True):
+    return parapush("datagen", "--primitive", "--chunk-size", str(CHUNK), "--out", str(out), *args, fault=fault,
+                    check=check)
 
 
 def finished(out):
@@ -136,3 +142,20 @@ def test_a_killed_driver_resumes_without_losing_or_redoing_a_unit(tmp_path):
     assert finished(out) == ["chunk=0", "chunk=1"]
     assert "3 to run" in datagen(out, "--samples", str(5 * CHUNK), "--workers", "1").stderr
     assert finished(out) == [f"chunk={c}" for c in range(5)]
+
+
+def test_a_bench_gives_the_same_json_on_the_cluster_as_in_one_process(cluster, tmp_path):
+    """``bench mpc`` (2 scenes x 2 models x 2 worlds) through the cluster and one unit after another in this
+    process: the same runs, timings aside."""
+    from parapush_ros.cli import main
+    argv = ["bench", "mpc", "--scenes", "2", "--models", "coarse,parareal1", "--mismatch", "--max-actions", "2",
+            "--samples", "4", "--iterations", "1", "--no-timing", "--seed", "2"]
+    parapush(*argv, "--ray", cluster, "--out", str(tmp_path / "ray"))
+    assert main(argv + ["--workers", "1", "--out", str(tmp_path / "serial")]) == 0
+    ray, serial = (json.loads((tmp_path / d / "bench_mpc.json").read_text()) for d in ("ray", "serial"))
+    keys = ("scene", "model", "world", "outcome", "reason", "actions", "final_distance_m", "plan_iterations",
+            "world_config", "fine_slices", "trajectories", "path")
+    assert [[r[k] for k in keys] for r in ray["runs"]] == [[r[k] for k in keys] for r in serial["runs"]]
+    assert len(ray["runs"]) == 8 and ray["scene_defs"] == serial["scene_defs"]
+    nodes = {w.split(":")[0] for _, _, w in Study(tmp_path / "ray" / "mpc_study", "bench mpc", {}).log()}
+    assert len(nodes) == 2  # both nodes ran units

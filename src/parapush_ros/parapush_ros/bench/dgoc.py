@@ -116,7 +116,6 @@ def bench_scene(name: str, args) -> dict:
     x0 = start_state(scene)
     first, last = chunk(args)
     targets = draw_targets(args.targets, args.seed, x0[:3])[first:last]
-
     print(f"\nbench dgoc: {name}: targets {first}..{last - 1} of {args.targets}, {len(demos)} demonstrations, "
           f"horizon {planner.horizon} steps of {PLAN_DT} s, k = {args.k} ...", flush=True)
     methods = selected_methods(args)
@@ -177,7 +176,6 @@ def escalated(planner, x0s, targets, args, first=None):
 def chunk(args) -> tuple[int, int]:
     """[first, last) target indices of this unit (``target_unit`` sets ``first_target`` and ``count``)."""
     return args.first_target, args.first_target + args.count
-
 
 
 def perturbations(model, x0, n: int, seed: int) -> np.ndarray:

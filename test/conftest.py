@@ -55,6 +55,12 @@ else:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # Jazzy+; ROS_LOCALHOST_ONLY is deprecated
 
 
+# Studies (parapush_ros/study.py) run their units one after another in the test process unless a test asks for Ray
+# (--workers N / --ray): a local Ray per bench test would start a cluster in every test on a 2-core machine.
+# test/app/test_study_cluster.py runs the real multi-node Ray cluster.
+os.environ.setdefault("PARAPUSH_WORKERS", "1")
+
+
 if os.environ.get("PARAPUSH_REQUIRE_ROS", "0") == "1":
     import rclpy  # noqa: F401  (`make test` sets this: a missing ROS must fail the run, not skip its tests)
 

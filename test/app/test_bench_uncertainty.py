@@ -53,7 +53,7 @@ def test_bench_uncertainty_seeds_reports_mean_spread_and_per_seed(tmp_path, caps
             "1", "--members", "2", "--gp-max", "10", "--goals", "0", "--fine-goals", "0", "--episodes", "1",
             "--max-pushes", "1", "--threads", "1"]
     assert main(argv) == 0
-    assert "same settings" not in capsys.readouterr().out
+    assert "2 units, 0 done before, 2 to run" in capsys.readouterr().err
     r = json.loads((out / "bench_uncertainty.json").read_text())
     assert r["seeds"] == [3, 4] and set(r["per_seed"]) == {"3", "4"}
     fig = r["summary"]["exp34.alg2.path_in_lesion_fraction"]
@@ -65,7 +65,7 @@ def test_bench_uncertainty_seeds_reports_mean_spread_and_per_seed(tmp_path, caps
         assert json.loads((out / f"seed_{s}" / "primitive_data" / "dataset.json").read_text())["seed"] == s
     first = r["summary"]
     assert main(argv) == 0  # again: each seed's result is read back, not run again
-    assert capsys.readouterr().out.count("(same settings)") == 2
+    assert "2 units, 2 done before, 0 to run" in capsys.readouterr().err
     assert json.loads((out / "bench_uncertainty.json").read_text())["summary"] == first
-    assert main(argv + ["--w-data", "5"]) == 0  # other settings: run again
-    assert "same settings" not in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"w_data = 10\.0, this run asks for 5\.0"):  # another study: another --out
+        main(argv + ["--w-data", "5"])

@@ -31,12 +31,13 @@ def test_bench_table1_small(tmp_path):
     assert (out / "table1.png").stat().st_size > 1000
 
 
-def test_bench_table1_is_deterministic_given_the_seed(tmp_path):
-    a = json.loads((run(tmp_path / "a", "bench", "table1", "--states", "1", "--seed", "5")
+def test_bench_table1_is_deterministic_given_the_seed_whatever_the_units(tmp_path):
+    """One Parareal batch of 3 states or three units of one: the same figures (each unit a pure function)."""
+    a = json.loads((run(tmp_path / "a", "bench", "table1", "--states", "3", "--seed", "5")
                     / "bench_table1.json").read_text())
-    b = json.loads((run(tmp_path / "b", "bench", "table1", "--states", "1", "--seed", "5")
+    b = json.loads((run(tmp_path / "b", "bench", "table1", "--states", "3", "--seed", "5", "--unit-states", "1")
                     / "bench_table1.json").read_text())
-    assert a["models"] == b["models"]
+    assert a["models"] == b["models"] and a["fine_slices"] == b["fine_slices"]
 
 
 def test_bench_convergence_small(tmp_path):
@@ -107,55 +108,56 @@ def test_bench_support_small(tmp_path):
     assert (out / "bench_support.png").stat().st_size > 1000
 
 
-def test_bench_dgoc_small(tmp_path):
-    """A chunk (target 1 of 3) with tracking and the MPC comparison, then merged with the chunk of target 0."""
-    out = run(tmp_path, "bench", "dgoc", "--targets", "3", "--first-target", "1", "--count", "1", "--scenes",
-              "block_003", "--max-iterations", "3", "--single", "1", "--track", "1", "--compare-mpc", "1",
+def test_bench_dgoc_small(tmp_path, capsys):
+    """Three targets in units of two: targets 0-1 planned, target 1 also tracked and compared (--track 2 etc. count
+    from the seed's first target); the union equals one whole batch, a re-run resumes, another setting is refused."""
+    common = ["bench", "dgoc", "--targets", "3", "--scenes", "block_003", "--max-iterations", "3"]
+    out = run(tmp_path, *common, "--unit-targets", "2", "--single", "1", "--track", "2", "--compare-mpc", "1",
               "--mpc-actions", "1")
     res = json.loads((out / "bench_dgoc.json").read_text())
-    methods = res["scenes"]["block_003"]["methods"]
+    r = res["scenes"]["block_003"]
+    methods = r["methods"]
     assert set(methods) == {"zs", "ds", "dp", "ws", "dgoc"} and res["escalate_k"] == 3
     for m in methods.values():
         assert 0.0 <= m["success_rate"] <= 1.0 and m["solve_time_s"] > 0 and m["single_solve_time_s"] > 0
+        assert len(m["batch_time_s"]) == 2 and len(m["succeeded"]) == 3
         for key in ("final_err_x_cm", "final_err_y_cm", "final_err_theta_rad"):
             assert set(m[key]) == {"mean", "std"} and m[key]["mean"] >= 0.0
     assert "1 cm" in res["success_rule"] and res["task_space"]["x_m"] == [-0.2, 0.2]
-    tracking = res["scenes"]["block_003"]["tracking"]
+    assert r["target_indices"] == [0, 1, 2] and r["tracking"]["tracked_target_indices"] == [0, 1]
+    tracking = r["tracking"]
     assert set(tracking["cases"]) == {"nominal", "perturbed", "mismatch"}
     for case in tracking["cases"].values():
-        assert 0.0 <= case["tracked_success_rate"] <= 1.0 and len(case["succeeded"]) == 1
+        assert 0.0 <= case["tracked_success_rate"] <= 1.0 and len(case["succeeded"]) == 2
     kick = np.asarray(tracking["cases"]["perturbed"]["perturbations"])
-    assert kick.shape == (1, 3) and np.all(np.abs(kick) <= [0.04, 0.04, 0.117])
+    assert kick.shape == (2, 3) and np.all(np.abs(kick) <= [0.04, 0.04, 0.117])
     assert (out / "dgoc.png").stat().st_size > 1000
-    compare = res["scenes"]["block_003"]["compare_mpc"]
+    compare = r["compare_mpc"]
     for m in ("dgoc", "mpc"):
         times = compare[m]
         assert len(times["runs"]) == 1 and times["task_time_s"]["mean"] > times["planning_time_s"]["mean"]
     assert compare["mpc"]["runs"][0]["actions"] == 1 and compare["mpc_model"] == "fine"
-    # the chunk is target 1 of the seed's 3, with the perturbation a whole run gives it
+    # the seed's targets and perturbations, as one run draws them
     from parapush_ros.tools.bench.dgoc import draw_targets, perturbations, start_state
     from parapush_ros.core.models.quasistatic import QuasiStaticPusherSlider
     from parapush_ros.core.scene.spec import load_scene
     scene = load_scene("block_003")
     x0 = start_state(scene)
-    assert res["first_target"] == 1 and res["count"] == 1 and res["scenes"]["block_003"]["target_indices"] == [1]
-    np.testing.assert_allclose(res["scenes"]["block_003"]["targets"], draw_targets(3, 0, x0[:3])[1:2])
-    np.testing.assert_allclose(kick, perturbations(QuasiStaticPusherSlider.from_scene(scene), x0, 3, 0)[1:2])
-    # merged with target 0 (planned only): statistics of both targets, tracking of target 1
-    run(tmp_path / "c0", "bench", "dgoc", "--targets", "3", "--count", "1", "--scenes", "block_003",
-        "--max-iterations", "3", "--single", "0", "--json", str(tmp_path / "c0.json"))
-    c0 = json.loads((tmp_path / "c0.json").read_text())
-    run(tmp_path / "m", "bench", "dgoc", "--merge", f"{out / 'bench_dgoc.json'},{tmp_path / 'c0.json'}")
-    merged = json.loads((tmp_path / "m" / "out" / "bench_dgoc.json").read_text())["scenes"]["block_003"]
-    assert merged["target_indices"] == [0, 1] and merged["tracking"]["tracked_target_indices"] == [1]
-    for m in ("zs", "ws"):
-        both = c0["scenes"]["block_003"]["methods"][m]["succeeded"] + methods[m]["succeeded"]
-        assert merged["methods"][m]["succeeded"] == both
-        assert merged["methods"][m]["success_rate"] == pytest.approx(np.mean(both))
-    assert merged["tracking"]["cases"]["nominal"]["succeeded"] == tracking["cases"]["nominal"]["succeeded"]
-    assert len(merged["compare_mpc"]["mpc"]["runs"]) == 1
-    with pytest.raises(ValueError, match="overlap"):
-        run(tmp_path / "m2", "bench", "dgoc", "--merge", f"{tmp_path / 'c0.json'},{tmp_path / 'c0.json'}")
+    np.testing.assert_allclose(r["targets"], draw_targets(3, 0, x0[:3]))
+    np.testing.assert_allclose(kick, perturbations(QuasiStaticPusherSlider.from_scene(scene), x0, 3, 0)[:2])
+    # one batch of all three targets: the same per-target results as the units of two
+    whole = run(tmp_path / "whole", *common, "--unit-targets", "3", "--single", "0")
+    w = json.loads((whole / "bench_dgoc.json").read_text())["scenes"]["block_003"]["methods"]
+    for m in methods:
+        for key in ("succeeded", "final_err", "iterations", "demo_used"):
+            assert w[m][key] == methods[m][key], (m, key)
+    capsys.readouterr()
+    run(tmp_path, *common, "--unit-targets", "2", "--single", "1", "--track", "2", "--compare-mpc", "1",
+        "--mpc-actions", "1")
+    assert "2 units, 2 done before, 0 to run" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="k = 1, this run asks for 2"):
+        run(tmp_path, *common, "--unit-targets", "2", "--single", "1", "--track", "2", "--compare-mpc", "1",
+            "--mpc-actions", "1", "--k", "2")
 
 
 def test_demos_command_writes_a_loadable_library(tmp_path):
@@ -168,43 +170,35 @@ def test_demos_command_writes_a_loadable_library(tmp_path):
         main(["demos", "--count", "2", "--out", str(tmp_path / "x")])
 
 
-def test_bench_dgoc_refuses_more_tracked_targets_than_targets(tmp_path):
+def test_bench_dgoc_refuses_bad_arguments_by_name(tmp_path):
     with pytest.raises(ValueError, match="--track"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--track", "2")
-    with pytest.raises(ValueError, match="--track: must be from 0 to the targets of this run \\(1\\)"):
-        run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "4", "--track", "2")
-    with pytest.raises(ValueError, match="--first-target"):
-        run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "5")
-    with pytest.raises(ValueError, match="--count"):
-        run(tmp_path, "bench", "dgoc", "--targets", "5", "--first-target", "3", "--count", "3")
+    with pytest.raises(ValueError, match="--unit-targets"):
+        run(tmp_path, "bench", "dgoc", "--targets", "5", "--unit-targets", "0")
     with pytest.raises(ValueError, match="--methods: unknown method 'ilqr'"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--methods", "ws,ilqr")
-    with pytest.raises(ValueError, match="--merge: cannot read"):
-        run(tmp_path, "bench", "dgoc", "--merge", str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="--mpc-model"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--compare-mpc", "1", "--mpc-model", "nonsense")
 
 
-def test_bench_dgoc_merge_refuses_chunks_compared_with_another_mpc(tmp_path):
-    """Chunks whose DG-OC-vs-MPC comparison ran another MPC (--mpc-model, --mpc-actions) are another study: their
-    MPC rows would be summarised as one."""
-    chunk = {"targets": 2, "seed": 0, "k": 1, "escalate_k": 3, "max_iterations": 3, "dt": 0.02, "horizon_s": 7.0,
-             "weights": {}, "task_space": {}, "success_rule": "", "command": ""}
+def test_bench_dgoc_refuses_units_compared_with_another_mpc():
+    """Units whose DG-OC-vs-MPC comparison ran another MPC are not one study: their MPC rows would mix."""
+    from parapush_ros.tools.bench.dgoc import combine
     row = {"final_err": [0.001, 0.001, 0.01], "planning_time_s": 1.0, "execution_time_s": 5.0, "task_time_s": 6.0}
-    files = []
-    for first, model in ((0, "fine"), (1, "parareal1")):
-        scene = {"demonstrations": [], "target_indices": [first], "targets": [[0.1, 0.0, 0.0]], "methods": {},
-                 "compare_mpc": {"mpc_model": model, "mpc_actions": 1, "mpc_sampling": {}, "targets": [],
-                                 "dgoc": {"runs": [row]}, "mpc": {"runs": [row]}}}
-        files.append(tmp_path / f"c{first}.json")
-        files[-1].write_text(json.dumps({**chunk, "first_target": first, "scenes": {"block_003": scene}}))
-    with pytest.raises(ValueError, match="--merge: block_003: the chunks' MPC comparisons differ in 'mpc_model'"):
-        run(tmp_path, "bench", "dgoc", "--merge", ",".join(str(f) for f in files))
+    units = [{"demonstrations": [], "target_indices": [first], "targets": [[0.1, 0.0, 0.0]], "methods": {},
+              "plot_X": [], "compare_mpc": {"mpc_model": model, "mpc_actions": 1, "mpc_sampling": {}, "targets": [],
+                                            "dgoc": {"runs": [row]}, "mpc": {"runs": [row]}}}
+             for first, model in ((0, "fine"), (1, "parareal1"))]
+    with pytest.raises(ValueError, match="block_003: the units' MPC comparisons differ in 'mpc_model'"):
+        combine("block_003", units)
+    with pytest.raises(ValueError, match="overlap"):
+        combine("block_003", [units[0], units[0]])
 
 
 def test_seeded_runs_each_seed_and_summarises(tmp_path):
-    """``common.seeded``: one seed as before; N seeds: mean, std and per-seed values of every numeric leaf; a seed
-    whose result is there with the same settings is read back, not run again."""
+    """``common.seeded``: one seed as before; N seeds: mean, std and per-seed values of every numeric leaf; the seeds
+    are a study (<out>/seeds_study): a finished seed is read back, not run again, more seeds extend, and other
+    settings in the same --out are refused by name."""
     import argparse
 
     from parapush_ros.tools.bench.common import output_paths, seeded, write_json
@@ -217,24 +211,38 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
         write_json(output_paths(args, "t")[0], res)
         return res
 
-    def settings(args):
-        return {"settings": {"seed": args.seed, "w": args.w}}
-
     def args(**kw):
         return argparse.Namespace(**{"seed": 0, "seeds": 3, "out": str(tmp_path), "json": None, "w": 1, **kw})
 
     assert seeded(run_one, name="t")(args(seed=5, seeds=None))["a"]["x"] == 5.0 and calls == [(5, str(tmp_path))]
     calls.clear()
-    r = seeded(run_one, name="t", settings=settings)(args())
+    r = seeded(run_one, name="t")(args())
     assert [c[0] for c in calls] == [0, 1, 2] and len({c[1] for c in calls}) == 3
     assert r["summary"]["a.x"]["mean"] == 1.0 and r["summary"]["a.x"]["std"] == 1.0
     assert r["summary"]["a.x"]["per_seed"] == {"0": 0.0, "1": 1.0, "2": 2.0}
     assert r["summary"]["a.ok"]["mean"] == 2 / 3 and "settings.seed" not in r["summary"]
     assert json.loads((tmp_path / "bench_t.json").read_text())["summary"] == r["summary"]
     calls.clear()
-    assert seeded(run_one, name="t", settings=settings)(args())["summary"] == r["summary"] and calls == []
-    assert seeded(run_one, name="t", settings=settings)(args(seeds=4))["seeds"] == [0, 1, 2, 3]
+    assert seeded(run_one, name="t")(args())["summary"] == r["summary"] and calls == []
+    assert seeded(run_one, name="t")(args(seeds=4))["seeds"] == [0, 1, 2, 3]
     assert [c[0] for c in calls] == [3]  # only the new seed ran
     calls.clear()
-    seeded(run_one, name="t", settings=settings)(args(w=2))
-    assert [c[0] for c in calls] == [0, 1, 2]  # other settings: every seed runs again
+    with pytest.raises(ValueError, match="w = 1, this run asks for 2"):  # another study: another --out
+        seeded(run_one, name="t")(args(w=2))
+    assert calls == []
+
+
+def test_bench_calibrate_resumes_its_study(tmp_path, capsys):
+    """``bench calibrate``: the fine reference, then one unit per K_omega; a re-run reads every fit back."""
+    argv = ["bench", "calibrate", "--scene", "cylinder_slider", "--pushes", "2", "--actions", "2"]
+    out = run(tmp_path, *argv)
+    res = json.loads((out / "bench_calibrate_cylinder_slider.json").read_text())
+    assert len(res["grid"]) == 13 and res["best_k_omega"] in [g["k_omega"] for g in res["grid"]]
+    assert res["best_k_omega"] == min(res["grid"], key=lambda g: g["score"])["k_omega"]
+    capsys.readouterr()
+    assert json.loads((run(tmp_path, *argv) / "bench_calibrate_cylinder_slider.json").read_text())["grid"] == \
+        res["grid"]
+    err = capsys.readouterr().err
+    assert "1 units, 1 done before, 0 to run" in err and "13 units, 13 done before, 0 to run" in err
+    with pytest.raises(ValueError, match="pushes = 2, this run asks for 3"):
+        run(tmp_path, "bench", "calibrate", "--scene", "cylinder_slider", "--pushes", "3", "--actions", "2")

@@ -75,9 +75,10 @@ def main(argv=None) -> int:
 def console_main(argv=None) -> int:
     """The ``parapush`` executable: a bad argument or input file is reported in one line that names it (exit
     status 2, as argparse does) instead of a traceback; ``PARAPUSH_TRACEBACK=1`` shows the traceback too."""
+    from .tools.study import StudyError  # noqa: PLC0415 (no Ray: imported only when a study runs on it)
     try:
         return main(argv)
-    except (ValueError, FileNotFoundError) as e:  # our checks raise these with a message naming the field
+    except (ValueError, FileNotFoundError, StudyError) as e:  # our checks raise these with a message naming the field
         if os.environ.get("PARAPUSH_TRACEBACK") == "1":
             raise
         cmd = " ".join(a for a in (argv if argv is not None else sys.argv[1:])[:2] if not a.startswith("-"))

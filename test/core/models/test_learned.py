@@ -339,7 +339,7 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     assert all(np.array_equal(a[k], b[k]) for k in ("x", "u", "x_next", "step"))
 
     out = tmp_path / "data"
-    args = Namespace(objects="1,4", samples=128, out=str(out), seed=3, workers=2, chunk_size=32, into_cluster=0.5)
+    args = Namespace(objects="1,4", samples=128, out=str(out), seed=3, workers=1, chunk_size=32, into_cluster=0.5)
     meta = datagen.run(args)
     assert meta["complete"] and meta["samples"] == 128 and set(meta["counts"]) == {"1", "4"}
     assert meta["family"]["object_radius"] == 0.05115 and meta["code_version"].startswith("0.")

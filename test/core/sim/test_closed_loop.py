@@ -100,57 +100,25 @@ def test_bench_mpc_command_small(tmp_path):
         assert off < s.objects[0].radius + s.obstacles[0].radius  # the straight push would hit it
 
 
-def test_bench_mpc_split_run_matches_the_whole_run(tmp_path):
-    """``--first-scene`` lets a 50-scene study run in parts: part runs equal the same scenes of one whole run."""
+def test_bench_mpc_study_extends_resumes_and_refuses_another_setting(tmp_path, capsys):
+    """A study grows in the same --out: the units already in <out>/mpc_study are read back, not run again, and the
+    result equals one whole run; another setting in the same --out is refused by name (issue 32)."""
     common = ["bench", "mpc", "--models", "coarse", "--mismatch", "--max-actions", "2", "--samples", "4",
               "--iterations", "1", "--no-timing", "--seed", "3"]
     assert main(common + ["--scenes", "2", "--out", str(tmp_path / "whole")]) == 0
-    assert main(common + ["--scenes", "1", "--first-scene", "1", "--out", str(tmp_path / "part")]) == 0
+    assert main(common + ["--scenes", "1", "--out", str(tmp_path / "grown")]) == 0
+    capsys.readouterr()
+    assert main(common + ["--scenes", "2", "--out", str(tmp_path / "grown")]) == 0
+    assert "4 units, 2 done before, 2 to run" in capsys.readouterr().err
     whole = json.loads((tmp_path / "whole" / "bench_mpc.json").read_text())
-    part = json.loads((tmp_path / "part" / "bench_mpc.json").read_text())
-    assert part["first_scene"] == 1 and part["scene_defs"] == whole["scene_defs"][1:]
-    for world in ("nominal", "mismatch"):
-        w = next(r for r in whole["runs"] if r["scene"] == 1 and r["world"] == world)
-        p = next(r for r in part["runs"] if r["world"] == world)
-        assert p["scene"] == 1 and p["world_config"] == w["world_config"]
-        assert (p["outcome"], p["actions"], p["path"]) == (w["outcome"], w["actions"], w["path"])
-    with pytest.raises(ValueError, match="--first-scene"):
-        main(common + ["--scenes", "1", "--first-scene", "-1", "--out", str(tmp_path / "bad")])
-    # the parts merged back: the whole study's runs and outcomes, a run given again replacing the earlier one
-    merged_path = tmp_path / "merged.json"
-    assert main(["bench", "mpc-merge", str(tmp_path / "whole" / "bench_mpc.json"),
-                 str(tmp_path / "part" / "bench_mpc.json"), "--json", str(merged_path)]) == 0
-    merged = json.loads(merged_path.read_text())
-    assert merged["scenes"] == 2 and len(merged["runs"]) == 4
-    assert [r["plan_times"] for r in merged["runs"] if r["scene"] == 1] == [r["plan_times"] for r in part["runs"]]
-    for key, s in whole["summary"].items():
-        assert merged["scenes_per_case"][key] == [0, 1]
-        for k in ("runs", "success_rate", "failures", "mean_actions"):
-            assert merged["summary"][key][k] == s[k], (key, k)
-        assert set(merged["failed"][key]) == {str(r["scene"]) for r in whole["runs"] if f"{r['world']}/{r['model']}"
-                                              == key and r["outcome"] != "reached"}
-    other = dict(part, seed=4)
-    (tmp_path / "other.json").write_text(json.dumps(other))
-    with pytest.raises(ValueError, match=r"other.json: 'seed' is 4"):
-        main(["bench", "mpc-merge", str(tmp_path / "part" / "bench_mpc.json"), str(tmp_path / "other.json"),
-              "--json", str(merged_path)])
-
-
-def test_bench_mpc_merge_refuses_parts_with_another_parareal_variance_threshold(tmp_path):
-    """Parts planned with another uncertainty-aware Parareal threshold are another study; parts written before the
-    option existed ran with it off and merge with parts that have it at 0."""
-    part = dict(task="obstacle", seed=0, realtime=False, coarse="analytical", plan_clock="wall", plan_margin_s=0.0,
-                mismatch={}, weights={}, planner={"model": "parareal1"}, runs=[])
-    files = {}
-    for name, extra in (("old", {}), ("off", {"parareal_variance_threshold": 0.0}),
-                        ("on", {"parareal_variance_threshold": 0.002})):
-        files[name] = tmp_path / f"{name}.json"
-        files[name].write_text(json.dumps({**part, **extra}))
-    merged = tmp_path / "merged.json"
-    assert main(["bench", "mpc-merge", str(files["old"]), str(files["off"]), "--json", str(merged)]) == 0
-    assert json.loads(merged.read_text())["parareal_variance_threshold"] == 0.0
-    with pytest.raises(ValueError, match=r"off.json: 'parareal_variance_threshold' is 0.0, but .*on.json has 0.002"):
-        main(["bench", "mpc-merge", str(files["on"]), str(files["off"]), "--json", str(merged)])
+    grown = json.loads((tmp_path / "grown" / "bench_mpc.json").read_text())
+    assert grown["scene_defs"] == whole["scene_defs"]
+    assert [(r["scene"], r["world"], r["world_config"], r["outcome"], r["actions"], r["path"]) for r in grown["runs"]] \
+        == [(r["scene"], r["world"], r["world_config"], r["outcome"], r["actions"], r["path"]) for r in whole["runs"]]
+    with pytest.raises(ValueError, match=r"planner.sampling.samples = 4, this run asks for 8"):
+        main(common[:8] + ["8"] + common[9:] + ["--scenes", "2", "--out", str(tmp_path / "grown")])
+    with pytest.raises(ValueError, match=r"parareal_variance_threshold = 0.0, this run asks for 0.002"):
+        main(common + ["--scenes", "2", "--parareal-variance-threshold", "0.002", "--out", str(tmp_path / "grown")])
 
 
 def test_bench_mpc_realtime_small(tmp_path):

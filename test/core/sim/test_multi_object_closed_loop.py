@@ -44,13 +44,13 @@ def test_parareal1_with_the_learned_coarse_model_pushes_the_target_into_the_goal
 
 def test_bench_mpc_multi_object_command_small(tmp_path):
     out = tmp_path / "out"
-    assert main(["bench", "mpc", "--task", "multi_object", "--scenes", "2", "--first-scene", "1", "--models",
+    assert main(["bench", "mpc", "--task", "multi_object", "--scenes", "2", "--models",
                  "learned", "--mismatch", "--max-actions", "2", "--samples", "4", "--iterations", "1",
                  "--timing-repeats", "1", "--plan-clock", "cpu", "--out", str(out),
                  "--json", str(out / "mpc.json")]) == 0
     res = json.loads((out / "mpc.json").read_text())
     assert res["task"] == "multi_object" and res["coarse"] == "learned"
-    assert [s["name"] for s in res["scene_defs"]] == ["clutter_0_1", "clutter_0_2"]
+    assert [s["name"] for s in res["scene_defs"]] == ["clutter_0_0", "clutter_0_1"]
     assert set(res["summary"]) == {"nominal/learned", "mismatch/learned"}
     for s in res["summary"].values():
         assert s["runs"] == 2 and 0.0 <= s["success_rate"] <= 1.0

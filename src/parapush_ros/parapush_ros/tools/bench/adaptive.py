@@ -36,6 +36,7 @@ from ...core.models.parareal import Parareal
 from ...core.planning.tasks import PushTask
 from ...core.scene.clutter import clutter_scenes
 from ...core.scene.spec import load_scene
+from ..study import add_arguments
 from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 from .learned import random_cluster_pushes
 
@@ -323,5 +324,6 @@ def add_parser(sub, parent):
     p.add_argument("--weights", default=None, help="learned ensemble weights (default: the shipped ones)")
     p.add_argument("--threads", type=int, default=0, help="fine-model threads; 0 = all cores")
     add_seeds_argument(p)
+    add_arguments(p, "seeds")
     p.set_defaults(func=seeded(run, name="adaptive"))
     return p

@@ -3,11 +3,10 @@
 K_omega scales the turning rate of a pushed slider. What matters for Parareal is not the coarse model's own
 error but how well it transports corrections, so the criterion is the final slider error after ONE Parareal
 iteration (mm + deg) on random multi-slice pushes (``bench convergence``'s generator, not the Table 1 states).
-The defaults in ``core/models/analytical.py`` came from this command with its default arguments.
+The defaults in ``core/models/analytical.py`` came from this command with its default arguments. The fits are
+units of the study engine (``parapush_ros.tools.study``): the fine reference first, then one Ray task per K_omega.
 """
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 
@@ -17,39 +16,59 @@ from ...core.models.fine import FineModel
 from ...core.models.parareal import Parareal
 from ...core.scene.spec import load_scene
 from ...core.scene.state import wrap_angle
-from .common import output_paths, print_table, write_json
+from ..study import Study, Unit, add_arguments
+from .common import _plain, output_paths, print_table, study_settings, write_json
 from .convergence import random_pushes
+
+
+GRID = np.round(np.arange(0.1, 1.01, 0.075), 3)
+
+
+def _pushes(args):
+    scene = load_scene(args.scene)
+    x0, U = random_pushes(scene, args.pushes, args.actions, np.random.default_rng(args.seed))
+    return scene, x0, U
+
+
+def fit_unit(context: dict, unit) -> dict:
+    """The study units of ``bench calibrate``: ``reference``, the fine model's final states of the seed's random
+    pushes; then one per grid value of K_omega, the final slider error after one Parareal iteration against them."""
+    args = context["args"]
+    scene, x0, U = _pushes(args)
+    fine = FineModel(scene, threads=unit.cpus)
+    try:
+        if unit["fit"] == "reference":
+            return {"final": rollout(fine, x0, U, args.dt)[:, -1].tolist()}
+        ref = np.asarray(context["reference"])
+        coarse = AnalyticalCoarseModel(scene, k_omega=float(unit["fit"]))
+        final = Parareal(scene, coarse, fine).solve(x0, U, args.dt, max_iterations=1).states[:, -1]
+        pos = np.linalg.norm(final[:, 2:4] - ref[:, 2:4], axis=-1).mean() * 1e3
+        yaw = np.degrees(np.abs(wrap_angle(final[:, 4] - ref[:, 4]))).mean()
+        return {"k_omega": float(unit["fit"]), "p1_pos_mm": float(pos), "p1_yaw_deg": float(yaw),
+                "score": float(pos + yaw)}
+    finally:
+        fine.close()
 
 
 def run(args) -> dict:
     scene = load_scene(args.scene)
-    rng = np.random.default_rng(args.seed)
-    x0, U = random_pushes(scene, args.pushes, args.actions, rng)
-    fine = FineModel(scene)
-    ref = rollout(fine, x0, U, args.dt)[:, -1]
-    grid = np.round(np.arange(0.1, 1.01, 0.075), 3)
-    rows, scores = [], []
-    from tqdm import tqdm  # noqa: PLC0415
-    progress = tqdm(total=len(grid), desc="calibrate", unit="K_omega", file=sys.stderr)
-    for k in grid:
-        coarse = AnalyticalCoarseModel(scene, k_omega=float(k))
-        c_end = rollout(coarse, x0[0], U[0], args.dt)  # warm the caches; cheap
-        del c_end
-        final = Parareal(scene, coarse, fine).solve(x0, U, args.dt, max_iterations=1).states[:, -1]
-        pos = np.linalg.norm(final[:, 2:4] - ref[:, 2:4], axis=-1).mean() * 1e3
-        yaw = np.degrees(np.abs(wrap_angle(final[:, 4] - ref[:, 4]))).mean()
-        scores.append(pos + yaw)
-        rows.append((float(k), pos, yaw, pos + yaw))
-        progress.update()
-    progress.close()
-    fine.close()
-    best = float(grid[int(np.argmin(scores))])
-    print_table(["K_omega", "P1 pos err mm", "P1 yaw err deg", "score"], rows,
+    path, out = output_paths(args, f"calibrate_{scene.name}")
+    study = Study(out / f"calibrate_{scene.name}_study", "bench calibrate", study_settings(args))
+    reference = Unit.of(fit="reference")
+    context = {"args": _plain(args)}
+    context["reference"] = study.run([reference], fit_unit, context, args, desc="calibrate reference")[
+        reference.id]["final"]
+    units = [Unit.of(fit=float(k)) for k in GRID]
+    done = study.run(units, fit_unit, context, args, desc="calibrate K_omega")
+    grid = [done[u.id] for u in units]
+    scores = [g["score"] for g in grid]
+    best = float(GRID[int(np.argmin(scores))])
+    print_table(["K_omega", "P1 pos err mm", "P1 yaw err deg", "score"],
+                [(g["k_omega"], g["p1_pos_mm"], g["p1_yaw_deg"], g["score"]) for g in grid],
                 title=f"bench calibrate: {scene.name}, {args.pushes} random pushes of {args.actions} x {args.dt} s")
     print(f"best K_omega for {scene.objects[0].shape}: {best:.3f}")
     res = {"scene": scene.name, "shape": scene.objects[0].shape, "best_k_omega": best, "seed": args.seed,
-           "grid": [{"k_omega": r[0], "p1_pos_mm": r[1], "p1_yaw_deg": r[2], "score": r[3]} for r in rows]}
-    path, _ = output_paths(args, f"calibrate_{scene.name}")
+           "grid": grid, "study": str(study.root)}
     write_json(path, res)
     return res
 
@@ -60,5 +79,6 @@ def add_parser(sub, parent):
     p.add_argument("--pushes", type=int, default=20)
     p.add_argument("--actions", type=int, default=4)
     p.add_argument("--dt", type=float, default=1.0)
+    add_arguments(p, "fits")
     p.set_defaults(func=run)
     return p

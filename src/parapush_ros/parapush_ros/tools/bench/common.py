@@ -154,29 +154,49 @@ def summarise_seeds(results: dict) -> dict:
     return summary
 
 
-def _reusable(path: Path, expected: dict) -> dict | None:
-    """The result in ``path`` if its top-level entries named in ``expected`` equal those (compared as JSON)."""
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    same = all(json.dumps(saved.get(k), sort_keys=True, default=_jsonable) ==
-               json.dumps(v, sort_keys=True, default=_jsonable) for k, v in expected.items())
-    if not same:
-        return None
-    return {k: v for k, v in saved.items() if k not in ("machine", "command")}  # what ``write_json`` added
+# options of a bench that only say how and where it runs, not what it computes (not part of a study's settings)
+EXECUTION_KEYS = ("func", "command", "bench", "out", "json", "seed", "seeds", "workers", "ray", "retries", "verbose")
 
 
-def seeded(run_one, per_seed_args=None, name: str | None = None, settings=None):
+def _plain(args):
+    """A copy of the command's arguments without the handler (``func``): what a study ships to its workers."""
+    import argparse  # noqa: PLC0415
+    return argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "func"})
+
+
+def study_settings(args) -> dict:
+    """What a bench's options decide about its result: every option but ``EXECUTION_KEYS`` (its manifest)."""
+    return {k: v for k, v in sorted(vars(args).items()) if k not in EXECUTION_KEYS
+            and (v is None or isinstance(v, (bool, int, float, str, list, tuple)))}
+
+
+def seed_unit(context: dict, unit) -> dict:
+    """The study unit of ``seeded``: the bench's ``run_one`` for seed ``unit["seed"]`` in ``<out>/seed_<s>``."""
+    import copy  # noqa: PLC0415
+    a = copy.copy(context["args"])
+    s = unit["seed"]
+    a.seed, a.seeds, a.out, a.json = s, None, str(Path(context["out"]) / f"seed_{s}"), None
+    if context["per_seed_args"] is not None:
+        context["per_seed_args"](a, s)
+    if context["unit_threads"] and getattr(a, "threads", None) == 0:  # "all cores": a unit's are the ones it declared
+        a.threads = unit.cpus
+    return context["run_one"](a)
+
+
+def seeded(run_one, per_seed_args=None, name: str | None = None, units: bool = True):
     """``run(args)`` of a bench with ``--seeds``: without it (or 1) ``run_one(args)`` as before; with N > 1 the bench
     runs for seeds S .. S+N-1, each with its own output directory ``<out>/seed_<s>`` (its JSON and plots there;
     ``per_seed_args(args, seed)`` adjusts anything else), then ``<out>/bench_<name>.json`` (or ``--json``) holds
     ``seeds``, ``summary`` (``summarise_seeds``: mean, std, per-seed values of every figure) and ``per_seed`` (each
-    seed's whole result), and a table prints mean +- std per figure. With ``settings(args)`` (what a bench's JSON
-    records of its settings: {top-level key: value}), a seed whose ``<out>/seed_<s>/bench_<name>.json`` holds the
-    same is read, not run again: a long study resumes, or its seeds run as separate processes (``--seed s --out
-    <out>/seed_<s>``) and ``--seeds N`` then gathers them."""
-    import copy  # noqa: PLC0415
+    seed's whole result), and a table prints mean +- std per figure.
+
+    The seeds are a study of the engine (``parapush_ros.tools.study``): each seed a unit (a Ray task of one CPU with
+    ``--workers`` / ``--ray``) whose result is kept in ``<out>/seeds_study``, so a re-run resumes (finished seeds are
+    read back, more seeds extend) and other options in the same ``--out`` are refused by name. ``units=False``: the
+    bench's own run is a study of smaller units (``bench mpc``, ``bench dgoc``), so the seeds run one after another,
+    each seed's study resuming in its own directory."""
+    from ..study import Study, Unit  # noqa: PLC0415
+    bench = name or run_one.__module__.rsplit(".", 1)[-1]
 
     def run(args):
         n = getattr(args, "seeds", None)
@@ -184,23 +204,20 @@ def seeded(run_one, per_seed_args=None, name: str | None = None, settings=None):
             return run_one(args)
         if n < 1:
             raise ValueError(f"--seeds must be >= 1, got {n}")
-        path, out = output_paths(args, name or run_one.__module__.rsplit(".", 1)[-1])
+        path, out = output_paths(args, bench)
         seeds = list(range(args.seed, args.seed + n))
-        results = {}
-        for s in seeds:
-            a = copy.copy(args)
-            a.seed, a.seeds, a.out = s, None, str(Path(out) / f"seed_{s}")
-            a.json = None
-            if per_seed_args is not None:
-                per_seed_args(a, s)
-            bench = name or run_one.__module__.rsplit(".", 1)[-1]
-            saved = _reusable(Path(a.out) / f"bench_{bench}.json", settings(a)) if settings is not None else None
-            if saved is not None:
-                print(f"\n===== seed {s}: the result in {a.out} (same settings) =====")
-                results[s] = saved
-                continue
-            print(f"\n===== seed {s} ({len(results) + 1} of {n}) =====")
-            results[s] = run_one(a)
+        context = {"args": _plain(args), "out": str(out), "per_seed_args": per_seed_args, "run_one": run_one,
+                   "unit_threads": units}
+        todo = [Unit.of(seed=s) for s in seeds]
+        if units:
+            done = Study(Path(out) / "seeds_study", f"bench {bench} --seeds", study_settings(args)).run(
+                todo, seed_unit, context, args, desc=f"bench {bench} seeds")
+        else:
+            done = {}
+            for k, u in enumerate(todo):
+                print(f"\n===== seed {u['seed']} ({k + 1} of {n}) =====")
+                done[u.id] = seed_unit(context, u)
+        results = {u["seed"]: done[u.id] for u in todo}
         summary = summarise_seeds(results)
         print_table(["figure", "mean +- std", "per seed"],
                     [[k, f"{_fmt(v['mean'])} +- {_fmt(v['std'])}", " ".join(_fmt(x) for x in v["per_seed"].values())]

@@ -5,6 +5,9 @@ under ``skipped``; ``--random-scene box_slider`` draws the random pushes on the 
 
 Error = RMS over the trajectory (all N+1 states) of the slider's xy distance to the fine model, in mm; for the
 random pushes, the mean of that over the pushes (the authors' protocol in ``reference-implementation.md``).
+
+Each Fig. 5 case and each horizon's random pushes is a unit of the study engine (``parapush_ros.tools.study``: a Ray task
+of one CPU with ``--workers`` / ``--ray``, kept in ``<out>/convergence_study``).
 """
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from ...core.models.base import UnsupportedScene
 from ...core.models.parareal import Parareal
 from ...core.models.registry import Predictor
 from ...core.scene.spec import load_scene
-from .common import add_model_arguments, convergence_axes, output_paths, print_table, pyplot, save_figure, write_json
+from ..study import Study, Unit, add_arguments
+from .common import (_plain, add_model_arguments, convergence_axes, output_paths, print_table, pyplot, save_figure,
+                     study_settings, write_json)
 
 AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4
 FIG5_CASES = {  # name: (scene, pusher offset across the push (m))
@@ -56,49 +61,70 @@ def errors_per_iteration(solver: Parareal, x0, U, dt) -> np.ndarray:
     return np.stack([trajectory_rms_mm(h, ref) for h in r.history])
 
 
+def _solver(scene_name: str, args, threads: int):
+    """(scene, Parareal) of a scene; ``UnsupportedScene`` where the coarse model refuses it."""
+    sc = load_scene(scene_name)
+    predictor = Predictor(sc, coarse=args.coarse, fine=args.fine, threads=threads)
+    try:
+        return sc, Parareal(sc, predictor.coarse_model(), predictor.fine)
+    except UnsupportedScene:
+        predictor.close()
+        raise
+
+
+def case_unit(context: dict, unit) -> dict:
+    """The study unit of ``bench convergence``: one Fig. 5 case (``fig5``) or the random pushes of one horizon
+    (``random``, N = ``unit["n"]``; the seed's generator advanced past the shorter horizons' pushes first, as one
+    run draws them); ``{"skipped": why}`` where the coarse model refuses the scene."""
+    args = context["args"]
+    scene_name = FIG5_CASES[unit["case"]][0] if unit["kind"] == "fig5" else args.random_scene
+    try:
+        sc, solver = _solver(scene_name, args, unit.cpus)
+    except UnsupportedScene as e:
+        return {"skipped": str(e), "scene": scene_name}
+    try:
+        if unit["kind"] == "fig5":
+            x0 = sc.initial_state()
+            x0[1] = FIG5_CASES[unit["case"]][1]
+            U = np.array([[0.025, 0.0]] * 4)
+            return {"rms_mm": errors_per_iteration(solver, x0[None], U[None], 1.0)[:, 0].tolist()}
+        rng = np.random.default_rng(args.seed)
+        for n in args.actions[:args.actions.index(unit["n"])]:
+            random_pushes(sc, args.pushes, n, rng)
+        x0, U = random_pushes(sc, args.pushes, unit["n"], rng)
+        err = errors_per_iteration(solver, x0, U, 1.0)
+        return {"pushes": args.pushes, "mean_rms_mm": err.mean(axis=1).tolist(),
+                "median_rms_mm": np.median(err, axis=1).tolist()}
+    finally:
+        solver.fine.close()
+
+
 def run(args) -> dict:
-    rng = np.random.default_rng(args.seed)
+    if len(set(args.actions)) != len(args.actions):
+        raise ValueError(f"--actions: each horizon once, got {args.actions}")
+    path, out = output_paths(args, "convergence")
     res = {"seed": args.seed, "coarse_model": args.coarse, "fine_model": args.fine, "slice_s": 1.0, "fig5": {},
            "random": {}}
-    models = {}
-
-    def solver_for(scene_name):
-        """(scene, Parareal) of a scene, or None where the coarse model refuses the scene (recorded as skipped)."""
-        if scene_name not in models:
-            sc = load_scene(scene_name)
-            predictor = Predictor(sc, coarse=args.coarse, fine=args.fine, threads=args.threads or None)
-            try:
-                models[scene_name] = (sc, Parareal(sc, predictor.coarse_model(), predictor.fine))
-            except UnsupportedScene as e:
-                predictor.close()
-                models[scene_name] = None
-                res.setdefault("skipped", {})[scene_name] = str(e)
-                print(f"bench convergence: skipping scene {scene_name}: {e}", flush=True)
-        return models[scene_name]
-
-    for name, (scene_name, offset) in FIG5_CASES.items():
-        if solver_for(scene_name) is None:
+    study = Study(out / "convergence_study", "bench convergence", study_settings(args))
+    units = [Unit.of(kind="fig5", case=name) for name in FIG5_CASES]
+    units += [Unit.of(kind="random", n=n) for n in args.actions]
+    done = study.run(units, case_unit, {"args": _plain(args)}, args, desc="bench convergence cases")
+    for u in units:
+        r = done[u.id]
+        if "skipped" in r:
+            res.setdefault("skipped", {})[r["scene"]] = r["skipped"]
             continue
-        sc, solver = models[scene_name]
-        x0 = sc.initial_state()
-        x0[1] = offset
-        U = np.array([[0.025, 0.0]] * 4)
-        err = errors_per_iteration(solver, x0[None], U[None], 1.0)[:, 0]
-        res["fig5"][name] = {"rms_mm": err.tolist()}
+        if u["kind"] == "fig5":
+            res["fig5"][u["case"]] = r
+        else:
+            res["random"][f"N{u['n']}"] = r
+    for scene_name, why in res.get("skipped", {}).items():
+        print(f"bench convergence: skipping scene {scene_name}: {why}", flush=True)
     print_table(["case"] + [f"k={k}" for k in range(5)],
                 [(n, *v["rms_mm"]) for n, v in res["fig5"].items()],
                 title="bench convergence: paper 000 Fig. 5 cases, trajectory RMS error (mm)")
-
-    rows = []
     res["random_scene"] = args.random_scene
-    for n_controls in args.actions if solver_for(args.random_scene) is not None else ():
-        sc, solver = models[args.random_scene]
-        x0, U = random_pushes(sc, args.pushes, n_controls, rng)
-        err = errors_per_iteration(solver, x0, U, 1.0)
-        mean = err.mean(axis=1)
-        res["random"][f"N{n_controls}"] = {"pushes": args.pushes, "mean_rms_mm": mean.tolist(),
-                                           "median_rms_mm": np.median(err, axis=1).tolist()}
-        rows.append((f"random N={n_controls}", *[f"{v:.2f}" for v in mean]))
+    rows = [(f"random {k[0]}={k[1:]}", *[f"{v:.2f}" for v in r["mean_rms_mm"]]) for k, r in res["random"].items()]
     rows.append(("authors N=4 (analytical)", *AUTHORS_ANALYTICAL_N4))
     n4 = res["random"].get("N4", {}).get("mean_rms_mm")
     if n4:
@@ -107,12 +133,9 @@ def run(args) -> dict:
     print_table(["case"] + [f"k={k}" for k in range(width)], [r + ("",) * (width + 1 - len(r)) for r in rows],
                 title=f"bench convergence: random pushes ({args.random_scene}), mean trajectory RMS error (mm), "
                       f"{args.pushes} pushes")
-    path, out = output_paths(args, "convergence")
+    res["study"] = str(study.root)
     write_json(path, res)
     _plot(res, out / "convergence.png")
-    for m in models.values():
-        if m is not None:
-            m[1].fine.close()
     return res
 
 
@@ -138,9 +161,9 @@ def add_parser(sub, parent):
     p = sub.add_parser("convergence", parents=[parent], help="Parareal convergence (paper 000 Fig. 5)")
     p.add_argument("--pushes", type=int, default=20, help="random pushes per horizon")
     p.add_argument("--actions", type=int, nargs="+", default=[4, 8], help="horizons N of the random pushes")
-    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--random-scene", default="cylinder_slider",
                    help="scene of the random pushes (box_slider for a coarse model of boxes only)")
     add_model_arguments(p)
+    add_arguments(p, "cases")
     p.set_defaults(func=run)
     return p

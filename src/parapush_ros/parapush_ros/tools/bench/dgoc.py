@@ -26,17 +26,16 @@ planner of paper 000 (``--mpc-model``, fine or Parareal-1; a goal disc of 1 cm a
 1 s controls, up to ``--mpc-actions`` actions). Per method: success, planning time (wall, re-plans included),
 execution time (simulated), their sum, and the final pose error (JSON ``compare_mpc``).
 
-A long study runs in chunks: ``--first-target F --count C`` plans, tracks and compares only targets F..F+C-1 of the
-seed's ``--targets`` (the same targets and perturbations as in one run; ``--track`` and ``--compare-mpc`` count
-from F), and ``--merge A.json,B.json,...`` combines chunk files of one seed into the result of the union (every
-statistic recomputed from the per-target errors each file keeps; plan times per target are the chunks' batch
-times summed over the targets, so batches of different size mix).
+The run is a study of the engine (``parapush_ros.tools.study``): each scene's targets are planned in units of
+``--unit-targets`` targets (a batch each; ``--track``, ``--compare-mpc`` and ``--single`` count the targets from
+the first of the seed's), one Ray task of one CPU per unit (``--workers``, ``--ray``), kept in ``<out>/dgoc_study``
+so that a re-run resumes; the result is their union (every statistic recomputed from the per-target errors each unit
+keeps; the plan time per target is the units' batch times summed over the targets).
 """
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -56,7 +55,9 @@ from ...core.scene.spec import load_scene
 from ...core.scene.state import wrap_angle
 from ...core.sim.closed_loop import run_closed_loop
 from ...core.sim.world import SimWorld, WorldConfig
-from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
+from ..study import Study, Unit, _jsonable, add_arguments
+from .common import (_plain, add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, study_settings,
+                     write_json)
 
 TASK_HALF = 0.2  # m: half side of the task-space square around the start
 SUCCESS_XY, SUCCESS_YAW = 0.01, 0.1  # m, rad
@@ -91,7 +92,7 @@ def success(err: np.ndarray) -> np.ndarray:
 
 def error_stats(err) -> dict:
     """Success rate, mean and std of the (n, 3) final errors |x|, |y| (m), |yaw| (rad), and the per-target errors
-    (kept so that chunks can be merged)."""
+    (kept so that the study's units can be combined)."""
     err = np.asarray(err, dtype=float).reshape(-1, 3)
     ok = success(err)
     return {"success_rate": float(ok.mean()),
@@ -173,8 +174,8 @@ def escalated(planner, x0s, targets, args, first=None):
 
 
 def chunk(args) -> tuple[int, int]:
-    """[first, last) target indices of this run."""
-    return args.first_target, args.first_target + (args.count or args.targets - args.first_target)
+    """[first, last) target indices of this unit (``target_unit`` sets ``first_target`` and ``count``)."""
+    return args.first_target, args.first_target + args.count
 
 
 def perturbations(model, x0, n: int, seed: int) -> np.ndarray:
@@ -217,7 +218,8 @@ def track_scene(scene, planner, x0, targets, plan_nominal, args) -> dict:
         kicks = perturbations(model, x0, args.targets, args.seed)[first:first + len(targets)] \
             if case == "perturbed" else None
         errs, replans, feedback = [], [], []
-        for i, tgt in enumerate(tqdm(targets, desc=f"tracking {case}", unit="target")):
+        for i, tgt in enumerate(tqdm(targets, desc=f"tracking {case}", unit="target",
+                                         disable=getattr(args, "quiet", False))):
             world = SimWorld(scene, world_cfg)
             run = track_in_world(model, world, plan.X[i], plan.U[i], plan.K[i], PLAN_DT, tgt, cfg,
                                  perturb=None if kicks is None else (PERTURB_AT, kicks[i]))
@@ -271,7 +273,7 @@ def compare_mpc(scene, planner, x0, targets, args) -> dict:
           f"{mpc_config.sampling.horizon} x {mpc_config.sampling.control_duration:g} s, up to {args.mpc_actions} "
           "actions) in MuJoCo ...", flush=True)
     rows = {"dgoc": [], "mpc": []}
-    for tgt in tqdm(targets, desc="compare-mpc", unit="target"):
+    for tgt in tqdm(targets, desc="compare-mpc", unit="target", disable=getattr(args, "quiet", False)):
         t0 = time.perf_counter()
         plan = escalated(dgoc, x0[None], tgt[None], args)
         t_plan = time.perf_counter() - t0
@@ -300,22 +302,33 @@ def compare_mpc(scene, planner, x0, targets, args) -> dict:
     return out
 
 
+def target_unit(context: dict, unit) -> dict:
+    """The study unit of ``bench dgoc``: targets ``first .. first + count - 1`` of scene ``unit["scene"]`` planned as
+    one batch, then those among the first ``--track`` / ``--compare-mpc`` / ``--single`` targets of the seed tracked,
+    compared and timed alone (``bench_scene``); its result as JSON (plans: the X of at most 8, for the plot)."""
+    import copy  # noqa: PLC0415
+    a = copy.copy(context["args"])
+    first = unit["first"]
+    a.first_target, a.count = first, min(a.unit_targets, a.targets - first)
+    for k in ("track", "compare_mpc", "single"):
+        setattr(a, k, min(max(getattr(a, k) - first, 0), a.count))
+    a.quiet = context["quiet"]
+    r = bench_scene(unit["scene"], a)
+    plans = r.pop("plans")
+    shown = next((m for m in ("dgoc", "ws") if m in plans), None)
+    r["plot_X"] = [] if shown is None else np.asarray(plans[shown].X[:8]).round(5)
+    return json.loads(json.dumps(r, default=_jsonable))
+
+
 def run(args) -> dict:
-    if args.merge:
-        return merge(args)
     if args.targets < 1:
         raise ValueError(f"--targets: must be >= 1, got {args.targets}")
-    if not 0 <= args.first_target < args.targets:
-        raise ValueError(f"--first-target: must be from 0 to --targets - 1 ({args.targets - 1}), got "
-                         f"{args.first_target}")
-    if not 0 <= args.count <= args.targets - args.first_target:
-        raise ValueError(f"--count: must be from 0 (the rest) to {args.targets - args.first_target}, got {args.count}")
-    first, last = chunk(args)
-    if not 0 <= args.track <= last - first:
-        raise ValueError(f"--track: must be from 0 to the targets of this run ({last - first}), got {args.track}")
-    if not 0 <= args.compare_mpc <= last - first:
-        raise ValueError(f"--compare-mpc: must be from 0 to the targets of this run ({last - first}), got "
-                         f"{args.compare_mpc}")
+    if args.unit_targets < 1:
+        raise ValueError(f"--unit-targets: must be >= 1, got {args.unit_targets}")
+    if not 0 <= args.track <= args.targets:
+        raise ValueError(f"--track: must be from 0 to --targets ({args.targets}), got {args.track}")
+    if not 0 <= args.compare_mpc <= args.targets:
+        raise ValueError(f"--compare-mpc: must be from 0 to --targets ({args.targets}), got {args.compare_mpc}")
     selected_methods(args)  # names checked before anything runs
     if args.escalate_k < 1:
         raise ValueError(f"--escalate-k: must be >= 1, got {args.escalate_k}")
@@ -329,23 +342,36 @@ def run(args) -> dict:
     scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
     if not scenes:
         raise ValueError("--scenes: give at least one scene")
-    path, out = output_paths(args, "dgoc")
-    results = {}
     for name in scenes:
-        results[name] = bench_scene(name, args)
-    payload = {"targets": args.targets, "first_target": first, "count": last - first, "seed": args.seed, "k": args.k,
+        load_scene(name)  # a bad name is reported before anything runs
+    path, out = output_paths(args, "dgoc")
+    settings = {k: v for k, v in study_settings(args).items() if k != "scenes"}  # scenes select units
+    study = Study(out / "dgoc_study", "bench dgoc", settings)
+    units = [Unit.of(scene=name, first=f) for name in scenes for f in range(0, args.targets, args.unit_targets)]
+    parallel = _execution_is_parallel(args)
+    results = study.run(units, target_unit, {"args": _plain(args), "quiet": parallel}, args,
+                        desc="bench dgoc target batches")
+    merged = {name: combine(name, [results[u.id] for u in units if u["scene"] == name]) for name in scenes}
+    payload = {"targets": args.targets, "unit_targets": args.unit_targets, "seed": args.seed, "k": args.k,
                "escalate_k": args.escalate_k, "max_iterations": args.max_iterations, "dt": PLAN_DT,
                "horizon_s": HORIZON_S,
                "task_space": {"x_m": [-TASK_HALF, TASK_HALF], "y_m": [-TASK_HALF, TASK_HALF],
                               "yaw_rad": [-np.pi, np.pi], "relative_to": "slider start pose"},
                "success_rule": f"|dx| < {SUCCESS_XY * 100:g} cm and |dy| < {SUCCESS_XY * 100:g} cm and "
                                f"|dyaw| < {SUCCESS_YAW} rad (final slider pose)",
-               "weights": DGOCWeights().__dict__, "paper": PAPER,
-               "scenes": {n: {k: v for k, v in r.items() if k != "plans"} for n, r in results.items()}}
+               "weights": DGOCWeights().__dict__, "paper": PAPER, "study": str(study.root),
+               "scenes": {n: {k: v for k, v in r.items() if k != "plot_X"} for n, r in merged.items()}}
     print_tables(payload)
     write_json(path, payload)
-    _plot(results, out / "dgoc.png")
+    _plot(merged, out / "dgoc.png")
     return payload
+
+
+def _execution_is_parallel(args) -> bool:
+    """Whether the units run on Ray (their inner progress bars would interleave: they stay quiet)."""
+    from ..study import _execution  # noqa: PLC0415
+    workers, address, _ = _execution(args)
+    return workers > 1 or bool(address)
 
 
 def print_tables(payload: dict):
@@ -380,78 +406,51 @@ def print_tables(payload: dict):
                                           f"({len(r['target_indices'])} targets)")
 
 
-MERGE_SAME = ("targets", "seed", "k", "escalate_k", "max_iterations", "dt", "horizon_s", "weights")
-
-
-def merge(args) -> dict:
-    """``--merge``: chunk files of one study -> the result of their union (statistics recomputed per target)."""
-    parts = []
-    for f in (f.strip() for f in args.merge.split(",") if f.strip()):
-        try:
-            parts.append(json.loads(Path(f).read_text()))
-        except (OSError, ValueError) as e:
-            raise ValueError(f"--merge: cannot read {f}: {e}") from None
-        for key in ("first_target", "scenes"):
-            if key not in parts[-1]:
-                raise ValueError(f"--merge: {f} is not a chunk of bench dgoc (no {key!r})")
-    if not parts:
-        raise ValueError("--merge: give the chunk JSON files, comma-separated")
-    for key in MERGE_SAME:
-        if any(p[key] != parts[0][key] for p in parts):
-            raise ValueError(f"--merge: the files differ in {key!r}: they are not chunks of one study")
-    parts.sort(key=lambda p: p["first_target"])
-    scenes = [n for n in parts[0]["scenes"] if all(n in p["scenes"] for p in parts)]
-    merged = {}
-    for name in scenes:
-        rs = [p["scenes"][name] for p in parts]
-        idx = [i for r in rs for i in r["target_indices"]]
-        if len(set(idx)) != len(idx):
-            raise ValueError(f"--merge: {name}: the chunks overlap (a target index appears twice)")
-        m = {"demonstrations": rs[0]["demonstrations"], "target_indices": idx,
-             "targets": [t for r in rs for t in r["targets"]], "methods": {}}
-        for meth in (m for m in ALL_NAMES if all(m in r["methods"] for r in rs)):
-            ms = [r["methods"][meth] for r in rs]
-            n = sum(len(x["succeeded"]) for x in ms)
-            it = [i for x in ms for i in x["iterations"]]
-            m["methods"][meth] = {"name": ALL_NAMES[meth], **error_stats([e for x in ms for e in x["final_err"]]),
-                                  "solve_time_s": sum(x["batch_time_s"] for x in ms) / n,
-                                  "batch_time_s": [x["batch_time_s"] for x in ms],
-                                  "iterations_mean": float(np.mean(it)), "iterations": it,
-                                  "demo_used": [d for x in ms for d in x["demo_used"]]}
-            for key in ("single_solve_time_s", "single_solve_cpu_s"):
-                vals = [x[key] for x in ms if key in x]
-                if vals:
-                    m["methods"][meth][key] = float(np.mean(vals))
-        tracked = [r for r in rs if "tracking" in r]
-        if tracked:
-            m["tracking"] = {"c_scale": tracked[0]["tracking"]["c_scale"], "config": tracked[0]["tracking"]["config"],
-                             "tracked_target_indices": [i for r in tracked for i in r["target_indices"][
-                                 :len(r["tracking"]["cases"]["nominal"]["succeeded"])]], "cases": {}}
-            for case in TRACK_CASES:
-                cs = [r["tracking"]["cases"][case] for r in tracked]
-                m["tracking"]["cases"][case] = {
-                    **tracking_case([e for c in cs for e in c["final_err"]], [v for c in cs for v in c["replans"]],
-                                    [v for c in cs for v in c["feedback_share"]]), "world": cs[0]["world"],
-                    **({"perturbations": [k for c in cs for k in c["perturbations"]]} if case == "perturbed" else {})}
-        compared = [r["compare_mpc"] for r in rs if "compare_mpc" in r]
-        if compared:
-            for k in ("mpc_model", "mpc_actions", "mpc_sampling"):  # the MPC side must be the same MPC
-                if any(c[k] != compared[0][k] for c in compared):
-                    raise ValueError(f"--merge: {name}: the chunks' MPC comparisons differ in {k!r}: they are "
-                                     f"not chunks of one study")
-            m["compare_mpc"] = {**{k: compared[0][k] for k in ("mpc_model", "mpc_actions", "mpc_sampling")},
-                                "targets": [t for c in compared for t in c["targets"]]}
-            for w in ("dgoc", "mpc"):
-                m["compare_mpc"][w] = _summary([row for c in compared for row in c[w]["runs"]])
-        merged[name] = m
-    first = parts[0]
-    payload = {**{k: first[k] for k in MERGE_SAME}, "merged_from": [p.get("command", "") for p in parts],
-               "task_space": first["task_space"], "success_rule": first["success_rule"], "paper": PAPER,
-               "scenes": merged}
-    print_tables(payload)
-    path, _ = output_paths(args, "dgoc")
-    write_json(path, payload)
-    return payload
+def combine(name: str, rs: list) -> dict:
+    """The result of scene ``name`` from its units' results ``rs`` (in target order): every statistic recomputed
+    from the per-target errors each unit keeps; plan time per target: the units' batch times summed over the
+    targets."""
+    idx = [i for r in rs for i in r["target_indices"]]
+    if len(set(idx)) != len(idx):
+        raise ValueError(f"{name}: the units overlap (a target index appears twice)")
+    m = {"demonstrations": rs[0]["demonstrations"], "target_indices": idx,
+         "targets": [t for r in rs for t in r["targets"]], "methods": {}}
+    for meth in (m for m in ALL_NAMES if all(m in r["methods"] for r in rs)):
+        ms = [r["methods"][meth] for r in rs]
+        n = sum(len(x["succeeded"]) for x in ms)
+        it = [i for x in ms for i in x["iterations"]]
+        m["methods"][meth] = {"name": ALL_NAMES[meth], **error_stats([e for x in ms for e in x["final_err"]]),
+                              "solve_time_s": sum(x["batch_time_s"] for x in ms) / n,
+                              "batch_time_s": [x["batch_time_s"] for x in ms],
+                              "iterations_mean": float(np.mean(it)), "iterations": it,
+                              "demo_used": [d for x in ms for d in x["demo_used"]]}
+        for key in ("single_solve_time_s", "single_solve_cpu_s"):
+            vals = [x[key] for x in ms if key in x]
+            if vals:
+                m["methods"][meth][key] = float(np.mean(vals))
+    tracked = [r for r in rs if "tracking" in r]
+    if tracked:
+        m["tracking"] = {"c_scale": tracked[0]["tracking"]["c_scale"], "config": tracked[0]["tracking"]["config"],
+                         "tracked_target_indices": [i for r in tracked for i in r["target_indices"][
+                             :len(r["tracking"]["cases"]["nominal"]["succeeded"])]], "cases": {}}
+        for case in TRACK_CASES:
+            cs = [r["tracking"]["cases"][case] for r in tracked]
+            m["tracking"]["cases"][case] = {
+                **tracking_case([e for c in cs for e in c["final_err"]], [v for c in cs for v in c["replans"]],
+                                [v for c in cs for v in c["feedback_share"]]), "world": cs[0]["world"],
+                **({"perturbations": [k for c in cs for k in c["perturbations"]]} if case == "perturbed" else {})}
+    compared = [r["compare_mpc"] for r in rs if "compare_mpc" in r]
+    if compared:
+        for k in ("mpc_model", "mpc_actions", "mpc_sampling"):  # the MPC side must be the same MPC
+            if any(c[k] != compared[0][k] for c in compared):
+                raise ValueError(f"{name}: the units' MPC comparisons differ in {k!r}: they are not units of "
+                                 f"one study")
+        m["compare_mpc"] = {**{k: compared[0][k] for k in ("mpc_model", "mpc_actions", "mpc_sampling")},
+                            "targets": [t for c in compared for t in c["targets"]]}
+        for w in ("dgoc", "mpc"):
+            m["compare_mpc"][w] = _summary([row for c in compared for row in c[w]["runs"]])
+    m["plot_X"] = rs[0]["plot_X"] if rs else []
+    return m
 
 
 def _plot(results, path):
@@ -464,7 +463,7 @@ def _plot(results, path):
             ok = np.asarray(r["methods"][shown]["succeeded"])
             ax.scatter(t[ok, 0], t[ok, 1], c="tab:green", s=12, label=f"{ALL_NAMES[shown]} reached")
             ax.scatter(t[~ok, 0], t[~ok, 1], c="tab:red", marker="x", s=20, label=f"{ALL_NAMES[shown]} missed")
-            X = r["plans"][shown].X
+            X = np.asarray(r["plot_X"])
             for i in range(min(len(X), 8)):
                 ax.plot(X[i, :, 0], X[i, :, 1], lw=0.8, alpha=0.6)
         ax.set_aspect("equal")
@@ -480,11 +479,8 @@ def add_parser(sub, parent):
     p = sub.add_parser("dgoc", parents=[parent], help="paper 003 Table II: ZS/DS/DP/WS-DDP on the quasi-static model",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", type=int, default=100, help="random target poses per scene (default 100)")
-    p.add_argument("--first-target", type=int, default=0,
-                   help="run only the targets from this index on (a chunk of a long study; default 0)")
-    p.add_argument("--count", type=int, default=0, help="targets in this chunk (default 0: up to --targets)")
-    p.add_argument("--merge", default="",
-                   help="comma-separated chunk JSON files of one study: write their merged result (nothing is run)")
+    p.add_argument("--unit-targets", type=int, default=10,
+                   help="targets planned as one batch, a unit of the study (default 10)")
     p.add_argument("--scenes", default="block_003,box_slider", help="comma-separated box scenes")
     p.add_argument("--k", type=int, default=1, help="nearest demonstrations planned from per target (default 1)")
     p.add_argument("--escalate-k", type=int, default=3,
@@ -501,5 +497,6 @@ def add_parser(sub, parent):
     p.add_argument("--mpc-model", default="fine", help="the sampling MPC's model (default fine; e.g. parareal1)")
     p.add_argument("--mpc-actions", type=int, default=20, help="the sampling MPC's action limit (1 s each)")
     add_seeds_argument(p)
-    p.set_defaults(func=seeded(run, name="dgoc"))
+    add_arguments(p, "target batches")
+    p.set_defaults(func=seeded(run, name="dgoc", units=False))
     return p

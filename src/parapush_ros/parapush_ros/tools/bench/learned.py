@@ -22,6 +22,7 @@ from ...core.models.fine import FineModel
 from ...core.models.learned import LearnedCoarseModel
 from ...core.models.parareal import Parareal
 from ...core.scene.spec import load_scene
+from ..study import add_arguments
 from .common import (add_seeds_argument, convergence_axes, median_time, output_paths, print_table,
                      pyplot, save_figure, seeded, write_json)
 from .convergence import AUTHORS_ANALYTICAL_N4, random_pushes, trajectory_rms_mm
@@ -258,5 +259,6 @@ def add_parser(sub, parent):
     p.add_argument("--repeats", type=int, default=20, help="timing repeats for the cost per slice")
     p.add_argument("--threads", type=int, default=0, help="fine-model threads; 0 = all cores")
     add_seeds_argument(p)
+    add_arguments(p, "seeds")
     p.set_defaults(func=seeded(run, name="learned"))
     return p

@@ -23,20 +23,23 @@ motion time, the idle fraction after the first plan, plan latency (p95, max) and
 optimiser settings are the planner node's (``realtime_settings``: ``config/mpc_planner.yaml``, chosen by measurement
 on 2 cores, see docs/results/parareal.md), so the bench measures what the node runs.
 
-Timing study (``--timing``, on by default): one optimiser iteration (all samples x N slices) of each model timed
-as samples one after another (how paper 000 ran, with Parareal parallel across time only) and as ONE batch of
-samples x slices, each on 1 thread and on all cores.
+The runs are a study of the engine (``parapush_ros.tools.study``): one unit per scene x model x world, a Ray task of one
+CPU (``--realtime``: of the planner's cores, ``--threads`` or every core, so that no other unit shares the cores a
+real-time plan is timed on), kept in ``<out>/mpc_study``: the same command again resumes, a larger ``--scenes`` (or
+more ``--models`` / ``--worlds``) extends the study, another setting in the same ``--out`` is refused by name.
+Scene ``i`` of a seed and its mismatch world depend on (seed, i) only.
+
+Timing study (``--timing``, on by default, in this process after the runs): one optimiser iteration (all samples x N
+slices) of each model timed as samples one after another (how paper 000 ran, with Parareal parallel across time
+only) and as ONE batch of samples x slices, each on 1 thread and on all cores.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import threading
 import time
 from dataclasses import asdict, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -51,7 +54,8 @@ from ...core.models.registry import ModelSpec, Predictor, coarse_choices, spec_n
 from ...core.scene.clutter import clutter_scenes
 from ...core.scene.spec import GoalSpec, load_scene
 from ...core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
-from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
+from ..study import Study, Unit, add_arguments, cores
+from .common import _plain, add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
@@ -76,7 +80,7 @@ REALTIME_KEYS = ("samples", "iterations", "horizon", "control_duration")
 def realtime_settings() -> dict:
     """The mpc_planner node's ``REALTIME_KEYS`` in simulation (``config/mpc_planner.yaml`` and the sim overlay over
     ``ros/params.py``'s defaults): read from the node's own files, so the bench and the node cannot drift apart."""
-    from ... import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
+    from .. import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
     node = bringup.spec("mpc_planner")
     values = {k: v.default for k, v in node.param_spec().items()}
     values.update(bringup.node_parameters(node, "sim", {}))
@@ -178,39 +182,54 @@ def realtime_summary(records: list) -> dict:
     }
 
 
-def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weights, args, progress) -> list:
-    records = []
-    for i, scene in enumerate(scenes, start=args.first_scene):  # absolute index: a split run matches a whole one
-        wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
-            i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
-        predictor = Predictor(scene, coarse=args.coarse, threads=args.threads or None,
-                              variance_threshold=args.parareal_variance_threshold,
-                              slice_s=config.sampling.control_duration)
-        planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
-        world = SimWorld(scene, wc)
-        t0 = time.perf_counter()
-        io = WorldIO(world, charge_planning=args.realtime, plan_clock=PLAN_CLOCKS[args.plan_clock])
-        rec = run_closed_loop(planner, world, max_actions=args.max_actions, realtime=args.realtime,
-                              plan_margin=args.plan_margin, io=io)
-        predictor.close()
-        records.append({
-            "scene": i, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
-            "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
-            "plan_iterations": rec.plan_iterations,
-            "planning_time": rec.planning_time, "execution_time": rec.execution_time, "task_time": rec.task_time,
-            "wall_time": time.perf_counter() - t0, "world_config": asdict(wc), "realtime": rec.realtime,
-            "late_plans": rec.late_plans, "lateness": rec.lateness, "motion_time": rec.motion_time,
-            "first_plan_time": rec.first_plan_time, "idle_fraction": rec.idle_fraction,
-            "fine_slices": predictor.fine_slices, "trajectories": predictor.trajectories,
-            "path": rec.path[:, :scene.layout.n_q].round(5).tolist(),  # pusher xy + object poses, for the plots
-        })
-        if args.task == "multi_object":
-            records[-1]["others_displacement_m"] = others_displacement(scene, rec.path)
-        if args.verbose:
-            print(f"\n  {world_kind}/{model} scene {i}: {rec.outcome.value} after {rec.actions} action(s), "
-                  f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
-        progress.update()
-    return records
+def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerConfig, weights, args,
+              threads: int) -> dict:
+    """One closed-loop run: scene ``index`` of the seed's sequence, pushed by ``model`` in ``world_kind``; a pure
+    function of them (the mismatch world is seeded by (seed, index), the planner by the seed), wall times aside."""
+    wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
+        index, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
+    predictor = Predictor(scene, coarse=args.coarse, threads=threads,
+                          variance_threshold=args.parareal_variance_threshold,
+                          slice_s=config.sampling.control_duration)
+    planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
+    world = SimWorld(scene, wc)
+    t0 = time.perf_counter()
+    # the cpu clock spreads this process's CPU time over the unit's threads (the cores it declared)
+    clock = PLAN_CLOCKS["wall"] if args.plan_clock == "wall" else (lambda: time.process_time() / threads)
+    io = WorldIO(world, charge_planning=args.realtime, plan_clock=clock)
+    rec = run_closed_loop(planner, world, max_actions=args.max_actions, realtime=args.realtime,
+                          plan_margin=args.plan_margin, io=io)
+    predictor.close()
+    record = {
+        "scene": index, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
+        "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
+        "plan_iterations": rec.plan_iterations,
+        "planning_time": rec.planning_time, "execution_time": rec.execution_time, "task_time": rec.task_time,
+        "wall_time": time.perf_counter() - t0, "world_config": asdict(wc), "realtime": rec.realtime,
+        "late_plans": rec.late_plans, "lateness": rec.lateness, "motion_time": rec.motion_time,
+        "first_plan_time": rec.first_plan_time, "idle_fraction": rec.idle_fraction,
+        "fine_slices": predictor.fine_slices, "trajectories": predictor.trajectories,
+        "path": rec.path[:, :scene.layout.n_q].round(5).tolist(),  # pusher xy + object poses, for the plots
+    }
+    if args.task == "multi_object":
+        record["others_displacement_m"] = others_displacement(scene, rec.path)
+    if args.verbose:
+        print(f"\n  {world_kind}/{model} scene {index}: {rec.outcome.value} after {rec.actions} action(s), "
+              f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
+    return record
+
+
+def scene_unit(context: dict, unit) -> dict:
+    """The study unit of ``bench mpc``: one scene x model x world (``run_scene``) on ``unit.cpus`` threads."""
+    model = unit["model"]
+    return run_scene(context["scenes"][unit["scene"]], unit["scene"], model, unit["world"],
+                     replace(context["config"], model=model), context["weights"], context["args"], unit.cpus)
+
+
+# what makes two runs one study (the study directory's manifest): everything but the units' selection (how many
+# scenes, which models and worlds) and what only reports (--verbose, the timing study)
+STUDY_SETTINGS = ("task", "seed", "realtime", "coarse", "parareal_variance_threshold", "plan_clock", "plan_margin_s",
+                  "max_actions", "mismatch", "weights")
 
 
 def _thread_cpu_times() -> dict:
@@ -339,14 +358,11 @@ def run(args) -> dict:
         raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
     if args.scenes == 0 and not args.timing:
         raise ValueError("--scenes 0 runs only the timing study, and --no-timing turns that off: nothing to do")
-    if args.first_scene < 0:
-        raise ValueError(f"--first-scene: must be >= 0, got {args.first_scene}")
-    # scenes first_scene .. first_scene+scenes-1 of the seed's sequence: a long study can be split across runs
     if args.task == "multi_object":
-        scenes = clutter_scenes(args.scenes, args.seed, first=args.first_scene)
+        scenes = clutter_scenes(args.scenes, args.seed)
         timing_scene = scenes[0] if scenes else clutter_scenes(1, args.seed)[0]
     else:
-        scenes = random_scenes(args.first_scene + args.scenes, args.seed)[args.first_scene:]
+        scenes = random_scenes(args.scenes, args.seed)
         timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
     kind = "clutter" if args.task == "multi_object" else "obstacle"
     print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
@@ -355,7 +371,7 @@ def run(args) -> dict:
           f"{args.max_actions} actions"
           + (f"; real time: planning while pushing, up to {config.sampling.iterations} iterations until the switch "
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
-    res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene,
+    res = {"task": args.task, "seed": args.seed, "scenes": len(scenes),
            "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
            "worlds": worlds, "realtime": args.realtime,
            "plan_margin_s": args.plan_margin,
@@ -366,17 +382,29 @@ def run(args) -> dict:
                         "yaw_noise_deg": args.obs_noise_yaw_deg},
            "scene_defs": [s.to_dict() for s in scenes], "summary": {}, "runs": []}
     path, out = output_paths(args, "mpc")
-    from tqdm import tqdm  # noqa: PLC0415
+    # the study: one unit per scene x model x world, a real-time one on the planner's cores (a timing study shares
+    # no core with another unit), else on one; its directory <out>/mpc_study resumes and extends
+    cpus = (args.threads or cores()) if args.realtime else (args.threads or 1)
+    settings = {k: res[k] for k in STUDY_SETTINGS}
+    settings["planner"] = {k: v for k, v in res["planner"].items() if k != "model"}
+    if args.realtime:
+        settings["threads"] = cpus  # the planner's cores: they decide how far an anytime plan gets
+    study = Study(out / "mpc_study", "bench mpc", settings)
+    units = [Unit.of(cpus, world=w, model=m, scene=i) for w in worlds for m in models for i in range(len(scenes))]
+    context = {"scenes": scenes, "config": config, "weights": weights, "args": _plain(args)}
+    results = study.run(units, scene_unit, context, args, desc="bench mpc runs")
+    res["study"] = str(study.root)
     for world in (worlds if scenes else []):
         for model in models:
-            with tqdm(total=len(scenes), desc=f"{world} world, {model}", unit="scene", file=sys.stderr) as progress:
-                records = run_model(scenes, model, world, replace(config, model=model), weights, args, progress)
+            records = [results[u.id] for u in units if (u["world"], u["model"]) == (world, model)]
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             res["runs"] += records
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
     if res["summary"]:
-        span = f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1}" if args.first_scene else ""
-        print_summary(res, f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed}{span})")
+        print_summary(res, f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed})")
+        for r in res["runs"]:
+            if r["outcome"] != Outcome.REACHED.value:
+                print(f"  {r['world']}/{r['model']} scene {r['scene']}: {r['outcome']}: {r['reason']}")
     if args.timing:
         print("bench mpc: timing one optimiser iteration ...", flush=True)
         t = timing_study(timing_scene, [m for m in models if m != "coarse"] or models,
@@ -420,62 +448,6 @@ def print_summary(res: dict, title: str) -> None:
                  "iterations/plan"] if realtime else ["plan s/step", "task s", "fine slices/plan"])
     columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
     print_table(columns, rows, title=title)
-
-
-# what the parts of one study must share (the planner's 'model' names only the first model of each part)
-SAME_STUDY = ("task", "seed", "realtime", "coarse", "plan_clock", "plan_margin_s", "max_actions", "mismatch",
-              "weights")
-
-
-def merge(args) -> dict:
-    """``parapush bench mpc-merge``: one result from the JSONs of a study run in parts (``--first-scene``,
-    ``--scenes``, ``--models``, ``--worlds``): the runs of every part, a (scene, world, model) given again in a
-    later file replacing the earlier one (a re-run), re-summarised per world/model as ``bench mpc`` does, with the
-    scenes each covers and why each failure failed. A part of another study (task, seed, settings) is refused."""
-    if not args.files:
-        raise ValueError("files: give the JSON files of the study's parts")
-    first, runs, sources = None, {}, {}
-    for name in args.files:
-        part = json.loads(Path(name).read_text())
-        if "runs" not in part or "task" not in part:
-            raise ValueError(f"{name}: not a 'parapush bench mpc' result (no 'runs' / 'task')")
-        study = {k: part.get(k) for k in SAME_STUDY}
-        # parts written before the option existed ran with it off
-        study["parareal_variance_threshold"] = part.get("parareal_variance_threshold", 0.0)
-        study["planner"] = {k: v for k, v in part["planner"].items() if k != "model"}
-        if first is None:
-            first, head = study, part
-        for k, v in study.items():
-            if v != first[k]:
-                raise ValueError(f"{name}: '{k}' is {v!r}, but {args.files[0]} has {first[k]!r} (another study)")
-        for r in part["runs"]:
-            key = (r["scene"], r["world"], r["model"])
-            if key in runs:
-                print(f"bench mpc-merge: scene {key[0]} {key[1]}/{key[2]} of {sources[key]} replaced by {name}")
-            runs[key], sources[key] = r, name
-    failures = TASKS[first["task"]]["failures"]
-    res = {k: head.get(k) for k in ("task", "seed", "realtime", "coarse", "plan_clock", "plan_margin_s", "planner",
-                                    "weights", "max_actions", "mismatch")}
-    res["parareal_variance_threshold"] = first["parareal_variance_threshold"]
-    res.update(parts=list(args.files), summary={}, scenes_per_case={}, failed={}, runs=[])
-    for world in ("nominal", "mismatch"):
-        for model in dict.fromkeys(m for (_, w, m) in runs if w == world):
-            recs = [runs[k] for k in sorted(runs) if k[1:] == (world, model)]
-            key = f"{world}/{model}"
-            res["summary"][key] = summarise(recs, failures)
-            res["scenes_per_case"][key] = [r["scene"] for r in recs]
-            res["failed"][key] = {str(r["scene"]): f"{r['outcome']}: {r['reason']}" for r in recs
-                                  if r["outcome"] != Outcome.REACHED.value}
-            res["runs"] += recs
-    scenes = sorted({k[0] for k in runs})
-    res["scenes"] = len(scenes)
-    print_summary(res, f"bench mpc-merge: {len(args.files)} parts, {len(scenes)} {first['task']} scenes "
-                       f"(seed {first['seed']}{', real time' if first['realtime'] else ''})")
-    for key, failed in res["failed"].items():
-        for scene, why in failed.items():
-            print(f"  {key} scene {scene}: {why}")
-    write_json(output_paths(args, "mpc")[0], res)
-    return res
 
 
 def _plot_runs(scenes, records, path, title):
@@ -524,8 +496,6 @@ def add_parser(sub, parent):
                         "three other cylinders without pushing them off the table or into the goal")
     p.add_argument("--scenes", type=int, default=3,
                    help="random scenes of the task (paper goal: 50; 0 = only the timing study)")
-    p.add_argument("--first-scene", type=int, default=0,
-                   help="index of the first random scene of the seed's sequence (split a long study across runs)")
     p.add_argument("--models", default=None,
                    help=f"comma-separated models (default: obstacle {DEFAULT_MODELS}, paper 000: {ALL_MODELS}; "
                         f"multi_object {TASKS['multi_object']['models']}; any of {', '.join(spec_names())})")
@@ -569,16 +539,13 @@ def add_parser(sub, parent):
     p.add_argument("--max-actions", type=int, default=None,
                    help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s)")
     p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")
-    p.add_argument("--threads", type=int, default=0, help="threads for the fine model; 0 = all cores")
+    p.add_argument("--threads", type=int, default=0, help="threads for the fine model, the CPUs of a unit; 0 = 1 "
+                   "(--realtime: all cores)")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
                    help="time one optimiser iteration per model and execution mode")
     p.add_argument("--timing-repeats", type=int, default=1)
     p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
     add_seeds_argument(p)
-    p.set_defaults(func=seeded(run, name="mpc"))
-    m = sub.add_parser("mpc-merge", parents=[parent], help="merge the JSONs of a 'bench mpc' study run in parts into "
-                                                          "one result (runs, summary per world/model, failures)")
-    m.add_argument("files", nargs="*", help="the parts' JSON files (a later file's run replaces the same "
-                                            "scene/world/model of an earlier one)")
-    m.set_defaults(func=merge)
+    add_arguments(p, "scene x model x world runs")
+    p.set_defaults(func=seeded(run, name="mpc", units=False))
     return p

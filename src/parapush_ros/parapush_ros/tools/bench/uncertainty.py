@@ -34,6 +34,7 @@ import numpy as np
 from ...core.models.emdn_config import EMDNConfig
 from ...core.models.push_primitive import WORKSPACE
 from ..learning.train_primitive import DEFAULT_EPOCHS
+from ..study import add_arguments
 from .common import add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, write_json
 
 SUCCESS_POS = 0.02  # m
@@ -160,12 +161,6 @@ def run(args):
     _plot(out, heat, lesion, episodes, result["exp34"])
     write_json(path, result)
     return result
-
-
-def settings(args) -> dict:
-    """What decides a run's result, as its JSON records it (``--seeds`` reuses a seed's result with the same)."""
-    from ...core.models.push_primitive import Lesion  # noqa: PLC0415
-    return {"settings": _settings(args), "lesion_region": Lesion.parse(args.lesion).as_list()}
 
 
 def _settings(args) -> dict:
@@ -416,5 +411,6 @@ def add_parser(sub, outputs):
                    "alone)")
     p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")
     add_seeds_argument(p)
-    p.set_defaults(func=seeded(run, _seed_data, "uncertainty", settings))
+    add_arguments(p, "seeds")
+    p.set_defaults(func=seeded(run, _seed_data, "uncertainty"))
     return p

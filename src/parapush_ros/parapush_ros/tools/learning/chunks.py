@@ -3,7 +3,9 @@
 
 Why chunks: each chunk is computed from its own seed and written atomically (a temporary file, then a rename), as
 ``dataset.json`` is, so an interrupted run leaves only whole files; rerunning the same command makes the missing
-or truncated chunks only (it resumes), and a larger ``--samples`` extends. Loading refuses a dataset whose chunks
+or truncated chunks only (it resumes), and a larger ``--samples`` extends. A dataset is a study of the engine
+(``parapush_ros.tools.study``, ``study()`` here): each chunk is a unit, run as a Ray task (``--workers``, ``--ray``).
+Loading refuses a dataset whose chunks
 are missing or unreadable, naming them: training on a silently smaller dataset is not an option.
 """
 from __future__ import annotations
@@ -46,17 +48,41 @@ def write_meta(path: Path, meta: dict) -> None:
 
 def open_for_writing(root, fixed: dict, defaults: dict | None = None) -> Path:
     """Create the dataset directory ``root``, or check that the dataset in it was made with the same ``fixed``
-    settings (resuming or extending with others would mix two datasets); returns the ``dataset.json`` path."""
+    settings (resuming or extending with others would mix two datasets; ``study.check_settings`` names the
+    field); returns the ``dataset.json`` path."""
+    from ..study import check_settings  # noqa: PLC0415
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     meta_path = root / META_NAME
-    if meta_path.exists():
-        old = read_meta(meta_path, defaults)
-        for k, v in fixed.items():
-            if json.dumps(old.get(k), sort_keys=True) != json.dumps(v, sort_keys=True):
-                raise ValueError(f"{meta_path}: existing dataset has {k} = {old.get(k)!r}, this run asks for {v!r}; "
-                                 f"use the same settings to resume or extend, or another --out")
+    check_settings(meta_path, fixed, defaults, "dataset")
     return meta_path
+
+
+def study(root, kind: str, fixed: dict, key: str, defaults: dict | None = None):
+    """The dataset in ``root`` as a study of the engine (``parapush_ros.tools.study``): one unit per chunk
+    (``chunk_unit``), its result the chunk's arrays, stored as ``chunk_NNNNN.npz`` (whole when it holds ``key``);
+    the manifest is ``dataset.json``, checked against ``fixed`` (written by the caller)."""
+    from ..study import Store, Study  # noqa: PLC0415
+    store = Store(path=lambda r, u: chunk_path(r, u["chunk"]), save=save_chunk, load=_load_chunk,
+                  done=lambda p: chunk_ok(p, key))
+    return Study(root, kind, fixed, store=store, manifest=META_NAME, defaults=defaults)
+
+
+def chunk_unit(c: int):
+    from ..study import Unit  # noqa: PLC0415
+    return Unit.of(chunk=int(c))
+
+
+def save_chunk(path: Path, arrays: dict) -> None:
+    """Save a chunk's arrays atomically (a temporary file, then a rename)."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _load_chunk(path: Path) -> dict:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
 
 
 def missing_chunks(root, n_chunks: int, key: str) -> list[int]:
@@ -65,13 +91,10 @@ def missing_chunks(root, n_chunks: int, key: str) -> list[int]:
 
 
 def write_chunks(root, todo, make, done=None) -> None:
-    """Make and save each chunk of ``todo`` in order: ``make(chunk)`` returns its arrays by name, saved atomically;
-    ``done(chunk)`` after each (progress)."""
+    """Make and save each chunk of ``todo`` in order, in this process: ``make(chunk)`` returns its arrays by name,
+    saved atomically; ``done(chunk)`` after each (progress)."""
     for c in todo:
-        arrays = make(c)
-        tmp = Path(root) / f".chunk_{c:05d}.tmp.npz"
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, chunk_path(root, c))
+        save_chunk(chunk_path(root, c), make(c))
         if done is not None:
             done(c)
 

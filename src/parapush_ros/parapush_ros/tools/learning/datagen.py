@@ -23,7 +23,8 @@ Output: a directory with ``dataset.json`` (family, seed, counts, code version, c
 ``chunk_NNNNN.npz`` files (x, u, x_next, step in rollout, n). Each chunk has its own seed (``[seed, chunk]``) and
 object count (a fixed schedule), and the fine model is a pure function of (x, u, dt), so a chunk's content is
 independent of worker count and of which chunks already exist: rerunning the same command resumes, a larger
-``--samples`` extends.
+``--samples`` extends. Each chunk is a unit of the study engine (``parapush_ros.tools.study``): a Ray task of one CPU
+(``--workers N`` local, ``--ray ADDRESS`` a cluster; ``--workers 1``: one after another in this process).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.models.base import ModelDiverged
-from ...core.models.fine import FineModel, default_threads
+from ...core.models.fine import FineModel
 from ...core.models.learned import MAX_OBJECTS, family_metadata, family_scene
 from . import chunks, version_string
 from ...core.scene.projection import project_feasible
@@ -239,6 +240,23 @@ def generate_chunk(fine: FineModel, scene, seed: int, chunk: int, size: int,
             "step": np.concatenate(steps), "n": len(scene.objects), "chunk": chunk, "replaced": replaced}
 
 
+_FINES: dict = {}  # per worker process: the fine model of each object count, reused by its next chunks
+
+
+def make_chunk(context: dict, unit) -> dict:
+    """The study unit of ``datagen``: chunk ``unit["chunk"]`` (its object count from the schedule), on
+    ``unit.cpus`` fine-model threads; a pure function of (seed, chunk)."""
+    c = unit["chunk"]
+    n = context["schedule"][c]
+    if (n, unit.cpus) not in _FINES:
+        _FINES[n, unit.cpus] = (FineModel(family_scene(n), threads=unit.cpus), family_scene(n))
+    fine, scene = _FINES[n, unit.cpus]
+    tc = time.perf_counter()
+    data = generate_chunk(fine, scene, context["seed"], c, context["size"], context["into_cluster"])
+    data["seconds"] = time.perf_counter() - tc
+    return data
+
+
 # ----------------------------------------------------------------------------------------------- dataset I/O
 def read_meta(path: Path) -> dict:
     """A ``dataset.json``, with the values that datasets written before a setting existed were made with."""
@@ -299,29 +317,12 @@ def run(args) -> dict:
             "code_version": version_string(), "command": " ".join(["parapush"] + sys.argv[1:]),
             "complete": False}
     chunks.write_meta(meta_path, meta)
-    todo = chunks.missing_chunks(root, n_chunks, "x_next")
-    workers = args.workers or default_threads()
-    print(f"datagen: {n_chunks} chunks of {size} samples ({n_chunks - len(todo)} present), objects {objects}, "
-          f"{workers} worker threads -> {root}", file=sys.stderr)
-    fines = {}
-    from tqdm import tqdm  # noqa: PLC0415
-    prog = tqdm(total=len(todo) * size, desc="datagen samples", unit="sample", file=sys.stderr, disable=not todo)
-
-    def make(c):
-        n = schedule[c]
-        if n not in fines:
-            fines[n] = (FineModel(family_scene(n), threads=workers), family_scene(n))
-        fine, scene = fines[n]
-        tc = time.perf_counter()
-        data = generate_chunk(fine, scene, int(args.seed), c, size, float(args.into_cluster))
-        data["seconds"] = time.perf_counter() - tc
-        return data
+    print(f"datagen: {n_chunks} chunks of {size} samples, objects {objects} -> {root}", file=sys.stderr)
+    context = {"seed": int(args.seed), "size": size, "into_cluster": float(args.into_cluster), "schedule": schedule}
     try:
-        chunks.write_chunks(root, todo, make, lambda c: prog.update(size))
+        chunks.study(root, "datagen", fixed, "x_next", LEGACY_SETTINGS).run(
+            [chunks.chunk_unit(c) for c in range(n_chunks)], make_chunk, context, args, desc="datagen chunks")
     finally:
-        prog.close()
-        for f, _ in fines.values():
-            f.close()
         # generation time summed from the chunks themselves: right across resumes, also after a killed run
         counts, replaced, elapsed = {}, 0, 0.0
         for c in range(n_chunks):
@@ -347,7 +348,8 @@ def add_parser(sub, parent=None):
                         f"--primitive 1024 pushes, about 2 min)")
     p.add_argument("--out", required=True, help="dataset directory (created; rerun the same command to resume)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=0, help="fine-model threads; 0 = all cores")
+    from ..study import add_arguments  # noqa: PLC0415
+    add_arguments(p, "chunks")
     p.add_argument("--chunk-size", type=int, default=None,
                    help=f"samples per chunk file (default {CHUNK_SIZE}; with --primitive 64)")
     p.add_argument("--into-cluster", type=float, default=INTO_CLUSTER,

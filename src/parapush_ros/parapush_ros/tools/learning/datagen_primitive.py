@@ -8,7 +8,8 @@ the bench take ``--lesion``; the data stay whole, so the held-out pushes inside 
 
 Output: a directory with ``dataset.json`` (format, seed, counts, code version, command) and ``chunk_NNNNN.npz``
 files (poses, actions, poses_next). Each chunk is seeded with ``[seed, chunk]`` and MuJoCo is a pure function of
-its inputs, so rerunning the same command resumes and a larger ``--samples`` extends.
+its inputs, so rerunning the same command resumes and a larger ``--samples`` extends. Each chunk is a unit of the
+study engine (``parapush_ros.tools.study``): a Ray task of one CPU, or ``--workers 1`` one after another here.
 """
 from __future__ import annotations
 
@@ -34,12 +35,27 @@ def load(root, max_samples: int | None = None) -> tuple[dict, dict]:
     return meta, data
 
 
-def generate(root, samples: int, seed: int = 0, chunk_size: int = CHUNK_SIZE, threads: int | None = None,
+_FINES: dict = {}  # per worker process: the MuJoCo push primitive, by threads
+
+
+def make_chunk(context: dict, unit) -> dict:
+    """The study unit of ``datagen --primitive``: chunk ``unit["chunk"]``, a pure function of (seed, chunk)."""
+    from ...core.models.push_primitive import FinePrimitive, random_pushes  # noqa: PLC0415
+    if unit.cpus not in _FINES:
+        _FINES[unit.cpus] = FinePrimitive(threads=unit.cpus)
+    rng = np.random.default_rng([context["seed"], unit["chunk"]])
+    poses, actions = random_pushes(rng, context["chunk_size"])
+    t0 = time.perf_counter()
+    nxt = _FINES[unit.cpus].push(poses, actions)
+    return dict(poses=poses, actions=actions, poses_next=nxt, seconds=time.perf_counter() - t0)
+
+
+def generate(root, samples: int, seed: int = 0, chunk_size: int = CHUNK_SIZE, study_args=None,
              progress: bool = True) -> dict:
-    """Generate (or resume) a dataset in ``root``; returns the dataset.json contents."""
+    """Generate (or resume) a dataset in ``root``; returns the dataset.json contents. ``study_args``: the
+    ``--workers`` / ``--ray`` / ``--retries`` of the study engine (None: one chunk after another here)."""
     from . import version_string  # noqa: PLC0415
-    from ...core.models.push_primitive import (PUSH_DURATION, PUSH_SPEED, SCENE, WORKSPACE,  # noqa: PLC0415
-                                              FinePrimitive, random_pushes)
+    from ...core.models.push_primitive import PUSH_DURATION, PUSH_SPEED, SCENE, WORKSPACE  # noqa: PLC0415
     if samples < 1:
         raise ValueError(f"--samples must be >= 1, got {samples}")
     if chunk_size < 1:
@@ -52,26 +68,13 @@ def generate(root, samples: int, seed: int = 0, chunk_size: int = CHUNK_SIZE, th
     meta = {**fixed, "samples_requested": int(samples), "chunks": n_chunks, "code_version": version_string(),
             "command": " ".join(["parapush"] + sys.argv[1:]), "complete": False}
     chunks.write_meta(meta_path, meta)
-    todo = chunks.missing_chunks(root, n_chunks, "poses_next")
     if progress:
-        print(f"datagen --primitive: {n_chunks} chunks of {chunk_size} pushes ({n_chunks - len(todo)} present) "
-              f"-> {root}", file=sys.stderr)
-    fine = FinePrimitive(threads=threads) if todo else None
-    from tqdm import tqdm  # noqa: PLC0415
-    bar = tqdm(total=len(todo) * chunk_size, desc="datagen pushes", unit="push", disable=not progress)
-
-    def make(c):
-        rng = np.random.default_rng([int(seed), c])
-        poses, actions = random_pushes(rng, chunk_size)
-        t0 = time.perf_counter()
-        nxt = fine.push(poses, actions)
-        return dict(poses=poses, actions=actions, poses_next=nxt, seconds=time.perf_counter() - t0)
+        print(f"datagen --primitive: {n_chunks} chunks of {chunk_size} pushes -> {root}", file=sys.stderr)
     try:
-        chunks.write_chunks(root, todo, make, lambda c: bar.update(chunk_size))
+        chunks.study(root, "datagen --primitive", fixed, "poses_next").run(
+            [chunks.chunk_unit(c) for c in range(n_chunks)], make_chunk, {"seed": int(seed), "chunk_size": chunk_size},
+            study_args, desc="datagen --primitive chunks")
     finally:
-        bar.close()
-        if fine is not None:
-            fine.close()
         missing = set(chunks.missing_chunks(root, n_chunks, "poses_next"))
         done = [c for c in range(n_chunks) if c not in missing]
         elapsed = 0.0
@@ -86,7 +89,7 @@ def generate(root, samples: int, seed: int = 0, chunk_size: int = CHUNK_SIZE, th
 def run(args) -> dict:
     samples = DEFAULT_SAMPLES if args.samples is None else args.samples
     chunk = CHUNK_SIZE if args.chunk_size is None else args.chunk_size
-    meta = generate(args.out, samples, args.seed, chunk, args.workers or None)
+    meta = generate(args.out, samples, args.seed, chunk, args)
     print(f"datagen --primitive: {meta['samples']} pushes in {args.out} ({meta['elapsed_s']:.0f} s in total)",
           file=sys.stderr)
     return meta

@@ -45,7 +45,9 @@ from ..core.config import ConfigError
 from ..core.planning.optimisers import OPTIMISERS, SamplingConfig
 from ..core.planning.planner import MPCPlanner, PlannerConfig
 from ..core.sim.closed_loop import WorldIO, run_closed_loop
+from ..core.sim.shove import apply_shove, draw_shove, recovery_time
 from ..core.sim.world import SimWorld, WorldConfig
+from ..core.planning.fast_mpc import FastConfig, FastMPCPush, FastPlanner
 from ..core.planning.outcome import Outcome
 from ..core.models.registry import ModelSpec, Predictor, coarse_choices, spec_names
 from ..core.scene.clutter import clutter_scenes
@@ -140,6 +142,7 @@ def summarise(records: list, failures=FAILURES) -> dict:
         **({"others_displacement_mean_m": float(np.mean(moved)), "others_displacement_max_m": float(np.max(moved))}
            if moved else {}),
         **(realtime_summary(records) if records and records[0]["realtime"] else {}),
+        **(cycle_summary(records, "shove" in records[0]) if records and "cycle_starts_s" in records[0] else {}),
     }
 
 
@@ -178,21 +181,39 @@ def realtime_summary(records: list) -> dict:
     }
 
 
-def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weights, args, progress) -> list:
+def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weights, args, progress,
+              fast: FastConfig | None = None) -> list:
+    """Every scene pushed by the MPC of ``config`` (``fast``: by the fast planner with these settings, re-scoring
+    with ``model``)."""
     records = []
     for i, scene in enumerate(scenes, start=args.first_scene):  # absolute index: a split run matches a whole one
         wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
             i, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
         predictor = Predictor(scene, coarse=args.coarse, threads=args.threads or None,
                               variance_threshold=args.parareal_variance_threshold)
-        planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
+        task = PushTask(scene, weights)
+        if fast is not None:
+            planner = FastMPCPush(FastPlanner(scene, fast, task, predictor, config.model, config.sampling.max_speed))
+            max_actions = max(1, int(round(args.max_actions * config.sampling.control_duration * fast.replan_rate)))
+        else:
+            planner, max_actions = MPCPlanner(scene, config, predictor=predictor, task=task), args.max_actions
         world = SimWorld(scene, wc)
         t0 = time.perf_counter()
-        io = WorldIO(world, charge_planning=args.realtime, plan_clock=PLAN_CLOCKS[args.plan_clock])
-        rec = run_closed_loop(planner, world, max_actions=args.max_actions, realtime=args.realtime,
+        shove, shoved = draw_shove(args.seed, i) if args.shove else None, {}
+        events = () if shove is None else [(shove.time, lambda w=world, sh=shove, out=shoved, g=task.goal: out.update(
+            time=w.time, before=w.planar_state(), delta=apply_shove(w, g, sh)))]
+        io = WorldIO(world, charge_planning=args.realtime, plan_clock=PLAN_CLOCKS[args.plan_clock], events=events)
+        rec = run_closed_loop(planner, world, max_actions=max_actions, realtime=args.realtime,
                               plan_margin=args.plan_margin, io=io)
         predictor.close()
-        records.append({
+        cycles = _cycles(planner, io, config) if args.realtime else {}
+        if shove is not None:
+            cycles["shove"] = {"time_s": shove.time, "distance_m": shove.distance,
+                               "applied": bool(shoved), "delta_m": np.asarray(shoved.get("delta", [])).tolist()}
+            cycles["recovery_time_s"] = None if not shoved else recovery_time(
+                scene, task.goal, io.path_times, io.path, shoved["time"], shoved["before"],
+                weights.path_margin)
+        records.append({**cycles,
             "scene": i, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
             "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
             "plan_iterations": rec.plan_iterations,
@@ -205,11 +226,65 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
         })
         if args.task == "multi_object":
             records[-1]["others_displacement_m"] = others_displacement(scene, rec.path)
+        if fast is not None:
+            records[-1]["model"] = fast_key(model, fast.replan_rate)
         if args.verbose:
             print(f"\n  {world_kind}/{model} scene {i}: {rec.outcome.value} after {rec.actions} action(s), "
                   f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
         progress.update()
     return records
+
+
+def fast_key(model: str, rate: float) -> str:
+    """The summary's model name of the fast planner re-scoring with ``model`` at ``rate`` Hz."""
+    return f"{model}@{rate:g}Hz"
+
+
+def _cycles(planner, io: WorldIO, config: PlannerConfig) -> dict:
+    """A run's planning cycles: their starts (s of world time), durations on the plan clock, whether each was
+    dropped as late, its fine fraction, and the hand-over velocity jumps (the fast planner)."""
+    if isinstance(planner, FastMPCPush):
+        log = planner.log
+        return {"cycle_starts_s": [(t - io.epoch_ns) * 1e-9 for t in log.starts_ns],
+                "cycle_times_s": log.latencies, "cycles_late": int(sum(log.late)),
+                "fine_fraction": float(np.mean(log.fine_fraction)) if log.fine_fraction else None,
+                "handover_jump_max": float(max(log.handover_jumps, default=0.0))}
+    # the 1 Hz MPC: a cycle per plan (its switch), all of its predictions made by the planner's model
+    pr, N = planner.predictor, config.sampling.horizon
+    return {"cycle_starts_s": [(r.start_ns - io.epoch_ns) * 1e-9 for r in io.plans],
+            "cycle_times_s": [r.latency for r in io.plans], "cycles_late": int(sum(r.late > 0 for r in io.plans)),
+            "fine_fraction": min(1.0, pr.fine_slices / (pr.trajectories * N)) if pr.trajectories else None}
+
+
+def cycle_summary(records: list, shove: bool) -> dict:
+    """Issue 29's figures of a world/model: the median achieved re-plan rate (cycles per second of each run, the
+    median of the runs' medians of 1 / cycle spacing), cycle time p95, fine fraction, time to goal (mean over the
+    runs that reached it), and with shoves the success rate and mean recovery time (runs that recovered)."""
+    rates = []
+    for r in records:
+        gaps = np.diff(r["cycle_starts_s"])
+        gaps = gaps[gaps > 0]
+        if gaps.size:
+            rates.append(float(np.median(1.0 / gaps)))
+    times = [t for r in records for t in r["cycle_times_s"]]
+    ok = [r for r in records if r["outcome"] == Outcome.REACHED.value]
+    fine = [r["fine_fraction"] for r in records if r.get("fine_fraction") is not None]
+    out = {"replan_rate_hz": float(np.median(rates)) if rates else None,
+           "cycle_time_p95_s": float(np.percentile(times, 95)) if times else None,
+           "cycle_time_median_s": float(np.median(times)) if times else None,
+           "cycles_late": int(sum(r["cycles_late"] for r in records)), "cycles": len(times),
+           "fine_fraction": float(np.mean(fine)) if fine else None,
+           "time_to_goal_s": float(np.mean([r["task_time"] for r in ok])) if ok else None}
+    if any("handover_jump_max" in r for r in records):
+        out["handover_jump_max_mps"] = float(max(r.get("handover_jump_max", 0.0) for r in records))
+    if shove:
+        rec = [r["recovery_time_s"] for r in records if r.get("recovery_time_s") is not None]
+        out["disturbance_success_rate"] = len(ok) / len(records) if records else 0.0
+        out["recovery_time_s"] = float(np.mean(rec)) if rec else None
+        out["recovery_time_median_s"] = float(np.median(rec)) if rec else None
+        out["recovered"] = len(rec)
+        out["shoves_applied"] = int(sum(r["shove"]["applied"] for r in records))
+    return out
 
 
 def _thread_cpu_times() -> dict:
@@ -334,6 +409,21 @@ def run(args) -> dict:
         args.max_actions = max(1, int(round(TASK_TIME_LIMIT / args.control_duration)))
     config = planner_config(args)
     weights = load_cost_weights(args.costs)
+    fast = None
+    if args.replan_rate is not None:
+        if not args.realtime:
+            raise ValueError("--replan-rate: the fast planner plans while the pusher moves; add --realtime")
+        try:
+            fast = FastConfig(replan_rate=args.replan_rate)
+        except ConfigError as e:
+            raise ValueError(f"--replan-rate: {str(e)[len(e.name) + 2:]}") from None
+        for m in models:
+            kind = ModelSpec.parse(m).kind
+            if kind not in ("fine", "parareal"):
+                raise ValueError(f"--models: the fast planner re-scores with fine or parareal<K>, not {m!r} "
+                                 f"(with --replan-rate)")
+    if args.shove and not args.realtime:
+        raise ValueError("--shove: the disturbance benchmark runs in real time; add --realtime")
     if args.scenes < 0:
         raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
     if args.scenes == 0 and not args.timing:
@@ -356,7 +446,8 @@ def run(args) -> dict:
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
     res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "first_scene": args.first_scene,
            "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
-           "worlds": worlds, "realtime": args.realtime,
+           "worlds": worlds, "realtime": args.realtime, "replan_rate": args.replan_rate, "shove": args.shove,
+           "fast": None if fast is None else asdict(fast),
            "plan_margin_s": args.plan_margin,
            "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
            "planner": {**asdict(config), "model": config.model.name}, "weights": weights.as_dict(),
@@ -373,6 +464,14 @@ def run(args) -> dict:
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             res["runs"] += records
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
+            if fast is not None:
+                name = fast_key(model, fast.replan_rate)
+                with tqdm(total=len(scenes), desc=f"{world} world, {name}", unit="scene", file=sys.stderr) as progress:
+                    records = run_model(scenes, model, world, replace(config, model=model), weights, args, progress,
+                                        fast=fast)
+                res["summary"][f"{world}/{name}"] = summarise(records, task["failures"])
+                res["runs"] += records
+                _plot_runs(scenes, records, out / f"mpc_{world}_{name}.png", f"{world} world, {name}")
     if res["summary"]:
         span = f", scenes {args.first_scene}..{args.first_scene + len(scenes) - 1}" if args.first_scene else ""
         print_summary(res, f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed}{span})")
@@ -419,6 +518,15 @@ def print_summary(res: dict, title: str) -> None:
                  "iterations/plan"] if realtime else ["plan s/step", "task s", "fine slices/plan"])
     columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
     print_table(columns, rows, title=title)
+    cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
+               s["fine_fraction"], s["time_to_goal_s"] or "-", *(
+                   (f"{100 * s['disturbance_success_rate']:.0f}%", s["recovery_time_s"] or "-",
+                    f"{s['recovered']}/{s['runs']}") if "recovery_time_s" in s else ()))
+              for key, s in res["summary"].items() if "replan_rate_hz" in s]
+    if cycles:
+        print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "fine fraction", "time to goal s",
+                     *(["shove success", "recovery s", "recovered"] if len(cycles[0]) > 7 else [])], cycles,
+                    title=f"{title}: planning cycles")
 
 
 # what the parts of one study must share (the planner's 'model' names only the first model of each part)
@@ -572,6 +680,13 @@ def add_parser(sub, parent):
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
                    help="time one optimiser iteration per model and execution mode")
     p.add_argument("--timing-repeats", type=int, default=1)
+    p.add_argument("--replan-rate", type=float, default=None, metavar="HZ",
+                   help="--realtime: also run the fast planner (planner 'fast': anytime re-planning at HZ, the "
+                        "candidates screened on a coarse model, the best re-scored with each model) on the same "
+                        "scenes, side by side with the 1 Hz planner; summary keys <world>/<model>@<HZ>Hz")
+    p.add_argument("--shove", action="store_true",
+                   help="shove the pushed object 2-4 cm sideways at a random instant 1.5-3.5 s into the push (seeded "
+                        "per scene, the same for every planner); adds disturbance_success_rate and recovery_time_s")
     p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
     add_seeds_argument(p)
     p.set_defaults(func=seeded(run, name="mpc"))

@@ -20,8 +20,8 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      with the task cost;
   4. the best ``rescore`` of them (the warm start always among them) are rolled out again with ``rescore_model``
      (fine or Parareal-K), batched across the fine model's threads, as many as the budget still allows (at least
-     one); the cheapest on that prediction is the plan. ``fine_fraction`` = fine-model simulated seconds / all
-     simulated seconds predicted in the cycle.
+     one); the cheapest on that prediction is the plan. ``fine_fraction`` = fine-model simulated seconds per
+     candidate second evaluated in the cycle (the 1 Hz MPC with the fine model: 1.0).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
   whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once.
@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import ConfigError, finite, from_values, knob, require, whole
-from ..models.base import ModelDiverged
+from ..models.base import ModelDiverged, UncertainPropagator, rollout, rollout_with_variance
 from ..models.fine import FINE_TIMESTEP
 from ..models.mjcf import TIMESTEP
+from ..models.quasistatic_coarse import QuasiStaticCoarseModel
 from ..models.registry import PARAREAL, ModelSpec, Predictor, auto_coarse
 from ..robot.command_safety import SafetyConfig
 from ..scene.projection import project_feasible
@@ -75,8 +76,10 @@ class FastConfig:
     rescore: int = knob(2, "best screened sequences re-scored per cycle with the planner's model (fine or "
                            "parareal<K>; the warm start always one of them), as many as the budget allows, >= 1")
     screen_model: str = knob("auto", "coarse model that screens the candidates: a coarse model of the registry, or "
-                                     "auto (analytical for one object: 10x cheaper per batch than quasistatic_convex "
-                                     "on 2 cores; else the node's coarse_model rule)")
+                                     "auto (the node's coarse_model rule: quasi-static for one object, learned or "
+                                     "analytical for several)")
+    screen_substep: float = knob(0.025, "sub-step of a quasi-static screening model (s; the model's own is 0.005 s, "
+                                        "5x the cost for the same ranking of candidates)")
     exploration_std: float = knob(0.015, "std of the knot noise around the warm start (m/s)")
     max_acceleration: float = knob(SafetyConfig.max_acceleration, "consecutive knots differ by at most this x "
                                                                   "knot_interval (m/s^2): the velocity commander's "
@@ -103,6 +106,8 @@ class FastConfig:
         require(whole(self.candidates) and self.candidates >= 4, "candidates", self.candidates, "an integer >= 4")
         require(whole(self.rescore) and 1 <= self.rescore <= self.candidates, "rescore", self.rescore,
                 "an integer in [1, candidates]")
+        require(finite(self.screen_substep) and self.screen_substep > 0.0, "screen_substep", self.screen_substep,
+                "> 0")
         require(finite(self.exploration_std) and self.exploration_std >= 0.0, "exploration_std",
                 self.exploration_std, "finite and >= 0")
         require(finite(self.max_acceleration) and self.max_acceleration > 0.0, "max_acceleration",
@@ -199,7 +204,7 @@ class FastPlan:
     model: str  # the re-scoring model as text
     spec: ModelSpec | None
     plan_time: float  # s on the plan clock
-    fine_fraction: float  # fine-model simulated seconds / all simulated seconds predicted this cycle
+    fine_fraction: float  # fine-model simulated seconds per candidate second evaluated this cycle
     screened: int = 0  # candidates rolled out on the screening model
     rescored: int = 0  # candidates rolled out on the re-scoring model
     screen_time: float = 0.0
@@ -226,12 +231,16 @@ class FastPlanner:
         self.max_speed = float(max_speed)
         screen = config.screen_model
         if screen == "auto":
-            screen = "analytical" if len(scene.objects) == 1 else auto_coarse(scene, predictor.options)[0]
+            screen = auto_coarse(scene, predictor.options)[0]
         try:
-            self.screen = ModelSpec(predictor.coarse_model(screen).name)
+            model = predictor.coarse_model(screen)
         except ValueError as e:
             raise ConfigError("screen_model", str(e)) from None
-        slice_s = getattr(predictor.model(self.screen.kind), "slice_s", None)
+        self.screen = ModelSpec(model.name)
+        if isinstance(model, QuasiStaticCoarseModel) and model.max_substep != config.screen_substep:
+            model = type(model)(scene, max_substep=config.screen_substep)
+        self.screen_model = model
+        slice_s = getattr(model, "slice_s", None)
         # a model that predicts only whole slices of its own length (the learned one: 1 s) screens on those
         self.screen_dt = float(slice_s) if slice_s else config.slice_duration
         if not (_multiple(config.horizon, self.screen_dt) and _multiple(self.screen_dt, config.slice_duration)):
@@ -245,7 +254,7 @@ class FastPlanner:
         self.task = task
 
     # --- pieces
-    def _score(self, states, controls, dt: float, u0) -> np.ndarray:
+    def _score(self, states, controls, dt: float, u0, variance=None) -> np.ndarray:
         """Task cost (M,) of predicted ``states`` (M, n+1, D) under slice ``controls`` (M, n, 2) of ``dt`` s,
         scored every ``cost_interval``."""
         stride = int(round(self.config.cost_interval / dt))
@@ -253,9 +262,10 @@ class FastPlanner:
             m, n = controls.shape[:2]
             scored = states[:, ::stride]
             ctrl = controls.reshape(m, n // stride, stride, 2).mean(axis=2)
+            variance = None if variance is None else variance[:, ::stride]
         else:  # the model's slices are longer than cost_interval: score them as they are
             scored, ctrl = states, controls
-        return self.task.cost(scored, ctrl, u0)
+        return self.task.cost(scored, ctrl, u0, variance)
 
     def proposals(self, x, u0, warm) -> np.ndarray:
         """Knot sequences (C, K, 2): the warm start, the task's proposals, noise around the warm start."""
@@ -288,8 +298,11 @@ class FastPlanner:
         t = clock()
         n_screen = int(round(c.horizon / self.screen_dt))
         ctrl_screen = spline_means(knots, c.knot_interval, self.screen_dt, n_screen)
-        pred = self.predictor.predict(X0, ctrl_screen, self.screen_dt, model=self.screen)
-        costs = self._score(pred.states, ctrl_screen, self.screen_dt, u0)
+        if isinstance(self.screen_model, UncertainPropagator):
+            states, variance = rollout_with_variance(self.screen_model, X0, ctrl_screen, self.screen_dt)
+        else:
+            states, variance = rollout(self.screen_model, X0, ctrl_screen, self.screen_dt), None
+        costs = self._score(states, ctrl_screen, self.screen_dt, u0, variance)
         costs = np.where(np.isfinite(costs), costs, np.inf)
         screen_time = clock() - t
         # 2. re-score the best few on the planner's model, as many as the budget still allows (at least one)
@@ -302,7 +315,7 @@ class FastPlanner:
         t = clock()
         ctrl = spline_means(knots[chosen], c.knot_interval, c.slice_duration, self.n_slices)
         fine = self.predictor.predict(X0[:len(chosen)], ctrl, c.slice_duration, model=self.model)
-        fine_costs = self._score(fine.states, ctrl, c.slice_duration, u0)
+        fine_costs = self._score(fine.states, ctrl, c.slice_duration, u0, fine.variance)
         rescore_time = clock() - t
         per = rescore_time / len(chosen)
         self._rescore_cost = per if self._rescore_cost is None else 0.5 * (self._rescore_cost + per)
@@ -310,11 +323,10 @@ class FastPlanner:
             raise ValueError(f"the {fine.model} model gave none of the {len(chosen)} re-scored candidates a "
                              f"finite cost")
         b = int(np.argmin(np.where(np.isfinite(fine_costs), fine_costs, np.inf)))
-        # fine work: the fine model's simulated seconds (Parareal-K: K fine sweeps of the horizon) over all
-        # simulated seconds predicted (screening included)
-        fine_s = len(chosen) * c.horizon * (1 if self.model.kind != PARAREAL else
-                                            max(1, fine.iterations or 0))
-        total_s = C * c.horizon + len(chosen) * c.horizon
+        # fine work: the fine model's simulated seconds (Parareal-K: K fine sweeps of the horizon) per candidate
+        # second evaluated (1.0: every candidate rolled out once with the fine model, as the 1 Hz MPC does)
+        fine_s = len(chosen) * c.horizon * (1 if self.model.kind != PARAREAL else max(1, fine.iterations or 0))
+        total_s = C * c.horizon
         return FastPlan(knots=knots[chosen[b]].copy(), controls=ctrl[b].copy(), states=fine.states[b].copy(),
                         cost=float(fine_costs[b]), model=fine.model, spec=fine.spec, plan_time=clock() - c0,
                         fine_fraction=fine_s / total_s, screened=C, rescored=len(chosen), screen_time=screen_time,

@@ -258,7 +258,9 @@ def _cycles(planner, io: WorldIO, config: PlannerConfig) -> dict:
         return {"cycle_starts_s": [(t - io.epoch_ns) * 1e-9 for t in log.starts_ns],
                 "cycle_times_s": log.latencies, "cycles_late": int(sum(log.late)),
                 "fine_fraction": float(np.mean(log.fine_fraction)) if log.fine_fraction else None,
-                "handover_jump_max": float(max(log.handover_jumps, default=0.0))}
+                "handover_jump_max": float(max(log.handover_jumps, default=0.0)),
+                "rescore_times_s": log.rescore_times, "rescored": log.rescored, "parareal_iterations": log.iterations,
+                "rescore_slices": int(round(planner.config.horizon / planner.config.slice_duration))}
     # the 1 Hz MPC: a cycle per plan (its switch), all of its predictions made by the planner's model
     pr, N = planner.predictor, config.sampling.horizon
     return {"cycle_starts_s": [(r.start_ns - io.epoch_ns) * 1e-9 for r in io.plans],
@@ -287,6 +289,7 @@ def cycle_summary(records: list, shove: bool) -> dict:
            "time_to_goal_s": float(np.mean([r["task_time"] for r in ok])) if ok else None}
     if any("handover_jump_max" in r for r in records):
         out["handover_jump_max_mps"] = float(max(r.get("handover_jump_max", 0.0) for r in records))
+        out.update(predicted_cycles(records))
     if shove:
         rec = [r["recovery_time_s"] for r in records if r.get("recovery_time_s") is not None]
         out["disturbance_success_rate"] = len(ok) / len(records) if records else 0.0
@@ -295,6 +298,30 @@ def cycle_summary(records: list, shove: bool) -> dict:
         out["recovered"] = len(rec)
         out["shoves_applied"] = int(sum(r["shove"]["applied"] for r in records))
     return out
+
+
+def predicted_cycles(records: list, measured_cores: int = 2, cores=(2, 4, 16)) -> dict:
+    """The fast planner's median cycle time on more cores by ``bench speedup``'s model: the cycle's re-scoring
+    (M candidates x N slices, fine: ``batched_fine_time``; Parareal-K: ``batched_parareal_time``, its coarse sweeps
+    left out) rescaled from the ``measured_cores`` it ran on, the rest of the cycle (roll forward, screening,
+    scoring: one thread) as measured. c_f per fine slice is solved from each cycle's measured re-scoring time."""
+    rest, c_f, last = [], [], None
+    for r in records:
+        N = r["rescore_slices"]
+        for total, t, M, K in zip(r["cycle_times_s"], r["rescore_times_s"], r["rescored"], r["parareal_iterations"]):
+            rounds = (batched_fine_time(M, N, measured_cores, 1.0) if K == 0 else
+                      batched_parareal_time(M, N, K, measured_cores, 0.0, 1.0))
+            rest.append(max(0.0, total - t))
+            c_f.append(t / rounds)
+            last = (M, N, K)
+    if last is None:
+        return {}
+    M, N, K = last
+    other, cf = float(np.median(rest)), float(np.median(c_f))
+    pred = {f"P{P}": other + (batched_fine_time(M, N, P, cf) if K == 0 else batched_parareal_time(M, N, K, P, 0.0, cf))
+            for P in cores}
+    return {"predicted_cycle_s": pred, "predicted_max_rate_hz": {k: 1.0 / v for k, v in pred.items()},
+            "cycle_rest_median_s": other, "c_f_slice_s": cf}
 
 
 def _thread_cpu_times() -> dict:

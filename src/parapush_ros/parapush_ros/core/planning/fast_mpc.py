@@ -364,6 +364,9 @@ class CycleLog:
     late: list = field(default_factory=list)  # bool: dropped, the running plan kept
     fine_fraction: list = field(default_factory=list)
     handover_jumps: list = field(default_factory=list)  # |command after - command before| at each hand-over (m/s)
+    rescore_times: list = field(default_factory=list)  # s on the plan clock re-scoring, per cycle
+    rescored: list = field(default_factory=list)  # candidates re-scored, per cycle
+    iterations: list = field(default_factory=list)  # Parareal iterations of the re-scoring (0: the fine model)
 
 
 class FastMPCPush(PushStrategy):
@@ -492,6 +495,9 @@ class FastMPCPush(PushStrategy):
         self.log.latencies.append(float(latency))
         self.log.late.append(bool(late))
         self.log.fine_fraction.append(float(plan.fine_fraction))
+        self.log.rescore_times.append(float(plan.rescore_time))
+        self.log.rescored.append(int(plan.rescored))
+        self.log.iterations.append(int(plan.spec.iterations or 0) if plan.spec is not None else 0)
 
     def _hand_over(self, s: PushSession, schedule: SplineSchedule, plan: FastPlan, start_ns: int, latency: float):
         res = s.result

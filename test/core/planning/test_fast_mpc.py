@@ -108,20 +108,33 @@ def test_closed_loop_push_reaches_the_goal_with_hand_overs_one_period_after_each
 
 
 def test_a_late_cycle_keeps_the_previous_plan_without_a_gap_or_a_jump():
-    late = {6: 0.35, 7: 0.25}  # cycles 6 and 7 overrun their period (0.2 s) by far
+    late = {6: 0.35}  # cycle 6 overruns its period (0.2 s) by far
     strategy, world, io = fast_push(extra_latency=lambda k: late.get(k, 0.0))
     rec = run_closed_loop(strategy, world, max_actions=20, realtime=True, io=io)
-    log = strategy.log
-    assert [i for i, x in enumerate(log.late) if x] == [6, 7]
-    assert len(io.plans) == len(log.starts_ns) - 2  # the late plans were dropped, not handed over
+    log, period_ns = strategy.log, int(round(1e9 / strategy.config.replan_rate))
+    assert [i for i, x in enumerate(log.late) if x] == [6]
+    assert len(io.plans) == len(log.starts_ns) - 1  # the late plan was dropped, not handed over
     # the pusher never stood still after the first plan, and its command never jumped beyond the limit
     first = io.plans[0].start_ns * 1e-9
     assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9 and b <= 4.0)
     limit = strategy.config.max_acceleration * strategy.config.command_period
     assert max(command_jumps(io)) <= limit + 1e-9
-    # the cycle after a late one starts when it arrived (at once), the one after that on the period again
+    # the cycle after the late one starts when it arrived (at once) and, as its predecessor took 1.75 periods,
+    # hands over two periods after its start; the next one is back to one period
     t6, t7, t8 = (log.starts_ns[i] for i in (6, 7, 8))
-    assert t7 - t6 == pytest.approx(0.35e9, abs=2e6) and t8 - t7 == pytest.approx(0.25e9, abs=2e6)
+    assert t7 - t6 == pytest.approx(0.35e9, abs=2e6) and t8 - t7 == 2 * period_ns
+    handovers = {r.start_ns for r in io.plans}
+    assert t7 + 2 * period_ns in handovers and t8 + period_ns in handovers
+    assert rec.outcome is not Outcome.FAILED, rec.reason
+
+
+def test_a_host_slower_than_the_rate_hands_over_further_ahead_and_keeps_pushing():
+    strategy, world, io = fast_push(extra_latency=lambda k: 0.5 if k > 0 else 0.0)  # 2.5 periods every cycle
+    rec = run_closed_loop(strategy, world, max_actions=12, realtime=True, io=io)
+    log = strategy.log
+    assert sum(log.late) == 1  # only the first cycle at the full rate was late; then plans are made 3 periods ahead
+    first = io.plans[0].start_ns * 1e-9
+    assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9)  # never a gap
     assert rec.outcome is not Outcome.FAILED, rec.reason
 
 

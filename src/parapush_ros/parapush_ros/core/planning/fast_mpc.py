@@ -24,7 +24,9 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      candidate second evaluated in the cycle (the 1 Hz MPC with the fine model: 1.0).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
-  whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once.
+  whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A host too
+  slow for the rate (a cycle longer than ``1 + LATE_TOLERANCE`` periods) hands the next plan over that many periods
+  after its start instead (as ``MPCPush``'s lead), so plans keep arriving before the running one ends.
 
 Task costs are written for a few slices of a long horizon (paper 000: 4 x 1 s), so the predicted states are
 scored every ``cost_interval`` s (4 states over a 2 s horizon at 0.5 s), with the spline's mean velocity over each
@@ -48,7 +50,7 @@ from ..robot.command_safety import SafetyConfig
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .outcome import Outcome
-from .session import ControlSchedule, PlanView, PushSession, PushStop, PushStrategy, seconds_to_ns
+from .session import LATE_TOLERANCE, ControlSchedule, PlanView, PushSession, PushStop, PushStrategy, seconds_to_ns
 from .tasks import Goal, PushTask
 
 
@@ -377,6 +379,8 @@ class FastMPCPush(PushStrategy):
         self.command_rate = 1.0 / planner.config.command_period
         # 30 s of pushing per goal that sets no limit (the MPC's 30 actions of 1 s); an action is one cycle
         self.default_max_actions = int(round(30.0 * planner.config.replan_rate))
+        # the furthest hand-over: a plan made then still starts before the running one ends
+        self.max_lead = int(math.floor(planner.config.horizon * planner.config.replan_rate + 1e-9)) - 1
         self.log = CycleLog()
 
     def start(self, session: PushSession):
@@ -423,9 +427,10 @@ class FastMPCPush(PushStrategy):
                                     origin_ns=s.origin_ns)
             self._log(t0, latency, False, plan)
             self._hand_over(s, active, plan, t0, latency)
+            lead = 1  # hand over this many periods after the cycle start
             while True:
                 start = s.now_ns()
-                handover = start + period_ns
+                handover = start + lead * period_ns
                 obs = s.observe()
                 if obs.problem or s.stopping:
                     break
@@ -441,6 +446,9 @@ class FastMPCPush(PushStrategy):
                     break
                 late = arrival > handover
                 self._log(start, latency, late, plan)
+                # a host too slow for the rate (cycles longer than a period, not by jitter) hands over further
+                # ahead, so that its plans arrive before the running one ends (at most what it still covers)
+                lead = min(max(1, math.ceil(latency / c.period - LATE_TOLERANCE)), max(1, self.max_lead))
                 if late:  # the running plan covers the horizon: it keeps running, the next cycle starts now
                     s.status(f"cycle late by {(arrival - handover) * 1e-9:.3f} s: plan dropped, the running plan "
                              f"continues", "warning")

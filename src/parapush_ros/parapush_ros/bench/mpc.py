@@ -210,17 +210,21 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
         world = SimWorld(scene, wc)
         t0 = time.perf_counter()
         shove, shoved = draw_shove(args.seed, i) if args.shove else None, {}
-        events = () if shove is None else [(shove.time, lambda w=world, sh=shove, out=shoved, g=task.goal: out.update(
-            time=w.time, before=w.planar_state(), delta=apply_shove(w, g, sh)))]
+        events = () if shove is None else [(shove.time, lambda w=world, sh=shove, out=shoved, g=task.goal:
+                                             _shove(w, g, sh, out))]
         io = WorldIO(world, charge_planning=args.realtime, plan_clock=PLAN_CLOCKS[args.plan_clock], events=events)
         rec = run_closed_loop(planner, world, max_actions=max_actions, realtime=args.realtime,
                               plan_margin=args.plan_margin, io=io)
         predictor.close()
         cycles = _cycles(planner, io, config) if args.realtime else {}
         if shove is not None:
-            cycles["shove"] = {"time_s": shove.time, "distance_m": shove.distance,
-                               "applied": bool(shoved), "delta_m": np.asarray(shoved.get("delta", [])).tolist()}
-            cycles["recovery_time_s"] = None if not shoved else recovery_time(
+            applied = "delta" in shoved
+            cycles["shove"] = {"time_s": shove.time, "distance_m": shove.distance, "applied": applied,
+                               "delta_m": np.asarray(shoved.get("delta", [])).tolist(),
+                               "why_not": shoved.get("why", "")}
+            if shoved.get("why"):
+                print(f"\n  bench mpc: scene {i} {world_kind}/{model}: {shoved['why']}: not shoved", flush=True)
+            cycles["recovery_time_s"] = None if not applied else recovery_time(
                 scene, task.goal, io.path_times, io.path, shoved["time"], shoved["before"],
                 weights.path_margin)
         records.append({**cycles,
@@ -243,6 +247,16 @@ def run_model(scenes, model: str, world_kind: str, config: PlannerConfig, weight
                   f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
         progress.update()
     return records
+
+
+def _shove(world: SimWorld, goal, shove, out: dict) -> None:
+    """The ``--shove`` event: shove the target now, recording when, the state before and the displacement (or why
+    no direction was free: the run goes on unshoved, and the summary counts ``shoves_applied``)."""
+    out.update(time=world.time, before=world.planar_state())
+    try:
+        out["delta"] = apply_shove(world, goal, shove)
+    except ValueError as e:
+        out["why"] = str(e)
 
 
 def fast_key(model: str, rate: float) -> str:

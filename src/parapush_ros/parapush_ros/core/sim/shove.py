@@ -4,7 +4,8 @@
 (``SHOVE_DISTANCE`` m) and to which side of its path to the goal the target is shoved. ``apply_shove`` moves it there
 at once and leaves it at rest (``SimWorld.displace_object``: an impulse that ends within a physics step), sideways
 off the line to the goal, rotated by the drawn angle; where that would put it inside a body or off the table, the
-other side, then straight back from the goal, then toward it. The displacement is exactly the drawn distance.
+other side, then every 15 degrees round from the drawn direction. The displacement is exactly the drawn distance.
+Where no direction is free (``ValueError``) the bench records the shove as not applied.
 
 ``recovery_time``: from the shove until the target's path length to the goal (around the obstacles, as the task
 cost measures it) is ``RECOVERY_PROGRESS`` below both its value just before the shove and just after it: whatever
@@ -48,14 +49,14 @@ def draw_shove(seed: int, index: int) -> Shove:
 
 
 def shove_directions(x_target, goal_xy, shove: Shove) -> list:
-    """Unit directions to try, in order: the drawn side, the other side, back from the goal, toward it."""
+    """Unit directions to try, in order: the drawn side, the other side, then every 15 degrees from the drawn one
+    (clutter leaves few free directions)."""
     line = np.asarray(goal_xy, dtype=float) - np.asarray(x_target, dtype=float)
     line /= max(float(np.linalg.norm(line)), 1e-9)
-    out = []
-    for side in (shove.side, -shove.side):
-        a = math.atan2(line[1], line[0]) + side * (math.pi / 2 + shove.angle)
-        out.append(np.array([math.cos(a), math.sin(a)]))
-    return [*out, -line, line]
+    base = math.atan2(line[1], line[0]) + shove.side * (math.pi / 2 + shove.angle)
+    angles = [base, base + math.pi - 2 * shove.side * shove.angle]  # the other side, mirrored about the line
+    angles += [base + math.radians(15.0) * k * sign for k in range(1, 12) for sign in (1, -1)]
+    return [np.array([math.cos(a), math.sin(a)]) for a in angles]
 
 
 def apply_shove(world, goal: Goal, shove: Shove) -> np.ndarray:

@@ -67,12 +67,15 @@ def apply_shove(world, goal: Goal, shove: Shove) -> np.ndarray:
     x = world.planar_state()
     xy = L.object_poses(x)[goal.object_index, :2]
     radius = scene.objects[goal.object_index].footprint.bounding_radius
+    # contacts resting in the world (the pusher on the target, objects touching) may overlap by a hair already:
+    # a shove may not make any overlap deeper than that
+    allowed = max(0.0, deepest_penetration(scene, x)[0])
     for direction in shove_directions(xy, goal.position, shove):
         delta = shove.distance * direction
         moved = x.copy()
         L.object_poses(moved)[goal.object_index, :2] += delta
         depth, _ = deepest_penetration(scene, moved)
-        if depth <= 0.0 and bool(scene.table.contains(xy + delta, radius)):
+        if depth <= allowed and bool(scene.table.contains(xy + delta, radius)):
             world.displace_object(goal.object_index, (delta[0], delta[1], 0.0))
             return delta
     raise ValueError(f"shove of {shove.distance * 1e3:.1f} mm: every direction puts "

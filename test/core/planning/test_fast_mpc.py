@@ -183,3 +183,14 @@ def test_recovery_time_counts_until_the_progress_lost_is_made_good():
     r = recovery_time(scene, goal, times, path, 0.95, before, 0.02)
     assert r is not None and 1.0 < r < 2.0
     assert recovery_time(scene, goal, times[:12], path[:12], 0.95, before, 0.02) is None
+
+
+def test_parareal_over_a_coarse_model_of_fixed_slices_is_refused_naming_the_model():
+    from parapush_ros.core.scene.clutter import clutter_scenes
+    scene = clutter_scenes(1, 0)[0]
+    predictor = Predictor(scene, coarse="learned", threads=1)
+    try:
+        with pytest.raises(ConfigError, match=r"^model: parareal1 with coarse model 'learned'.* 1 s slices"):
+            FastPlanner(scene, FastConfig(), PushTask(scene), predictor, "parareal1")
+    finally:
+        predictor.close()

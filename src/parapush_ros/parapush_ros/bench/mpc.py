@@ -488,6 +488,15 @@ def run(args) -> dict:
     else:
         scenes = random_scenes(args.first_scene + args.scenes, args.seed)[args.first_scene:]
         timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
+    if fast is not None and scenes:  # a model the fast planner cannot re-score with is named before any run
+        for m in models:
+            pr = Predictor(scenes[0], coarse=args.coarse, threads=1)
+            try:
+                FastPlanner(scenes[0], fast, PushTask(scenes[0], weights), pr, m, config.sampling.max_speed)
+            except ConfigError as e:
+                raise ValueError(f"--models: {m} with --replan-rate: {str(e)[len(e.name) + 2:]}") from None
+            finally:
+                pr.close()
     kind = "clutter" if args.task == "multi_object" else "obstacle"
     print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.sampling.samples} samples x {config.sampling.iterations} "

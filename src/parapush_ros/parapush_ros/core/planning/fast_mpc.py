@@ -248,6 +248,14 @@ class FastPlanner:
         if not (_multiple(config.horizon, self.screen_dt) and _multiple(self.screen_dt, config.slice_duration)):
             raise ConfigError("screen_model", f"{self.screen.kind} predicts {self.screen_dt} s slices, which must "
                                               f"divide horizon ({config.horizon} s) into whole slices")
+        if self.model.kind == PARAREAL:
+            coarse = predictor.coarse_model(self.model.coarse)
+            fixed = getattr(coarse, "slice_s", None)
+            if fixed and not _multiple(config.slice_duration, fixed):
+                raise ConfigError("model", f"{self.model.name} with coarse model {coarse.name!r}, which predicts "
+                                           f"only {fixed:g} s slices, cannot re-score the fast planner's "
+                                           f"{config.slice_duration:g} s slices (fast.slice_duration): re-score "
+                                           f"with fine, or give Parareal a coarse model without a fixed slice")
         self.rng = np.random.default_rng(config.seed)
         self.n_slices = int(round(config.horizon / config.slice_duration))
         self._rescore_cost = None  # plan-clock seconds per re-scored candidate (running estimate)

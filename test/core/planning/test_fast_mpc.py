@@ -194,3 +194,20 @@ def test_parareal_over_a_coarse_model_of_fixed_slices_is_refused_naming_the_mode
             FastPlanner(scene, FastConfig(), PushTask(scene), predictor, "parareal1")
     finally:
         predictor.close()
+
+
+def test_where_one_re_score_fits_it_is_the_best_screened_candidate_not_the_warm_start():
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8), PushTask(scene), predictor, "fine")
+        x, u0 = scene.initial_state(), np.zeros(2)
+        planner.plan(x, u0)  # the first cycle measures the cost of a re-score
+        planner._rescore_cost = 1.0  # s per re-scored candidate on the frozen clock below: a very slow host
+        warm = np.zeros((planner.config.n_knots, 2))  # holding still: the worst warm start
+        one = planner.plan(x, u0, warm, deadline=1.5, clock=frozen_clock)  # room for one re-score
+        assert one.rescored == 1 and not np.allclose(one.knots, warm)  # re-scoring only the warm start never moves
+        two = planner.plan(x, u0, warm, deadline=2.5, clock=frozen_clock)
+        assert two.rescored == 2
+    finally:
+        predictor.close()

@@ -16,12 +16,13 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      meanwhile (fine model);
   2. the warm start is the running plan shifted by the time elapsed (its spline evaluated at the new knot times);
   3. ``candidates`` knot sequences (the warm start, the task's proposals, noisy copies of the warm start) are rolled
-     out in ONE batch on the cheap screening model (``screen_model``: analytical or learned, batched) and scored
-     with the task cost;
-  4. the best ``rescore`` of them (the warm start always among them) are rolled out again with ``rescore_model``
+     out in ONE batch on the cheap screening model (``screen_model``: the coarse-model rule's, quasi-static at
+     ``screen_substep`` for one object, learned for several) and scored with the task cost;
+  4. the best ``rescore`` of them (the warm start always among them) are rolled out again with the planner's model
      (fine or Parareal-K), batched across the fine model's threads, as many as the budget still allows (at least
-     one); the cheapest on that prediction is the plan. ``fine_fraction`` = fine-model simulated seconds per
-     candidate second evaluated in the cycle (the 1 Hz MPC with the fine model: 1.0).
+     one: then the best screened one, not the warm start); the cheapest on that prediction is the plan.
+     ``fine_fraction`` = fine-model simulated seconds per candidate second evaluated in the cycle (the 1 Hz MPC
+     with the fine model: 1.0).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
   whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A host too
@@ -317,11 +318,13 @@ class FastPlanner:
         screen_time = clock() - t
         # 2. re-score the best few on the planner's model, as many as the budget still allows (at least one)
         order = [int(i) for i in np.argsort(costs, kind="stable")]
-        chosen = [0] if warm is not None else []  # the warm start always: plans stay consistent cycle to cycle
-        chosen += [i for i in order if i not in chosen][:c.rescore - len(chosen)]
+        n = c.rescore
         if deadline is not None and self._rescore_cost:
-            fits = int((deadline - clock()) / self._rescore_cost)
-            chosen = chosen[:max(1, fits)]
+            n = max(1, min(n, int((deadline - clock()) / self._rescore_cost)))
+        # the warm start is always one of two or more (plans stay consistent cycle to cycle); where only one fits it
+        # is the best screened one (re-scoring only the warm start would never change the plan)
+        chosen = [0] if warm is not None and n >= 2 else []
+        chosen += [i for i in order if i not in chosen][:n - len(chosen)]
         t = clock()
         ctrl = spline_means(knots[chosen], c.knot_interval, c.slice_duration, self.n_slices)
         fine = self.predictor.predict(X0[:len(chosen)], ctrl, c.slice_duration, model=self.model)

@@ -98,7 +98,8 @@ LAUNCH_ARGUMENTS = {
                                         "default scene: dgoc block_003, alg2 clutter_push)"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "
                                         "config/mpc_planner.yaml (alg2: learned)"),
-    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | dgoc (paper 003: DDP "
+    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | fast (the sampling MPC "
+                                          "re-planned at fast.replan_rate Hz) | dgoc (paper 003: DDP "
                                           "from demonstrations to a goal pose, tracked at 100 Hz; box scenes with "
                                           "a demonstration library) | alg2 (paper 004 Algorithm 2: a "
                                           "low-uncertainty path tracked by the MPC) | straight (the example "

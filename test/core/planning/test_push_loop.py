@@ -2,18 +2,22 @@
 are the session's, written once, so each planner pauses on a clock jump, refuses scene states stamped further from
 its clock than ``max_clock_offset`` and refuses a start deeper inside a body than ``max_start_penetration``. Real
 MuJoCo worlds on simulated time (``WorldIO``), a plan clock that does not move: the same on any host."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from parapush_ros.core.planning.dgoc_push import DGOCConfig, DGOCPush, DGOCPushPlanner
+from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.planning.example_planner import StraightPush
+from parapush_ros.core.planning.fast_mpc import FastConfig, FastMPCPush, FastPlanner
 from parapush_ros.core.planning.low_uncertainty import LowUncertaintyConfig, LowUncertaintyPush
 from parapush_ros.core.planning.mpc_push import MPCPush
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.planning.planners import PLANNERS
 from parapush_ros.core.planning.session import PushSession, SessionConfig
-from parapush_ros.core.planning.tasks import goal_for
+from parapush_ros.core.planning.tasks import PushTask, goal_for
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO
 from parapush_ros.core.sim.world import SimWorld
@@ -46,7 +50,15 @@ def straight():
     return StraightPush(scene), goal_for(scene)
 
 
-STRATEGIES = {"mpc": mpc, "alg2": alg2, "dgoc": dgoc, "straight": straight}
+def fast():
+    scene = load_scene("cylinder_slider")
+    planner = FastPlanner(scene, FastConfig(replan_rate=5.0, candidates=8), PushTask(scene),
+                          Predictor(scene, threads=1), "fine")
+    return FastMPCPush(planner), goal_for(scene)
+
+
+STRATEGIES = {"mpc": mpc, "alg2": alg2, "dgoc": dgoc, "straight": straight, "fast": fast}
+REALTIME_ONLY = {"fast"}  # pushed in real time (the others: stop and plan)
 JUMP = 1.2  # s of world time: the session clock steps 2 s back while the pusher moves
 
 
@@ -60,7 +72,7 @@ CONFIG = SessionConfig(tracking_loss_timeout=0.5)
 def run(name, stop_at=None, **io_kwargs):
     strategy, goal = STRATEGIES[name]()
     io = WorldIO(SimWorld(strategy.scene), plan_clock=lambda: 0.0, **io_kwargs)
-    session = PushSession(strategy, io, goal, CONFIG)
+    session = PushSession(strategy, io, goal, replace(CONFIG, realtime=name in REALTIME_ONLY))
     if stop_at is not None:
         io.events = [(stop_at, lambda: session.stop(Outcome.ABORTED, "seen enough"))]
     return session.run(), io

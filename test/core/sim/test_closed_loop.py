@@ -156,3 +156,30 @@ def test_bench_mpc_realtime_small(tmp_path):
 def test_world_config_refuses_bad_values_naming_the_field(field, value, words):
     with pytest.raises(ConfigError, match=re.escape(words)):
         WorldConfig(**{field: value})
+
+
+def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
+    """``--replan-rate HZ --shove``: the 1 Hz planner and the fast one on the same scenes in one run, the pushed
+    object shoved mid-push (seeded, the same shove for both), issue 29's keys in the summary."""
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--shove", "--scenes", "1", "--models", "fine",
+                 "--max-actions", "8", "--samples", "4", "--iterations", "1", "--dt", "0.5", "--no-timing",
+                 "--out", str(out)]) == 0
+    res = json.loads((out / "bench_mpc.json").read_text())
+    assert res["replan_rate"] == 10.0 and res["shove"] and set(res["summary"]) == {"nominal/fine", "nominal/fine@10Hz"}
+    for key, s in res["summary"].items():
+        for name in ("replan_rate_hz", "cycle_time_p95_s", "fine_fraction", "time_to_goal_s",
+                     "disturbance_success_rate", "recovery_time_s"):
+            assert name in s, (key, name)
+        assert s["replan_rate_hz"] > 0.0 and s["cycle_time_p95_s"] > 0.0  # their values depend on the host's speed
+    assert res["summary"]["nominal/fine@10Hz"]["fine_fraction"] < res["summary"]["nominal/fine"]["fine_fraction"]
+    shoves = [r["shove"] for r in res["runs"]]
+    assert len(shoves) == 2 and shoves[0]["time_s"] == shoves[1]["time_s"]  # the same shove for both planners
+    assert all(0.02 <= s["distance_m"] <= 0.04 for s in shoves)
+    for s in shoves:
+        if s["applied"]:
+            assert np.linalg.norm(s["delta_m"]) == pytest.approx(s["distance_m"])
+    with pytest.raises(ValueError, match=r"--replan-rate: .* add --realtime"):
+        main(["bench", "mpc", "--replan-rate", "10", "--scenes", "1", "--no-timing", "--out", str(out)])
+    with pytest.raises(ValueError, match=r"--replan-rate: must be in \[0\.1, 100\] Hz"):
+        main(["bench", "mpc", "--realtime", "--replan-rate", "0", "--scenes", "1", "--no-timing", "--out", str(out)])

@@ -13,7 +13,7 @@ Placement is rejection sampling with these rules, all of which a generated scene
 * the pusher right behind the target, pointing at the goal (like the obstacle scenes).
 
 The result goes through ``Scene.revalidated``, the scene loader's validation, like every scene file. Deterministic
-given the seed: scene ``i`` of a seed depends only on (seed, i), so ``--first-scene`` can split a study.
+given the seed: scene ``i`` of a seed depends only on (seed, i), so each scene is a unit of a study on its own.
 """
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..planning.outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor
 from ..planning.mpc_push import MPCPush
-from ..planning.planner import MPCPlanner
-from ..planning.session import EPS, ControlSchedule, Observation, PlanReport, PushSession, SessionConfig
+from ..planning.session import (EPS, ControlSchedule, Observation, PlanReport, PushSession, PushStrategy,
+                                SessionConfig)
 from .world import SimWorld
 
 
@@ -61,6 +61,7 @@ class WorldIO:
         self._seen = [world.x.copy()]  # true states since the last judgement
         self._obs, self._obs_step = None, None
         self.path = [world.x.copy()]  # every true state sampled (states[0] = start)
+        self.path_times = [self.time()]  # world time (s) of each ``path`` state
         self.states = []  # true state at each judgement
         self.observed = []  # every observation drawn
         self.executed = []  # (from, to, u) of every constant command executed
@@ -161,6 +162,9 @@ class WorldIO:
                 continue
             seg = self.world.execute(u, n * self.ts)
             self.executed.append((self.time(), self.time() + n * self.ts, u))
+            # the world samples a segment at its own bounds (``SimWorld.execute``)
+            bounds = np.linspace(0, n, len(seg) + 1).round().astype(int)[1:]
+            self.path_times.extend(self.time() + bounds * self.ts)
             self.step += n
             self._seen.extend(seg)
             self.path.extend(seg)
@@ -235,21 +239,23 @@ class ClosedLoopRecord:
         return self.idle_after_first_plan / span if span > 0.0 else 0.0
 
 
-def run_closed_loop(planner: MPCPlanner, world: SimWorld, max_actions: int = DEFAULT_MAX_ACTIONS,
+def run_closed_loop(planner, world: SimWorld, max_actions: int = DEFAULT_MAX_ACTIONS,
                     monitor: OutcomeMonitor | None = None, keep_plans: bool = False, realtime: bool = False,
                     plan_margin: float = 0.0, io: WorldIO | None = None) -> ClosedLoopRecord:
     """Push in ``world`` with the one push loop (``PushSession``) until the outcome is decided.
 
-    Stop and plan (default): plan, execute the first control, observe, re-plan; the world waits while the planner
-    thinks. ``realtime``: plan while the pusher moves, the world running on for as long as each plan took
-    (``io.plan_clock``, wall time by default)."""
+    ``planner``: an ``MPCPlanner`` (run by ``MPCPush``) or any ``PushStrategy`` whose ``planner`` has a ``task``
+    (e.g. ``fast_mpc.FastMPCPush``). Stop and plan (default): plan, execute the first control, observe, re-plan;
+    the world waits while the planner thinks. ``realtime``: plan while the pusher moves, the world running on for
+    as long as each plan took (``io.plan_clock``, wall time by default)."""
+    strategy = planner if isinstance(planner, PushStrategy) else MPCPush(planner)
     io = io or WorldIO(world, charge_planning=realtime)
-    monitor = monitor or OutcomeMonitor(planner.scene, planner.task.goal, max_actions)
+    monitor = monitor or OutcomeMonitor(strategy.scene, strategy.planner.task.goal, max_actions)
     config = SessionConfig(realtime=realtime, max_actions=monitor.max_actions, plan_margin=plan_margin)
-    res = PushSession(MPCPush(planner), io, monitor.goal, config, monitor).run()
+    res = PushSession(strategy, io, monitor.goal, config, monitor).run()
     io.observe()  # the observation after the last action, as the robot would see it
     first = (res.first_plan_done if res.first_plan_done is not None else res.ended) - res.started
-    dt = planner.config.sampling.control_duration
+    dt = strategy.dt if isinstance(strategy, MPCPush) else 0.0
     _moving, still = io.motion_time(since=res.started - io.epoch_ns * 1e-9 + first)
     return ClosedLoopRecord(
         outcome=res.outcome, reason=res.reason, actions=res.actions, final_distance=monitor.distance(world.x),

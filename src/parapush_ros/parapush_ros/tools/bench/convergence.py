@@ -6,7 +6,7 @@ under ``skipped``; ``--random-scene box_slider`` draws the random pushes on the 
 Error = RMS over the trajectory (all N+1 states) of the slider's xy distance to the fine model, in mm; for the
 random pushes, the mean of that over the pushes (the authors' protocol in ``reference-implementation.md``).
 
-Each Fig. 5 case and each horizon's random pushes is a unit of the study engine (``parapush_ros.tools.study``: a Ray task
+Each Fig. 5 case and each horizon's random pushes is a unit of the study engine (``tools.study``: a Ray task
 of one CPU with ``--workers`` / ``--ray``, kept in ``<out>/convergence_study``).
 """
 from __future__ import annotations

@@ -48,7 +48,9 @@ from ...core.config import ConfigError
 from ...core.planning.optimisers import OPTIMISERS, SamplingConfig
 from ...core.planning.planner import MPCPlanner, PlannerConfig
 from ...core.sim.closed_loop import WorldIO, run_closed_loop
+from ...core.sim.shove import apply_shove, draw_shove, recovery_time
 from ...core.sim.world import SimWorld, WorldConfig
+from ...core.planning.fast_mpc import FastConfig, FastMPCPush, FastPlanner
 from ...core.planning.outcome import Outcome
 from ...core.models.registry import ModelSpec, Predictor, coarse_choices, spec_names
 from ...core.scene.clutter import clutter_scenes
@@ -71,7 +73,17 @@ FAILURES = TASKS["obstacle"]["failures"]
 TASK_TIME_LIMIT = 20.0  # s of pushing before a timeout (paper 000: 20 actions of 1 s) unless --max-actions is given
 # how planning time is measured: wall time, or this process's CPU time spread over the cores (what the plans would
 # take on an otherwise idle machine: on a shared one, wall time also counts everyone else's jobs)
-PLAN_CLOCKS = {"wall": time.perf_counter, "cpu": lambda: time.process_time() / default_threads()}
+def critical_path_clock() -> float:
+    """CPU time of the calling (planning) thread plus that of the busiest fine-model worker: what a plan takes on an
+    otherwise idle machine with a core per thread, whatever else shares the cores, where the planning thread waits
+    while the workers run (a batched prediction) and the workers share a batch evenly."""
+    workers = [time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in threading.enumerate()
+               if t.name.startswith("parapush-fine") and t.ident is not None]
+    return time.thread_time() + max(workers, default=0.0)
+
+
+PLAN_CLOCKS = {"wall": time.perf_counter, "cpu": lambda: time.process_time() / default_threads(),
+               "critical": critical_path_clock}
 # --realtime: the optimiser settings the planner node runs with (planning fits the control period on 2 cores, see
 # docs/results/parareal.md "Real-time MPC"); iterations is a cap, the anytime deadline decides how many run
 REALTIME_KEYS = ("samples", "iterations", "horizon", "control_duration")
@@ -80,7 +92,7 @@ REALTIME_KEYS = ("samples", "iterations", "horizon", "control_duration")
 def realtime_settings() -> dict:
     """The mpc_planner node's ``REALTIME_KEYS`` in simulation (``config/mpc_planner.yaml`` and the sim overlay over
     ``ros/params.py``'s defaults): read from the node's own files, so the bench and the node cannot drift apart."""
-    from .. import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
+    from ... import bringup  # noqa: PLC0415 (reads YAML: only when --realtime needs it)
     node = bringup.spec("mpc_planner")
     values = {k: v.default for k, v in node.param_spec().items()}
     values.update(bringup.node_parameters(node, "sim", {}))
@@ -144,6 +156,7 @@ def summarise(records: list, failures=FAILURES) -> dict:
         **({"others_displacement_mean_m": float(np.mean(moved)), "others_displacement_max_m": float(np.max(moved))}
            if moved else {}),
         **(realtime_summary(records) if records and records[0]["realtime"] else {}),
+        **(cycle_summary(records, "shove" in records[0]) if records and "cycle_starts_s" in records[0] else {}),
     }
 
 
@@ -183,25 +196,45 @@ def realtime_summary(records: list) -> dict:
 
 
 def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerConfig, weights, args,
-              threads: int) -> dict:
-    """One closed-loop run: scene ``index`` of the seed's sequence, pushed by ``model`` in ``world_kind``; a pure
-    function of them (the mismatch world is seeded by (seed, index), the planner by the seed), wall times aside."""
+              threads: int, fast: FastConfig | None = None) -> dict:
+    """One closed-loop run: scene ``index`` of the seed's sequence, pushed by ``model`` in ``world_kind`` (``fast``:
+    by the fast planner with these settings, re-scoring with ``model``); a pure function of them (the mismatch world
+    and the shove are seeded by (seed, index), the planner by the seed), wall times aside."""
     wc = WorldConfig() if world_kind == "nominal" else mismatch_world(
         index, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
     predictor = Predictor(scene, coarse=args.coarse, threads=threads,
                           variance_threshold=args.parareal_variance_threshold,
-                          slice_s=config.sampling.control_duration)
-    planner = MPCPlanner(scene, config, predictor=predictor, task=PushTask(scene, weights))
+                          slice_s=None if fast is not None else config.sampling.control_duration)
+    task = PushTask(scene, weights)
+    if fast is not None:
+        planner = FastMPCPush(FastPlanner(scene, fast, task, predictor, config.model, config.sampling.max_speed))
+        max_actions = max(1, int(round(args.max_actions * config.sampling.control_duration * fast.replan_rate)))
+    else:
+        planner, max_actions = MPCPlanner(scene, config, predictor=predictor, task=task), args.max_actions
     world = SimWorld(scene, wc)
     t0 = time.perf_counter()
+    shove, shoved = draw_shove(args.seed, index) if args.shove else None, {}
+    events = () if shove is None else [(shove.time, lambda w=world, sh=shove, out=shoved, g=task.goal:
+                                         _shove(w, g, sh, out))]
     # the cpu clock spreads this process's CPU time over the unit's threads (the cores it declared)
-    clock = PLAN_CLOCKS["wall"] if args.plan_clock == "wall" else (lambda: time.process_time() / threads)
-    io = WorldIO(world, charge_planning=args.realtime, plan_clock=clock)
-    rec = run_closed_loop(planner, world, max_actions=args.max_actions, realtime=args.realtime,
+    clock = {"wall": PLAN_CLOCKS["wall"], "cpu": lambda: time.process_time() / threads,
+             "critical": PLAN_CLOCKS["critical"]}[args.plan_clock]
+    io = WorldIO(world, charge_planning=args.realtime, plan_clock=clock, events=events)
+    rec = run_closed_loop(planner, world, max_actions=max_actions, realtime=args.realtime,
                           plan_margin=args.plan_margin, io=io)
     predictor.close()
-    record = {
-        "scene": index, "model": model, "world": world_kind, "outcome": rec.outcome.value, "reason": rec.reason,
+    cycles = _cycles(planner, io, config) if args.realtime else {}
+    if shove is not None:
+        applied = "delta" in shoved
+        cycles["shove"] = {"time_s": shove.time, "distance_m": shove.distance, "applied": applied,
+                           "delta_m": np.asarray(shoved.get("delta", [])).tolist(), "why_not": shoved.get("why", "")}
+        if shoved.get("why"):
+            print(f"\n  bench mpc: scene {index} {world_kind}/{model}: {shoved['why']}: not shoved", flush=True)
+        cycles["recovery_time_s"] = None if not applied else recovery_time(
+            scene, task.goal, io.path_times, io.path, shoved["time"], shoved["before"], weights.path_margin)
+    record = {**cycles,
+        "scene": index, "model": model if fast is None else fast_key(model, fast.replan_rate), "world": world_kind,
+        "outcome": rec.outcome.value, "reason": rec.reason,
         "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
         "plan_iterations": rec.plan_iterations,
         "planning_time": rec.planning_time, "execution_time": rec.execution_time, "task_time": rec.task_time,
@@ -214,22 +247,114 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
     if args.task == "multi_object":
         record["others_displacement_m"] = others_displacement(scene, rec.path)
     if args.verbose:
-        print(f"\n  {world_kind}/{model} scene {index}: {rec.outcome.value} after {rec.actions} action(s), "
+        print(f"\n  {world_kind}/{record['model']} scene {index}: {rec.outcome.value} after {rec.actions} action(s), "
               f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
     return record
 
 
 def scene_unit(context: dict, unit) -> dict:
-    """The study unit of ``bench mpc``: one scene x model x world (``run_scene``) on ``unit.cpus`` threads."""
-    model = unit["model"]
+    """The study unit of ``bench mpc``: one scene x model x world (``run_scene``) on ``unit.cpus`` threads; a model
+    named ``<model>@<HZ>Hz`` is the fast planner re-scoring with ``<model>`` (``--replan-rate``)."""
+    model, _, rate = unit["model"].partition("@")
+    fast = context["fast"] if rate else None
     return run_scene(context["scenes"][unit["scene"]], unit["scene"], model, unit["world"],
-                     replace(context["config"], model=model), context["weights"], context["args"], unit.cpus)
+                     replace(context["config"], model=model), context["weights"], context["args"], unit.cpus,
+                     fast=fast)
 
 
 # what makes two runs one study (the study directory's manifest): everything but the units' selection (how many
 # scenes, which models and worlds) and what only reports (--verbose, the timing study)
 STUDY_SETTINGS = ("task", "seed", "realtime", "coarse", "parareal_variance_threshold", "plan_clock", "plan_margin_s",
-                  "max_actions", "mismatch", "weights")
+                  "max_actions", "mismatch", "weights", "shove", "fast")
+
+
+def _shove(world: SimWorld, goal, shove, out: dict) -> None:
+    """The ``--shove`` event: shove the target now, recording when, the state before and the displacement (or why
+    no direction was free: the run goes on unshoved, and the summary counts ``shoves_applied``)."""
+    out.update(time=world.time, before=world.planar_state())
+    try:
+        out["delta"] = apply_shove(world, goal, shove)
+    except ValueError as e:
+        out["why"] = str(e)
+
+
+def fast_key(model: str, rate: float) -> str:
+    """The summary's model name of the fast planner re-scoring with ``model`` at ``rate`` Hz."""
+    return f"{model}@{rate:g}Hz"
+
+
+def _cycles(planner, io: WorldIO, config: PlannerConfig) -> dict:
+    """A run's planning cycles: their starts (s of world time), durations on the plan clock, whether each was
+    dropped as late, its fine fraction, and the hand-over velocity jumps (the fast planner)."""
+    if isinstance(planner, FastMPCPush):
+        log = planner.log
+        return {"cycle_starts_s": [(t - io.epoch_ns) * 1e-9 for t in log.starts_ns],
+                "cycle_times_s": log.latencies, "cycles_late": int(sum(log.late)),
+                "fine_fraction": float(np.mean(log.fine_fraction)) if log.fine_fraction else None,
+                "handover_jump_max": float(max(log.handover_jumps, default=0.0)),
+                "rescore_times_s": log.rescore_times, "rescored": log.rescored, "parareal_iterations": log.iterations,
+                "rescore_slices": int(round(planner.config.horizon / planner.config.slice_duration))}
+    # the 1 Hz MPC: a cycle per plan (its switch), all of its predictions made by the planner's model
+    pr, N = planner.predictor, config.sampling.horizon
+    return {"cycle_starts_s": [(r.start_ns - io.epoch_ns) * 1e-9 for r in io.plans],
+            "cycle_times_s": [r.latency for r in io.plans], "cycles_late": int(sum(r.late > 0 for r in io.plans)),
+            "fine_fraction": min(1.0, pr.fine_slices / (pr.trajectories * N)) if pr.trajectories else None}
+
+
+def cycle_summary(records: list, shove: bool) -> dict:
+    """Issue 29's figures of a world/model: the median achieved re-plan rate (cycles per second of each run, the
+    median of the runs' medians of 1 / cycle spacing), cycle time p95, fine fraction, time to goal (mean over the
+    runs that reached it), and with shoves the success rate and mean recovery time (runs that recovered)."""
+    rates = []
+    for r in records:
+        gaps = np.diff(r["cycle_starts_s"])
+        gaps = gaps[gaps > 0]
+        if gaps.size:
+            rates.append(float(np.median(1.0 / gaps)))
+    times = [t for r in records for t in r["cycle_times_s"]]
+    ok = [r for r in records if r["outcome"] == Outcome.REACHED.value]
+    fine = [r["fine_fraction"] for r in records if r.get("fine_fraction") is not None]
+    out = {"replan_rate_hz": float(np.median(rates)) if rates else None,
+           "cycle_time_p95_s": float(np.percentile(times, 95)) if times else None,
+           "cycle_time_median_s": float(np.median(times)) if times else None,
+           "cycles_late": int(sum(r["cycles_late"] for r in records)), "cycles": len(times),
+           "fine_fraction": float(np.mean(fine)) if fine else None,
+           "time_to_goal_s": float(np.mean([r["task_time"] for r in ok])) if ok else None}
+    if any("handover_jump_max" in r for r in records):
+        out["handover_jump_max_mps"] = float(max(r.get("handover_jump_max", 0.0) for r in records))
+        out.update(predicted_cycles(records))
+    if shove:
+        rec = [r["recovery_time_s"] for r in records if r.get("recovery_time_s") is not None]
+        out["disturbance_success_rate"] = len(ok) / len(records) if records else 0.0
+        out["recovery_time_s"] = float(np.mean(rec)) if rec else None
+        out["recovery_time_median_s"] = float(np.median(rec)) if rec else None
+        out["recovered"] = len(rec)
+        out["shoves_applied"] = int(sum(r["shove"]["applied"] for r in records))
+    return out
+
+
+def predicted_cycles(records: list, measured_cores: int = 2, cores=(2, 4, 16)) -> dict:
+    """The fast planner's median cycle time on more cores by ``bench speedup``'s model: the cycle's re-scoring
+    (M candidates x N slices, fine: ``batched_fine_time``; Parareal-K: ``batched_parareal_time``, its coarse sweeps
+    left out) rescaled from the ``measured_cores`` it ran on, the rest of the cycle (roll forward, screening,
+    scoring: one thread) as measured. c_f per fine slice is solved from each cycle's measured re-scoring time."""
+    rest, c_f, last = [], [], None
+    for r in records:
+        N = r["rescore_slices"]
+        for total, t, M, K in zip(r["cycle_times_s"], r["rescore_times_s"], r["rescored"], r["parareal_iterations"]):
+            rounds = (batched_fine_time(M, N, measured_cores, 1.0) if K == 0 else
+                      batched_parareal_time(M, N, K, measured_cores, 0.0, 1.0))
+            rest.append(max(0.0, total - t))
+            c_f.append(t / rounds)
+            last = (M, N, K)
+    if last is None:
+        return {}
+    M, N, K = last
+    other, cf = float(np.median(rest)), float(np.median(c_f))
+    pred = {f"P{P}": other + (batched_fine_time(M, N, P, cf) if K == 0 else batched_parareal_time(M, N, K, P, 0.0, cf))
+            for P in cores}
+    return {"predicted_cycle_s": pred, "predicted_max_rate_hz": {k: 1.0 / v for k, v in pred.items()},
+            "cycle_rest_median_s": other, "c_f_slice_s": cf}
 
 
 def _thread_cpu_times() -> dict:
@@ -354,6 +479,21 @@ def run(args) -> dict:
         args.max_actions = max(1, int(round(TASK_TIME_LIMIT / args.control_duration)))
     config = planner_config(args)
     weights = load_cost_weights(args.costs)
+    fast = None
+    if args.replan_rate is not None:
+        if not args.realtime:
+            raise ValueError("--replan-rate: the fast planner plans while the pusher moves; add --realtime")
+        try:
+            fast = FastConfig(replan_rate=args.replan_rate)
+        except ConfigError as e:
+            raise ValueError(f"--replan-rate: {str(e)[len(e.name) + 2:]}") from None
+        for m in models:
+            kind = ModelSpec.parse(m).kind
+            if kind not in ("fine", "parareal"):
+                raise ValueError(f"--models: the fast planner re-scores with fine or parareal<K>, not {m!r} "
+                                 f"(with --replan-rate)")
+    if args.shove and not args.realtime:
+        raise ValueError("--shove: the disturbance benchmark runs in real time; add --realtime")
     if args.scenes < 0:
         raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
     if args.scenes == 0 and not args.timing:
@@ -364,6 +504,15 @@ def run(args) -> dict:
     else:
         scenes = random_scenes(args.scenes, args.seed)
         timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
+    if fast is not None and scenes:  # a model the fast planner cannot re-score with is named before any run
+        for m in models:
+            pr = Predictor(scenes[0], coarse=args.coarse, threads=1)
+            try:
+                FastPlanner(scenes[0], fast, PushTask(scenes[0], weights), pr, m, config.sampling.max_speed)
+            except ConfigError as e:
+                raise ValueError(f"--models: {m} with --replan-rate: {str(e)[len(e.name) + 2:]}") from None
+            finally:
+                pr.close()
     kind = "clutter" if args.task == "multi_object" else "obstacle"
     print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.sampling.samples} samples x {config.sampling.iterations} "
@@ -373,7 +522,8 @@ def run(args) -> dict:
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
     res = {"task": args.task, "seed": args.seed, "scenes": len(scenes),
            "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
-           "worlds": worlds, "realtime": args.realtime,
+           "worlds": worlds, "realtime": args.realtime, "replan_rate": args.replan_rate, "shove": args.shove,
+           "fast": None if fast is None else asdict(fast),
            "plan_margin_s": args.plan_margin,
            "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
            "planner": {**asdict(config), "model": config.model.name}, "weights": weights.as_dict(),
@@ -390,12 +540,14 @@ def run(args) -> dict:
     if args.realtime:
         settings["threads"] = cpus  # the planner's cores: they decide how far an anytime plan gets
     study = Study(out / "mpc_study", "bench mpc", settings)
-    units = [Unit.of(cpus, world=w, model=m, scene=i) for w in worlds for m in models for i in range(len(scenes))]
-    context = {"scenes": scenes, "config": config, "weights": weights, "args": _plain(args)}
+    # the fast planner's runs (--replan-rate) are units of their own, named <model>@<HZ>Hz
+    keys = [k for m in models for k in ([m] if fast is None else [m, fast_key(m, fast.replan_rate)])]
+    units = [Unit.of(cpus, world=w, model=m, scene=i) for w in worlds for m in keys for i in range(len(scenes))]
+    context = {"scenes": scenes, "config": config, "weights": weights, "args": _plain(args), "fast": fast}
     results = study.run(units, scene_unit, context, args, desc="bench mpc runs")
     res["study"] = str(study.root)
     for world in (worlds if scenes else []):
-        for model in models:
+        for model in keys:
             records = [results[u.id] for u in units if (u["world"], u["model"]) == (world, model)]
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             res["runs"] += records
@@ -448,6 +600,15 @@ def print_summary(res: dict, title: str) -> None:
                  "iterations/plan"] if realtime else ["plan s/step", "task s", "fine slices/plan"])
     columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
     print_table(columns, rows, title=title)
+    cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
+               s["fine_fraction"], s["time_to_goal_s"] or "-", *(
+                   (f"{100 * s['disturbance_success_rate']:.0f}%", s["recovery_time_s"] or "-",
+                    f"{s['recovered']}/{s['runs']}") if "recovery_time_s" in s else ()))
+              for key, s in res["summary"].items() if "replan_rate_hz" in s]
+    if cycles:
+        print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "fine fraction", "time to goal s",
+                     *(["shove success", "recovery s", "recovered"] if len(cycles[0]) > 7 else [])], cycles,
+                    title=f"{title}: planning cycles")
 
 
 def _plot_runs(scenes, records, path, title):
@@ -519,7 +680,9 @@ def add_parser(sub, parent):
     p.add_argument("--plan-clock", choices=sorted(PLAN_CLOCKS), default="wall",
                    help="how planning is timed: wall time, or this process's CPU time / cores (an idle machine's "
                         "wall time, for a machine shared with other jobs; the timing study: the busiest thread's "
-                        "CPU time); --realtime charges it to the world")
+                        "CPU time), or critical: the planning thread's CPU time plus the busiest fine worker's (an "
+                        "idle machine's wall time where work is not spread evenly over the cores); --realtime "
+                        "charges it to the world")
     p.add_argument("--plan-margin", type=float, default=0.0,
                    help="--realtime: seconds before the switch by which a plan is due")
     p.add_argument("--samples", type=int, default=None,
@@ -544,6 +707,13 @@ def add_parser(sub, parent):
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
                    help="time one optimiser iteration per model and execution mode")
     p.add_argument("--timing-repeats", type=int, default=1)
+    p.add_argument("--replan-rate", type=float, default=None, metavar="HZ",
+                   help="--realtime: also run the fast planner (planner 'fast': anytime re-planning at HZ, the "
+                        "candidates screened on a coarse model, the best re-scored with each model) on the same "
+                        "scenes, side by side with the 1 Hz planner; summary keys <world>/<model>@<HZ>Hz")
+    p.add_argument("--shove", action="store_true",
+                   help="shove the pushed object 2-4 cm sideways at a random instant 1.5-3.5 s into the push (seeded "
+                        "per scene, the same for every planner); adds disturbance_success_rate and recovery_time_s")
     p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
     add_seeds_argument(p)
     add_arguments(p, "scene x model x world runs")

@@ -4,7 +4,7 @@ Box slider; N random initial states with the pusher offset uniformly across the 
 sequences u = v_c [cos a, sin a] x 4, a in {0, 15, -15} deg, v_c = 25 mm/s, 1.5 s each (150 mm push). For every
 model: mean translation (mm) and rotation (deg) difference of the final slider pose to the fine model.
 The trajectories are solved as Parareal batches of ``--unit-states`` states (x 3), each a unit of the study engine
-(``parapush_ros.tools.study``: a Ray task of one CPU with ``--workers`` / ``--ray``, kept in ``<out>/table1_study``); the
+(``tools.study``: a Ray task of one CPU with ``--workers`` / ``--ray``, kept in ``<out>/table1_study``); the
 iterate after k iterations is exactly what a solve with K = k returns, and the K = 4 iterate is the serial fine model
 (checked bitwise on a sample of each batch).
 """

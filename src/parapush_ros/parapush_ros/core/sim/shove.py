@@ -1,0 +1,104 @@
+"""A disturbance mid-push: the pushed object shoved 2-4 cm by a hand (``parapush bench mpc --shove``; issue 29).
+
+``draw_shove(seed, index)`` draws, per seed and scene index, when (``SHOVE_WINDOW`` s after the push starts), how far
+(``SHOVE_DISTANCE`` m) and to which side of its path to the goal the target is shoved. ``apply_shove`` moves it there
+at once and leaves it at rest (``SimWorld.displace_object``: an impulse that ends within a physics step), sideways
+off the line to the goal, rotated by the drawn angle; where that would put it inside a body or off the table, the
+other side, then every 15 degrees round from the drawn direction. The displacement is exactly the drawn distance.
+Where no direction is free (``ValueError``) the bench records the shove as not applied.
+
+``recovery_time``: from the shove until the target's path length to the goal (around the obstacles, as the task
+cost measures it) is ``RECOVERY_PROGRESS`` below both its value just before the shove and just after it: whatever
+progress the shove took away is made good and the pusher is driving the object toward the goal again (a shove
+toward the goal counts only once the pusher pushes it on). None if that never happens.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..planning.tasks import Goal
+from ..scene.projection import deepest_penetration
+from ..scene.queries import path_to_goal
+from ..scene.spec import Scene
+
+SHOVE_DISTANCE = (0.02, 0.04)  # m
+SHOVE_WINDOW = (1.5, 3.5)  # s after the push started: mid-push on the benches' scenes (they take 8-20 s)
+SHOVE_MAX_ANGLE = math.radians(30.0)  # off the perpendicular to the line to the goal
+RECOVERY_PROGRESS = 0.005  # m of progress past the shove's that count as pushing again (0.1 s at 0.05 m/s)
+
+
+@dataclass(frozen=True)
+class Shove:
+    time: float  # s after the push started (world time)
+    distance: float  # m
+    side: float  # +1: to the left of the line to the goal, -1: to the right
+    angle: float  # rad off the perpendicular
+
+
+def draw_shove(seed: int, index: int) -> Shove:
+    """The shove of scene ``index`` of seed ``seed`` (the same for every planner and model of a run)."""
+    rng = np.random.default_rng([int(seed), int(index), 29])
+    t = float(rng.uniform(*SHOVE_WINDOW))
+    d = float(rng.uniform(*SHOVE_DISTANCE))
+    side = 1.0 if rng.uniform() < 0.5 else -1.0
+    angle = float(rng.uniform(-SHOVE_MAX_ANGLE, SHOVE_MAX_ANGLE))
+    return Shove(t, d, side, angle)
+
+
+def shove_directions(x_target, goal_xy, shove: Shove) -> list:
+    """Unit directions to try, in order: the drawn side, the other side, then every 15 degrees from the drawn one
+    (clutter leaves few free directions)."""
+    line = np.asarray(goal_xy, dtype=float) - np.asarray(x_target, dtype=float)
+    line /= max(float(np.linalg.norm(line)), 1e-9)
+    base = math.atan2(line[1], line[0]) + shove.side * (math.pi / 2 + shove.angle)
+    angles = [base, base + math.pi - 2 * shove.side * shove.angle]  # the other side, mirrored about the line
+    angles += [base + math.radians(15.0) * k * sign for k in range(1, 12) for sign in (1, -1)]
+    return [np.array([math.cos(a), math.sin(a)]) for a in angles]
+
+
+def apply_shove(world, goal: Goal, shove: Shove) -> np.ndarray:
+    """Shove the goal's object in ``world`` (a ``SimWorld``) now; returns the (dx, dy) applied. ``ValueError`` if
+    every direction would put it inside a body or off the table."""
+    scene: Scene = world.scene
+    L = scene.layout
+    x = world.planar_state()
+    xy = L.object_poses(x)[goal.object_index, :2]
+    radius = scene.objects[goal.object_index].footprint.bounding_radius
+    # contacts resting in the world (the pusher on the target, objects touching) may overlap by a hair already:
+    # a shove may not make any overlap deeper than that
+    allowed = max(0.0, deepest_penetration(scene, x)[0])
+    for direction in shove_directions(xy, goal.position, shove):
+        delta = shove.distance * direction
+        moved = x.copy()
+        L.object_poses(moved)[goal.object_index, :2] += delta
+        depth, _ = deepest_penetration(scene, moved)
+        if depth <= allowed and bool(scene.table.contains(xy + delta, radius)):
+            world.displace_object(goal.object_index, (delta[0], delta[1], 0.0))
+            return delta
+    raise ValueError(f"shove of {shove.distance * 1e3:.1f} mm: every direction puts "
+                     f"{scene.objects[goal.object_index].name!r} inside a body or off the table")
+
+
+def goal_path_length(scene: Scene, goal: Goal, states, margin: float) -> np.ndarray:
+    """Path length (m) of the goal's object to the goal around the obstacles, per state (..., D)."""
+    xy = scene.layout.object_poses(np.asarray(states, dtype=float))[..., goal.object_index, :2]
+    inflate = scene.objects[goal.object_index].footprint.bounding_radius + margin
+    return path_to_goal(scene, xy, goal.position, inflate)[0]
+
+
+def recovery_time(scene: Scene, goal: Goal, times, path, shove_time: float, before, margin: float) -> float | None:
+    """Seconds from the shove (at ``shove_time``, the state ``before`` it) until the target's path length to the
+    goal is ``RECOVERY_PROGRESS`` below its values before and right after the shove, on the true ``path`` (S, D)
+    sampled at ``times`` (S,); None if never."""
+    times = np.asarray(times, dtype=float)
+    after = times > shove_time + 1e-9
+    if not np.any(after):
+        return None
+    lengths = goal_path_length(scene, goal, np.asarray(path)[after], margin)
+    ref = min(float(goal_path_length(scene, goal, np.asarray(before)[None], margin)[0]),
+              float(lengths[0])) - RECOVERY_PROGRESS
+    back = np.flatnonzero(lengths <= ref + 1e-9)
+    return float(times[after][back[0]] - shove_time) if back.size else None

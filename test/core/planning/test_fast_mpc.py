@@ -1,0 +1,213 @@
+"""The fast planner (``core.planning.fast_mpc``, planner ``fast``; issue 29) and the shove of ``bench mpc --shove``
+(``core.sim.shove``): a real MuJoCo world on simulated time (``WorldIO``), the real fine model re-scoring, and a plan
+clock that does not move, so every run is the same on any host. Lateness is injected as charged planning time
+(``WorldIO.extra_latency``), never measured."""
+import math
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from parapush_ros.core.config import ConfigError
+from parapush_ros.core.models.registry import Predictor
+from parapush_ros.core.planning.fast_mpc import (FastConfig, FastMPCPush, FastPlanner, SplineSchedule, build_fast,
+                                                 limit_knots, spline_at)
+from parapush_ros.core.planning.outcome import Outcome
+from parapush_ros.core.planning.planners import PLANNERS
+from parapush_ros.core.planning.tasks import PushTask
+from parapush_ros.core.scene.projection import deepest_penetration
+from parapush_ros.core.scene.spec import load_scene
+from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
+from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, recovery_time)
+from parapush_ros.core.sim.world import SimWorld
+from parapush_ros.ros.params import PLANNER
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def frozen_clock():
+    return 0.0
+
+
+def fast_push(scene_name="cylinder_slider", config=None, **io_kwargs):
+    config = config or FastConfig(replan_rate=5.0, candidates=12)
+    scene = load_scene(scene_name)
+    predictor = Predictor(scene, threads=1)
+    strategy = FastMPCPush(FastPlanner(scene, config, PushTask(scene), predictor, "fine"))
+    world = SimWorld(scene)
+    io = WorldIO(world, charge_planning=True, plan_clock=frozen_clock, **io_kwargs)
+    return strategy, world, io
+
+
+def command_jumps(io):
+    """|change| of the executed command from one constant piece to the next (m/s)."""
+    u = [np.asarray(c) for _, _, c in io.executed]
+    return [float(np.linalg.norm(b - a)) for a, b in pairwise(u)]
+
+
+# ------------------------------------------------------------------------------------------------ the spline
+def test_spline_schedule_samples_the_knots_and_warm_starts_shifted_by_the_time_elapsed():
+    knots = np.array([[0.0, 0.0], [0.1, 0.0], [0.1, 0.1]])
+    s = SplineSchedule(2.0, knots, 0.25, 0.05)
+    assert s.end == pytest.approx(2.5) and len(s.controls) == 10
+    # each command period holds the spline's value at its middle; the spline itself is linear between knots
+    assert s.at(2.0).tolist() == pytest.approx([0.01, 0.0]) and s.at(2.26).tolist() == pytest.approx([0.1, 0.01])
+    assert s.velocity(2.125).tolist() == pytest.approx([0.05, 0.0])
+    assert s.at(2.5).tolist() == [0.0, 0.0]  # past the last knot: stop
+    # a plan starting 0.1 s later starts from the spline there, and every knot is shifted by 0.1 s
+    warm = s.shifted_knots(2.1, 3)
+    assert np.allclose(warm, [[0.04, 0.0], [0.1, 0.04], [0.1, 0.1]])  # the last knot held past the end
+    assert np.allclose(warm, spline_at(knots, 0.25, [0.1, 0.35, 0.6]))
+    # the new plan takes over at its start; before it the old one runs
+    new = SplineSchedule(2.1, warm, 0.25, 0.05, previous=s, takeover=2.1)
+    assert new.at(2.09).tolist() == s.at(2.09).tolist() and new.velocity(2.1).tolist() == pytest.approx([0.04, 0])
+
+
+def test_knots_are_limited_to_the_acceleration_and_speed_from_the_pinned_first_one():
+    k = limit_knots(np.array([[0.05, 0.0], [-0.1, 0.0], [0.0, 0.3]]), max_speed=0.1, max_step=0.125)
+    assert k[0].tolist() == [0.05, 0.0]  # pinned
+    steps = np.linalg.norm(np.diff(k, axis=0), axis=1)
+    assert np.all(steps <= 0.125 + 1e-12) and np.all(np.linalg.norm(k, axis=1) <= 0.1 + 1e-12)
+
+
+def test_settings_are_checked_naming_the_setting():
+    with pytest.raises(ConfigError, match=r"^replan_rate: "):
+        FastConfig(replan_rate=0.0)
+    with pytest.raises(ConfigError, match=r"^horizon: "):
+        FastConfig(horizon=0.3)  # not whole knot intervals
+    with pytest.raises(ConfigError, match=r"^rescore: "):
+        FastConfig(rescore=0)
+    scene = load_scene("cylinder_slider")
+    params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True}  # as config/mpc_planner.yaml
+    with pytest.raises(ValueError, match=r"parameter fast\.replan_rate"):
+        build_fast(scene, {**params, "fast.replan_rate": -1.0})
+    with pytest.raises(ValueError, match=r"parameter realtime"):
+        build_fast(scene, {**params, "realtime": False})
+    with pytest.raises(ValueError, match=r"parameter fast\.screen_model"):
+        build_fast(scene, {**params, "fast.screen_model": "nope"})
+    assert PLANNERS["fast"].config is FastConfig
+
+
+# ------------------------------------------------------------------------------------------------ the loop
+def test_closed_loop_push_reaches_the_goal_with_hand_overs_one_period_after_each_cycle_start():
+    strategy, world, io = fast_push()
+    rec = run_closed_loop(strategy, world, max_actions=150, realtime=True, io=io)
+    assert rec.outcome is Outcome.REACHED, rec.reason
+    log, period_ns = strategy.log, int(round(1e9 / strategy.config.replan_rate))
+    assert not any(log.late)
+    # the plan clock stands still: every cycle starts where the one before handed over, one period later
+    assert np.all(np.diff(log.starts_ns[1:]) == period_ns)
+    # every hand-over at its stated instant: cycle start + 1 / replan_rate (the first plan, from rest, at once)
+    starts = [r.start_ns for r in io.plans[1:]]
+    assert starts == [t + period_ns for t in log.starts_ns[1:len(starts) + 1]]
+    # the command is continuous: never a step beyond the commander's acceleration limit over one command period
+    limit = strategy.config.max_acceleration * strategy.config.command_period
+    assert max(command_jumps(io)) <= limit + 1e-9
+    assert max(log.handover_jumps) <= limit + 1e-9
+    assert all(0.0 < f < 0.2 for f in log.fine_fraction)  # fine physics only for the few re-scored candidates
+
+
+def test_a_late_cycle_keeps_the_previous_plan_without_a_gap_or_a_jump():
+    late = {6: 0.35}  # cycle 6 overruns its period (0.2 s) by far
+    strategy, world, io = fast_push(extra_latency=lambda k: late.get(k, 0.0))
+    rec = run_closed_loop(strategy, world, max_actions=20, realtime=True, io=io)
+    log, period_ns = strategy.log, int(round(1e9 / strategy.config.replan_rate))
+    assert [i for i, x in enumerate(log.late) if x] == [6]
+    assert len(io.plans) == len(log.starts_ns) - 1  # the late plan was dropped, not handed over
+    # the pusher never stood still after the first plan, and its command never jumped beyond the limit
+    first = io.plans[0].start_ns * 1e-9
+    assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9 and b <= 4.0)
+    limit = strategy.config.max_acceleration * strategy.config.command_period
+    assert max(command_jumps(io)) <= limit + 1e-9
+    # the cycle after the late one starts when it arrived (at once) and, as its predecessor took 1.75 periods,
+    # hands over two periods after its start; the next one is back to one period
+    t6, t7, t8 = (log.starts_ns[i] for i in (6, 7, 8))
+    assert t7 - t6 == pytest.approx(0.35e9, abs=2e6) and t8 - t7 == 2 * period_ns
+    handovers = {r.start_ns for r in io.plans}
+    assert t7 + 2 * period_ns in handovers and t8 + period_ns in handovers
+    assert rec.outcome is not Outcome.FAILED, rec.reason
+
+
+def test_a_host_slower_than_the_rate_hands_over_further_ahead_and_keeps_pushing():
+    strategy, world, io = fast_push(extra_latency=lambda k: 0.5 if k > 0 else 0.0)  # 2.5 periods every cycle
+    rec = run_closed_loop(strategy, world, max_actions=12, realtime=True, io=io)
+    log = strategy.log
+    assert sum(log.late) == 1  # only the first cycle at the full rate was late; then plans are made 3 periods ahead
+    first = io.plans[0].start_ns * 1e-9
+    assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9)  # never a gap
+    assert rec.outcome is not Outcome.FAILED, rec.reason
+
+
+# ------------------------------------------------------------------------------------------------ the shove
+def test_the_shove_is_drawn_per_seed_and_scene_and_moves_the_object_by_its_distance():
+    a, b = draw_shove(3, 1), draw_shove(3, 1)
+    assert a == b and draw_shove(4, 1) != a and draw_shove(3, 2) != a
+    draws = [draw_shove(s, i) for s in range(5) for i in range(10)]
+    assert all(SHOVE_DISTANCE[0] <= d.distance <= SHOVE_DISTANCE[1] for d in draws)
+    assert all(SHOVE_WINDOW[0] <= d.time <= SHOVE_WINDOW[1] for d in draws)
+    scene = load_scene("obstacle_push")
+    goal = PushTask(scene).goal
+    moved = []
+    for _ in range(2):  # the same shove on the same world: the same displacement
+        world = SimWorld(scene)
+        before = world.planar_state()
+        delta = apply_shove(world, goal, a)
+        after = world.planar_state()
+        shift = scene.layout.object_poses(after)[0, :2] - scene.layout.object_poses(before)[0, :2]
+        assert np.linalg.norm(shift) == pytest.approx(a.distance, abs=1e-9)
+        assert shift == pytest.approx(delta) and deepest_penetration(scene, after)[0] <= 0.0
+        line = np.asarray(goal.position) - scene.layout.object_poses(before)[0, :2]
+        cosine = abs(float(np.dot(shift, line))) / (np.linalg.norm(shift) * np.linalg.norm(line))
+        assert cosine <= math.sin(math.radians(30.0)) + 1e-9  # sideways off the line to the goal
+        moved.append(delta)
+    assert np.array_equal(moved[0], moved[1])
+
+
+def test_recovery_time_counts_until_the_progress_lost_is_made_good():
+    scene = load_scene("cylinder_slider")
+    goal = PushTask(scene).goal
+    x = scene.initial_state()
+    L = scene.layout
+    gx, gy = goal.position
+    path, times = [], []
+    for k, t in enumerate(np.arange(0.0, 3.0, 0.1)):
+        s = x.copy()
+        # 1 cm from the goal line's start moves toward the goal at 5 cm/s, except 0.5 s lost after the shove at 1 s
+        progress = 0.05 * t - (0.0 if t < 1.0 else min(0.05 * (t - 1.0), 0.025)) - (0.03 if t >= 1.0 else 0.0)
+        L.object_poses(s)[0, :2] = L.object_poses(x)[0, :2] + progress * (np.array([gx, gy]) - L.object_poses(
+            x)[0, :2]) / np.linalg.norm(np.array([gx, gy]) - L.object_poses(x)[0, :2])
+        path.append(s)
+        times.append(t)
+        if k == 9:
+            before = s.copy()
+    r = recovery_time(scene, goal, times, path, 0.95, before, 0.02)
+    assert r is not None and 1.0 < r < 2.0
+    assert recovery_time(scene, goal, times[:12], path[:12], 0.95, before, 0.02) is None
+
+
+def test_parareal_over_a_coarse_model_of_fixed_slices_is_refused_naming_the_model():
+    from parapush_ros.core.scene.clutter import clutter_scenes
+    scene = clutter_scenes(1, 0)[0]
+    predictor = Predictor(scene, coarse="learned", threads=1)
+    try:
+        with pytest.raises(ConfigError, match=r"^model: parareal1 with coarse model 'learned'.* 1 s slices"):
+            FastPlanner(scene, FastConfig(), PushTask(scene), predictor, "parareal1")
+    finally:
+        predictor.close()
+
+
+def test_where_one_re_score_fits_it_is_the_best_screened_candidate_not_the_warm_start():
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8), PushTask(scene), predictor, "fine")
+        x, u0 = scene.initial_state(), np.zeros(2)
+        planner.plan(x, u0)  # the first cycle measures the cost of a re-score
+        planner._rescore_cost = 1.0  # s per re-scored candidate on the frozen clock below: a very slow host
+        warm = np.zeros((planner.config.n_knots, 2))  # holding still: the worst warm start
+        one = planner.plan(x, u0, warm, deadline=1.5, clock=frozen_clock)  # room for one re-score
+        assert one.rescored == 1 and not np.allclose(one.knots, warm)  # re-scoring only the warm start never moves
+        two = planner.plan(x, u0, warm, deadline=2.5, clock=frozen_clock)
+        assert two.rescored == 2
+    finally:
+        predictor.close()

@@ -65,7 +65,7 @@ fi
 stamp="$VENV/.parapush-check.sha256"
 want="$(cat "$REQ" "$CON" | sha256sum | cut -d' ' -f1)"
 if [ "$want" != "$(cat "$stamp" 2>/dev/null || true)" ]; then
-    log "installing the non-ROS pins of requirements.txt with $(tr '\n' ' ' < "$CON")(PyTorch is a CUDA build of several GB on any Python but 3.11) ..."
+    log "installing the non-ROS pins of requirements.txt with $(tr '\n' ' ' < "$CON")(PyTorch from PyPI: a CUDA build of several GB) ..."
     set +o pipefail
     PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install --quiet --progress-bar off --only-binary=:all: \
         -r "$REQ" -c "$CON" 2>&1 | { grep -v -E "^WARNING: Location '.*' is ignored" || true; }

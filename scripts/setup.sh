@@ -94,6 +94,9 @@ VPY="$VENV/bin/python"
 [ -f "$REQ" ] || die "missing $REQ"
 want_hash="$( { sha256sum "$REQ" | cut -d' ' -f1; echo "$MODE"; "$VPY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)"
 have_hash="$(cat "$REQ_STAMP" 2>/dev/null || true)"
+count_pins() {  # distinct package names: a package pinned per Python (`; python_version < "3.11"`) counts once
+    grep -oE '^[A-Za-z0-9][A-Za-z0-9._-]*' "$1" | tr 'A-Z_.' 'a-z--' | sort -u | wc -l
+}
 if [ "$want_hash" != "$have_hash" ]; then
     req_file_args=()
     if [ -n "$ROS_SETUP" ]; then
@@ -108,14 +111,14 @@ if [ "$want_hash" != "$have_hash" ]; then
             req_file_args=(-c "$VENV/constraints.system-ros.txt")
             log "keeping the system numpy $sys_np"
         fi
-        log "installing non-ROS pins from requirements.txt ($(grep -cE '^[A-Za-z0-9]' "$req_file") packages) ..."
+        log "installing non-ROS pins from requirements.txt ($(count_pins "$req_file") packages) ..."
     else
         req_file="$REQ"
-        log "installing all pins from requirements.txt ($(grep -cE '^[A-Za-z0-9]' "$req_file") packages, ROS wheels included) ..."
+        log "installing all pins from requirements.txt ($(count_pins "$req_file") packages, ROS wheels included) ..."
     fi
     # pip prints a warning for every per-package directory the local find-links/extra indexes lack; hide those.
     set +o pipefail
-    PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install --progress-bar off -r "$req_file" 2>&1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$VPY" -m pip install --progress-bar off -r "$req_file" ${req_file_args[@]+"${req_file_args[@]}"} 2>&1 \
         | grep -v -E "^WARNING: Location '.*' is ignored" \
         | grep -v -E '^(Requirement already satisfied|Collecting|Using cached|Downloading|Processing|  Downloading|  Using cached|Looking in|Installing collected packages)' \
         | awk '/^Successfully installed/ { print "[setup]   pip installed " NF - 2 " packages"; next } { print }' || true

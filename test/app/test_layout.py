@@ -61,3 +61,45 @@ def test_importing_the_whole_runtime_loads_no_tool():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def _top_level_names(path: Path) -> set:
+    """Names a module binds at its top level (also inside top-level if / try blocks)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def test_every_import_inside_the_package_names_what_exists():
+    """Relative imports are often inside functions (imported when a command runs), where importing the module does
+    not reach them: each one must name a module of the package or a name its target binds (a moved module leaves
+    no stale path behind)."""
+    files = {".".join(p.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in PKG.rglob("*.py")}
+    bad = []
+    for mod, path in files.items():
+        package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            ours = isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("parapush_ros"))
+            if not ours:
+                continue
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target not in files:
+                bad.append(f"{path.relative_to(PKG)}:{node.lineno}: no module {target}")
+                continue
+            bound = None
+            for a in node.names:
+                if a.name == "*" or f"{target}.{a.name}" in files:
+                    continue
+                bound = _top_level_names(files[target]) if bound is None else bound
+                if a.name not in bound:
+                    bad.append(f"{path.relative_to(PKG)}:{node.lineno}: {target} has no {a.name}")
+    assert not bad, "\n".join(bad)

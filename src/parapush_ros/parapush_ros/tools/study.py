@@ -142,10 +142,11 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def _canon(v) -> str:
-    return json.dumps(v, sort_keys=True, default=_jsonable)
+    return json.dumps(v, sort_keys=True, default=jsonable)
 
 
-def _jsonable(o):
+def jsonable(o):
+    """``json.dumps``' ``default`` for the NumPy values results hold (one home: the benches' JSON use it too)."""
     import numpy as np  # noqa: PLC0415
     if isinstance(o, np.ndarray):
         return o.tolist()
@@ -173,7 +174,7 @@ class Store:
 
 def _save_json(path: Path, result) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(result, indent=1, default=_jsonable) + "\n")
+    write_atomic(path, json.dumps(result, indent=1, default=jsonable) + "\n")
 
 
 def _json_ok(p: Path) -> bool:
@@ -203,7 +204,7 @@ class Study:
         old = check_settings(path, self.settings, self.defaults, f"{self.kind} study")
         if old is None and self.manifest == MANIFEST:
             write_atomic(path, json.dumps({"format": FORMAT, "kind": self.kind, **self.settings}, indent=2,
-                                          default=_jsonable) + "\n")
+                                          default=jsonable) + "\n")
 
     def path(self, unit: Unit) -> Path:
         return self.store.path(self.root, unit)

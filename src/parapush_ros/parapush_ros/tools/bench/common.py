@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ...plots import pyplot, save_figure  # noqa: F401 (the benches' plots: one home, shared with parapush sim)
+from ..study import jsonable
 
 
 def machine_info() -> dict:
@@ -41,16 +42,8 @@ def output_paths(args, name: str) -> tuple[Path, Path]:
 
 def write_json(path: Path, payload: dict) -> None:
     payload = {"machine": machine_info(), "command": " ".join(["parapush"] + sys.argv[1:]), **payload}
-    path.write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n")
+    path.write_text(json.dumps(payload, indent=2, default=jsonable) + "\n")
     print(f"wrote {path}")
-
-
-def _jsonable(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o)}")
 
 
 def print_table(headers, rows, title: str | None = None) -> None:

@@ -55,7 +55,7 @@ from ...core.scene.spec import load_scene
 from ...core.scene.state import wrap_angle
 from ...core.sim.closed_loop import run_closed_loop
 from ...core.sim.world import SimWorld, WorldConfig
-from ..study import Study, Unit, _jsonable, add_arguments
+from ..study import Study, Unit, add_arguments, jsonable
 from .common import (_plain, add_seeds_argument, output_paths, print_table, pyplot, save_figure, seeded, study_settings,
                      write_json)
 
@@ -317,7 +317,7 @@ def target_unit(context: dict, unit) -> dict:
     plans = r.pop("plans")
     shown = next((m for m in ("dgoc", "ws") if m in plans), None)
     r["plot_X"] = [] if shown is None else np.asarray(plans[shown].X[:8]).round(5)
-    return json.loads(json.dumps(r, default=_jsonable))
+    return json.loads(json.dumps(r, default=jsonable))
 
 
 def run(args) -> dict:

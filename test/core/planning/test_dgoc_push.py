@@ -144,7 +144,7 @@ def test_goals_and_settings_are_checked(rough_planner):
     with pytest.raises(ValueError, match="DG-OC pushes boxes"):
         DGOCPushPlanner(load_scene("cylinder_slider"), DGOCConfig(demonstrations="block_003")).planner(0)
     assert set(PLANNERS) >= {"mpc", "dgoc"} and planner_entry("dgoc").needs_yaw
-    with pytest.raises(ConfigError, match=r"^planner: 'x' is not one of mpc, alg2, dgoc, straight"):
+    with pytest.raises(ConfigError, match=r"^planner: 'x' is not one of mpc, alg2, dgoc, fast, straight"):
         planner_entry("x")
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check that parapush installs and runs on another Python (issue 31): 3.10 is what ROS 2 Humble runs (Ubuntu
+# Check that parapush installs and runs on another Python: 3.10 is what ROS 2 Humble runs (Ubuntu
 # 22.04), 3.12 what Jazzy runs (Ubuntu 24.04). By hand, not part of `make test`:
 #
 #   scripts/check-python.sh 3.10 [PYTEST_ARGS...]     (or 3.12; default PYTEST_ARGS: test -q)

@@ -1,4 +1,4 @@
-"""Anytime receding-horizon MPC at a set re-plan rate, multi-fidelity (planner ``fast``; issue 29).
+"""Anytime receding-horizon MPC at a set re-plan rate, multi-fidelity (planner ``fast``).
 
 The planner of ``mpc_push.MPCPush`` plans once per control (1 s) and runs every control open loop. ``FastMPCPush``
 re-plans at ``replan_rate`` Hz whatever the length of a control:

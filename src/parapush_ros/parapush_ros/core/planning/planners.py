@@ -18,7 +18,7 @@ parameter. The node publishes its plans from the strategy's ``plan_view`` (``Pus
   the MPC's settings as for ``mpc``, its own ``alg2.<name>`` from ``LowUncertaintyConfig``.
 * ``dgoc``: demonstration-guided optimal control (paper 003): a whole DDP plan to a goal *pose*, tracked at 100 Hz
   (``dgoc_push.DGOCPush``); settings ``dgoc.<name>`` from ``DGOCConfig``.
-* ``fast``: anytime receding-horizon MPC at ``fast.replan_rate`` Hz (issue 29): velocity knots of a spline,
+* ``fast``: anytime receding-horizon MPC at ``fast.replan_rate`` Hz: velocity knots of a spline,
   candidates screened on a batched coarse model, the best few re-scored with the planner's ``model`` (fine or
   Parareal-K), warm-started from the running plan shifted by the time elapsed (``fast_mpc.FastMPCPush``); the MPC's
   model, speeds and weights, its own ``fast.<name>`` from ``FastConfig``. Real time only.
@@ -77,7 +77,7 @@ register_planner("dgoc", "demonstration-guided DDP to a goal pose, tracked at 10
                  # 0.1 m/s and 0.5 m/s^2 defaults; on the robot the limits stay the user's (config/robot.yaml)
                  sim_parameters={"velocity_commander": {"max_speed": 0.25, "max_acceleration": 2.0}})
 register_planner("fast", "anytime MPC re-planned at fast.replan_rate Hz: spline knots, candidates screened on a "
-                         "coarse model, the best re-scored with the fine model or Parareal-K (issue 29)",
+                         "coarse model, the best re-scored with the fine model or Parareal-K",
                  build_fast, FastConfig)
 register_planner("straight", "example: the pusher aimed along the straight line to the goal (no model)",
                  build_straight, StraightConfig)

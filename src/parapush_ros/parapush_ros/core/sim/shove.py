@@ -1,4 +1,4 @@
-"""A disturbance mid-push: the pushed object shoved 2-4 cm by a hand (``parapush bench mpc --shove``; issue 29).
+"""A disturbance mid-push: the pushed object shoved 2-4 cm by a hand (``parapush bench mpc --shove``).
 
 ``draw_shove(seed, index)`` draws, per seed and scene index, when (``SHOVE_WINDOW`` s after the push starts), how far
 (``SHOVE_DISTANCE`` m) and to which side of its path to the goal the target is shoved. ``apply_shove`` moves it there

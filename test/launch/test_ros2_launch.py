@@ -12,7 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,13 +90,11 @@ def launch(tmp_path):
 
 
 def _done_within(future, seconds: float) -> bool:
-    """Whether an rclpy future (completed by a background executor) is done within ``seconds`` of wall time."""
-    deadline = time.monotonic() + seconds
-    while not future.done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    """Whether an rclpy future (completed by a background executor) is done within ``seconds``: waits on its
+    completion, not on a polling pace."""
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    return done.wait(seconds) or future.done()
 
 
 def _read_parameters(node, target: str, names: list, timeout: float = START_TIMEOUT) -> dict:

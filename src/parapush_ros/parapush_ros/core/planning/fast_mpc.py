@@ -46,7 +46,7 @@ from ..models.base import ModelDiverged, UncertainPropagator, rollout, rollout_w
 from ..models.fine import FINE_TIMESTEP
 from ..models.mjcf import TIMESTEP
 from ..models.quasistatic_coarse import QuasiStaticCoarseModel
-from ..models.registry import PARAREAL, ModelSpec, Predictor, auto_coarse
+from ..models.registry import PARAREAL, ModelSpec, Predictor, auto_coarse, predicts_slices
 from ..robot.command_safety import SafetyConfig
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
@@ -251,10 +251,9 @@ class FastPlanner:
                                               f"divide horizon ({config.horizon} s) into whole slices")
         if self.model.kind == PARAREAL:
             coarse = predictor.coarse_model(self.model.coarse)
-            fixed = getattr(coarse, "slice_s", None)
-            if fixed and not _multiple(config.slice_duration, fixed):
+            if not predicts_slices(coarse, config.slice_duration):  # the one rule of fixed-slice models
                 raise ConfigError("model", f"{self.model.name} with coarse model {coarse.name!r}, which predicts "
-                                           f"only {fixed:g} s slices, cannot re-score the fast planner's "
+                                           f"only {coarse.slice_s:g} s slices, cannot re-score the fast planner's "
                                            f"{config.slice_duration:g} s slices (fast.slice_duration): re-score "
                                            f"with fine, or give Parareal a coarse model without a fixed slice")
         self.rng = np.random.default_rng(config.seed)

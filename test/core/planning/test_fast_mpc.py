@@ -196,6 +196,26 @@ def test_parareal_over_a_coarse_model_of_fixed_slices_is_refused_naming_the_mode
         predictor.close()
 
 
+def test_parareal_with_coarse_model_auto_on_several_objects_takes_a_model_of_the_fast_slices():
+    """With ``coarse_model: auto``, the clutter scene's choice for 1 s controls (learned) cannot predict the fast
+    planner's 0.25 s slices: auto must choose for those slices, so ``model: parareal1`` builds, over analytical."""
+    from parapush_ros.core.scene.clutter import clutter_scenes
+    scene = clutter_scenes(1, 0)[0]
+    params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True, "model": "parareal1",
+              "coarse_model": "auto"}
+    for_controls = Predictor(scene, coarse="auto", slice_s=1.0)
+    try:
+        assert for_controls.resolve("parareal1").coarse == "learned"
+    finally:
+        for_controls.close()
+    strategy = build_fast(scene, params)
+    try:
+        assert strategy.planner.model.name == "parareal1" and strategy.planner.model.coarse == "analytical"
+        assert "0.25 s" in strategy.planner.predictor.auto_reason
+    finally:
+        strategy.planner.predictor.close()
+
+
 def test_where_one_re_score_fits_it_is_the_best_screened_candidate_not_the_warm_start():
     scene = load_scene("cylinder_slider")
     predictor = Predictor(scene, threads=1)

@@ -534,7 +534,7 @@ def build_fast(scene: Scene, params: dict) -> FastMPCPush:
         raise ValueError(f"parameter {e}") from None
     if "realtime" in params and not params["realtime"]:
         raise ValueError("parameter realtime: the fast planner plans while the pusher moves; set realtime true")
-    mpc = mpc_planner(scene, params)
+    mpc = mpc_planner(scene, params, slice_s=config.slice_duration)  # Parareal's auto coarse model predicts these
     try:
         planner = FastPlanner(scene, config, mpc.task, mpc.predictor, mpc.config.model,
                               mpc.config.sampling.max_speed)

@@ -261,16 +261,18 @@ def planner_config(params: dict) -> PlannerConfig:
         raise ValueError(f"parameter {e}") from None
 
 
-def mpc_planner(scene: Scene, params: dict) -> MPCPlanner:
+def mpc_planner(scene: Scene, params: dict, slice_s: float | None = None) -> MPCPlanner:
     """The sampling MPC of the node's parameters (settings, ``weights.*``, the models), aimed at the target object's
-    default goal."""
+    default goal. ``slice_s``: the slices its models will predict where they are not its controls (the fast
+    planner's), so that ``coarse_model: auto`` picks a coarse model that can predict them."""
     config = planner_config(params)
     weights = CostWeights.from_mapping({k[len("weights."):]: v for k, v in params.items()
                                         if k.startswith("weights.")}, source="parameters weights.*")
     target = default_target(scene, params.get("target_object", ""))
     goal = goal_for(scene, target, position=default_goal_position(scene, target))
     return MPCPlanner(scene, config, task=PushTask(scene, weights, goal),
-                      predictor=Predictor.from_parameters(scene, params, slice_s=config.sampling.control_duration))
+                      predictor=Predictor.from_parameters(
+                          scene, params, slice_s=config.sampling.control_duration if slice_s is None else slice_s))
 
 
 def build_mpc(scene: Scene, params: dict) -> MPCPush:

@@ -65,6 +65,11 @@ SPREAD = {
     "sim": ("wall_time_s", "startup_wall_s", "sim_time_s", "real_time_factor", "max_stop_time_s", "rss_growth_mb"),
     "robot": ("wall_time_s", "twist_rate_hz"),
 }
+SAFETY = {  # the counts a clean soak has at zero (its failures), per seed in the PNG
+    "sim": ("unsafe_commands", "unsafe_outputs", "estop_leaks", "nonfinite_from_planner", "nonfinite_outputs",
+            "stops_without_zero", "exceptions"),
+    "robot": ("unsafe_commands", "nonzero_after_stop", "param_sets_ignored", "exceptions"),
+}
 HEADLINE = {  # per_seed: each seed's figures that the table prints
     "sim": ("unsafe_commands", "unsafe_outputs", "estop_leaks", "exceptions", "max_stop_time_s", "rss_growth_mb",
             "real_time_factor", "goals"),
@@ -245,10 +250,11 @@ def _number(v) -> bool:
 
 
 def _total(values: list):
-    """Sum of numbers, or of nested dicts key by key (a key missing in a seed counts 0)."""
+    """Sum of numbers, or of nested dicts key by key (a key missing in a seed counts 0; texts left out)."""
     if values and all(isinstance(v, dict) for v in values):
         keys = list(dict.fromkeys(k for v in values for k in v))
-        return {k: _total([v[k] for v in values if k in v]) for k in keys}
+        totals = {k: _total([v[k] for v in values if k in v]) for k in keys}
+        return {k: v for k, v in totals.items() if v is not None}  # (a text, as a clock fault's example: left out)
     numbers = [v for v in values if _number(v) or isinstance(v, bool)]
     return sum(int(v) if isinstance(v, bool) else v for v in numbers) if numbers else None
 
@@ -326,7 +332,7 @@ def plot(results: dict, summary: dict, path: Path) -> Path:
     mode, seeds = summary["mode"], [str(s) for s in results]
     x = np.arange(len(seeds))
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.5))
-    safety = [k for k in TOTALS[mode] if "." not in k and all(_number(r.get(k)) for r in results.values())]
+    safety = [k for k in SAFETY[mode] if all(_number(r.get(k)) for r in results.values())]
     bottom = np.zeros(len(seeds))
     for k in safety:
         v = np.array([r[k] for r in results.values()], dtype=float)

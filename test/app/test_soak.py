@@ -73,6 +73,7 @@ def test_two_minute_soak(ros_context, tmp_path):
     summary = soak.run(args, context=ros_context)  # SystemExit names the failed criteria
     s = json.loads((tmp_path / "soak.json").read_text())
     assert s["seed"] == 0 and s["goals"] == summary["goals"] and (tmp_path / "soak.png").stat().st_size > 1000
+    assert not (tmp_path / "seeds_study").exists()  # one seed, without --seeds: no study, as before
 
     assert s["unsafe_commands"] == 0 and s["unsafe_outputs"] == 0, s["unsafe_details"]
     assert s["estop_leaks"] == 0 and s["nonfinite_outputs"] == 0 and s["nonfinite_from_planner"] == 0

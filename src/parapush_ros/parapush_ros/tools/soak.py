@@ -1019,12 +1019,15 @@ def add_parser(sub):
     p.add_argument("--control-duration", type=float, default=None,
                    help=f"s per planned control (default: 0.1 with --robot, {PLANNER_OVERRIDES['control_duration']} "
                         f"otherwise)")
+    from .soak_seeds import add_arguments as seeds_arguments  # noqa: PLC0415
+    seeds_arguments(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args, context=None) -> dict:
-    """Run the soak, write JSON and PNG, print the table; SystemExit naming what failed."""
+    """Run the soak, write JSON and PNG, print the table; SystemExit naming what failed. With ``--seeds N``: the
+    seeds as units of the study engine (``soak_seeds``)."""
     if not (math.isfinite(args.minutes) and args.minutes > 0.0):
         raise ValueError(f"--minutes: must be > 0, got {args.minutes}")
     if not args.status_period > 0.0:
@@ -1032,6 +1035,9 @@ def run(args, context=None) -> dict:
     dt = args.control_duration
     if dt is not None and not (math.isfinite(dt) and dt > 0.0):
         raise ValueError(f"--control-duration: must be > 0, got {dt}")
+    if getattr(args, "seeds", None) is not None:
+        from .soak_seeds import run_seeds  # noqa: PLC0415
+        return run_seeds(args)
     if args.robot:
         from .soak_robot import run_robot_soak  # noqa: PLC0415
         summary = run_robot_soak(args.minutes, args.seed, args.scene, dt or 0.1, Path(args.out),

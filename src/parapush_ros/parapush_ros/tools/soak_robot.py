@@ -207,8 +207,11 @@ class Monitor:
         from ..ros import qos  # noqa: PLC0415
 
         self.rclpy, self.PushObject, self.Trigger, self.TwistStamped = rclpy, PushObject, Trigger, TwistStamped
-        rclpy.init()
-        self.node = rclpy.create_node("parapush_robot_soak")
+        # a context of its own (not rclpy's default, which initialises once per process): a process may run several
+        # soaks one after another (``--seeds`` units), each in its own ROS domain
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("parapush_robot_soak", context=self.context)
         self.lock = threading.Lock()
         self.twists: list[Twist] = []
         self.last_state = None
@@ -220,14 +223,14 @@ class Monitor:
         n.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
         n.create_subscription(String, topics.PLANNER_STATUS, self._on_status, qos.RELIABLE)
         self.teleop = n.create_publisher(TwistStamped, topics.PUSHER_CMD_TELEOP, qos.RELIABLE)
-        c = self.client_node = rclpy.create_node("parapush_robot_soak_client")
+        c = self.client_node = rclpy.create_node("parapush_robot_soak_client", context=self.context)
         self.action = ActionClient(c, PushObject, topics.PUSH_ACTION)
         self.estop = c.create_client(Trigger, "/velocity_commander/estop")
         self.reset = c.create_client(Trigger, "/velocity_commander/reset")
         self.params = {name: AsyncParameterClient(c, name) for name in ("velocity_commander", "mujoco_sim")}
-        self.client_executor = SingleThreadedExecutor()
+        self.client_executor = SingleThreadedExecutor(context=self.context)
         self.client_executor.add_node(c)
-        self.executor = MultiThreadedExecutor(num_threads=2)
+        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
         self.executor.add_node(n)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True, name="soak-monitor")
         self.thread.start()
@@ -294,7 +297,7 @@ class Monitor:
         return res, self.now()
 
     def close(self):
-        self.rclpy.try_shutdown()  # wakes the monitor's executor; then nothing is in flight on the nodes
+        self.context.try_shutdown()  # wakes the monitor's executor; then nothing is in flight on the nodes
         self.thread.join(timeout=5.0)
         self.executor.shutdown(timeout_sec=5.0)
         self.client_executor.shutdown(timeout_sec=5.0)

@@ -155,7 +155,7 @@ def shaped_scene(index: int, seed: int, shape: str, template=None, max_tries: in
     base = template.revalidated(f"bench mpc: a {shape} in {template.name}", edit=edit)
     body, obstacle, r_p = base.objects[0], base.obstacles[0], base.pusher.radius
     fp, ofp = body.footprint, obstacle.footprint
-    half = base.table.half
+    half, goal_disc = base.table.half, Footprint("cylinder", radius=base.goal.radius)
     for _ in range(max_tries):
         s = np.array([rng.uniform(-0.30, -0.20), rng.uniform(-0.12, 0.12)])
         g = np.array([rng.uniform(0.20, 0.30), rng.uniform(-0.12, 0.12)])
@@ -166,7 +166,6 @@ def shaped_scene(index: int, seed: int, shape: str, template=None, max_tries: in
         blocking = half_width(fp, pose, d) + ofp.bounding_radius
         o = np.array([*(s + rng.uniform(0.45, 0.55) * (g - s) + normal * rng.uniform(-0.5, 0.5) * blocking), 0.0])
         pusher = pusher_behind(fp, pose, d, r_p, PUSHER_GAP)
-        goal_disc = Footprint("cylinder", radius=base.goal.radius)
         ok = (clearance(fp, pose, ofp, o) >= OBSTACLE_GAP
               and -disc_penetration(pusher, r_p, ofp, o)[0] >= OBSTACLE_GAP
               and clearance(goal_disc, np.array([*g, 0.0]), ofp, o) >= GOAL_GAP

@@ -54,6 +54,9 @@ from ...core.planning.fast_mpc import FastConfig, FastMPCPush, FastPlanner
 from ...core.planning.outcome import Outcome
 from ...core.models.registry import ModelSpec, Predictor, coarse_choices, spec_names
 from ...core.scene.clutter import clutter_scenes
+from ...core.scene.geometry import Footprint, disc_penetration
+from ...core.scene.shapes import (SHAPES, clearance, half_width, outline_points, parse_shapes, pusher_behind,
+                                  shaped_object)
 from ...core.scene.spec import GoalSpec, load_scene
 from ...core.planning.tasks import ProposalConfig, PushTask, load_cost_weights
 from ..study import Study, Unit, add_arguments, cores
@@ -99,8 +102,13 @@ def realtime_settings() -> dict:
     return {k: values[k] for k in REALTIME_KEYS}
 
 
-def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
-    """``n`` valid random obstacle scenes (validated by the scene loader); deterministic given ``seed``."""
+def random_scenes(n: int, seed: int, base: str = "obstacle_push", shapes=None) -> list:
+    """``n`` valid random obstacle scenes (validated by the scene loader); deterministic given ``seed``. With
+    ``shapes`` (names of ``core.scene.shapes.SHAPES``) scene ``i``'s object is of shape ``shapes[i % len(shapes)]``
+    (``shaped_scene``); without, the base scene's cylinder, drawn as always."""
+    if shapes:
+        template = load_scene(base)
+        return [shaped_scene(i, seed, shapes[i % len(shapes)], template) for i in range(n)]
     rng = np.random.default_rng(seed)
     template = load_scene(base)
     slider, obstacle = template.objects[0], template.obstacles[0]
@@ -120,6 +128,55 @@ def random_scenes(n: int, seed: int, base: str = "obstacle_push") -> list:
                                                   template.goal.radius))
         scenes.append(scene.revalidated(f"bench mpc scene {len(scenes)}", name=f"random_obstacle_{seed}_{len(scenes)}"))
     return scenes
+
+
+# --shapes scenes: the rules every drawn scene satisfies (checked on the outlines, any convex shape)
+PUSHER_GAP = 0.002  # m: the pusher starts this far behind the object's outline, on the line to the goal
+OBSTACLE_GAP = 0.03  # m: outline-to-outline clearance of the object and of the pusher from the obstacle at the start
+GOAL_GAP = 0.02  # m: the obstacle's outline keeps this far out of the goal region
+EDGE_GAP = 0.03  # m: the object's outline this far inside the table edges at the start
+
+
+def shaped_scene(index: int, seed: int, shape: str, template=None, max_tries: int = 1000):
+    """Random obstacle scene ``index`` of ``seed`` whose object is of ``shape`` (``core.scene.shapes``: the body of
+    a shipped scene, the template's mass and name) at a random yaw (a cylinder: 0). Like ``random_scenes``' scenes
+    the obstacle lies on the straight push, offset sideways by at most half the distance at which the object's
+    outline (its extent across the push, ``half_width``) still hits it, and the pusher starts ``PUSHER_GAP`` behind
+    the outline on the line to the goal (``pusher_behind``); every rule is checked on the outlines (``clearance``:
+    a lower bound of the distance, so the gaps hold): ``OBSTACLE_GAP``, ``GOAL_GAP``, ``EDGE_GAP``. Depends on
+    (seed, index, shape) only; validated by the scene loader."""
+    template = template or load_scene("obstacle_push")
+    rng = np.random.default_rng([int(seed), int(index), SHAPES.index(shape), 41])
+
+    def edit(data):  # the shape at the template's start, the pusher clear of any of them (placed below)
+        data["objects"][0] = shaped_object(shape, data["objects"][0])
+        data["pusher"]["start"] = [-base_half_x + data["pusher"]["radius"], 0.0]
+    base_half_x = float(template.table.half[0])
+    base = template.revalidated(f"bench mpc: a {shape} in {template.name}", edit=edit)
+    body, obstacle, r_p = base.objects[0], base.obstacles[0], base.pusher.radius
+    fp, ofp = body.footprint, obstacle.footprint
+    half, goal_disc = base.table.half, Footprint("cylinder", radius=base.goal.radius)
+    for _ in range(max_tries):
+        s = np.array([rng.uniform(-0.30, -0.20), rng.uniform(-0.12, 0.12)])
+        g = np.array([rng.uniform(0.20, 0.30), rng.uniform(-0.12, 0.12)])
+        yaw = 0.0 if shape == "cylinder" else float(rng.uniform(-np.pi, np.pi))
+        pose = np.array([s[0], s[1], yaw])
+        d = (g - s) / np.linalg.norm(g - s)
+        normal = np.array([-d[1], d[0]])
+        blocking = half_width(fp, pose, d) + ofp.bounding_radius
+        o = np.array([*(s + rng.uniform(0.45, 0.55) * (g - s) + normal * rng.uniform(-0.5, 0.5) * blocking), 0.0])
+        pusher = pusher_behind(fp, pose, d, r_p, PUSHER_GAP)
+        ok = (clearance(fp, pose, ofp, o) >= OBSTACLE_GAP
+              and -disc_penetration(pusher, r_p, ofp, o)[0] >= OBSTACLE_GAP
+              and clearance(goal_disc, np.array([*g, 0.0]), ofp, o) >= GOAL_GAP
+              and bool(np.all(np.abs(outline_points(fp, pose)) <= half - EDGE_GAP))
+              and bool(np.all(np.abs(outline_points(ofp, o)) <= half)))
+        if not ok:
+            continue
+        scene = base.with_poses(pusher_start=pusher, object_poses=[tuple(pose)], obstacle_poses=[tuple(o)],
+                                goal=GoalSpec(base.goal.object, (float(g[0]), float(g[1])), base.goal.radius))
+        return scene.revalidated(f"bench mpc scene {index} ({shape})", name=f"random_obstacle_{shape}_{seed}_{index}")
+    raise RuntimeError(f"no valid {shape} obstacle scene after {max_tries} tries (seed {seed}, index {index})")
 
 
 def mismatch_world(index: int, seed: int, spread: float, position_noise: float, yaw_noise: float) -> WorldConfig:
@@ -234,6 +291,7 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
             scene, task.goal, io.path_times, io.path, shoved["time"], shoved["before"], weights.path_margin)
     record = {**cycles,
         "scene": index, "model": model if fast is None else fast_key(model, fast.replan_rate), "world": world_kind,
+        "shape": _shape_name(scene.objects[0]),
         "outcome": rec.outcome.value, "reason": rec.reason,
         "actions": rec.actions, "final_distance_m": rec.final_distance, "plan_times": rec.plan_times,
         "plan_iterations": rec.plan_iterations,
@@ -250,6 +308,11 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
         print(f"\n  {world_kind}/{record['model']} scene {index}: {rec.outcome.value} after {rec.actions} action(s), "
               f"{rec.planning_time:.1f} s planning: {rec.reason}", flush=True)
     return record
+
+
+def _shape_name(body) -> str:
+    """The ``--shapes`` name of a scene's object (a polygon or a mesh: "polygon")."""
+    return "polygon" if body.shape == "mesh" else body.shape
 
 
 def scene_unit(context: dict, unit) -> dict:
@@ -498,12 +561,17 @@ def run(args) -> dict:
         raise ValueError(f"--scenes: must be >= 0 (0 = only the timing study), got {args.scenes}")
     if args.scenes == 0 and not args.timing:
         raise ValueError("--scenes 0 runs only the timing study, and --no-timing turns that off: nothing to do")
+    shapes = parse_shapes(args.shapes)
+    if shapes and args.task != "obstacle":
+        raise ValueError(f"--shapes: the {args.task} task's scenes are the learned model's cylinders; --shapes draws "
+                         f"the obstacle task's object")
     if args.task == "multi_object":
         scenes = clutter_scenes(args.scenes, args.seed)
         timing_scene = scenes[0] if scenes else clutter_scenes(1, args.seed)[0]
     else:
-        scenes = random_scenes(args.scenes, args.seed)
-        timing_scene = scenes[0] if scenes else random_scenes(1, args.seed)[0]  # --scenes 0: the same first scene
+        scenes = random_scenes(args.scenes, args.seed, shapes=shapes)
+        # --scenes 0: the same first scene
+        timing_scene = scenes[0] if scenes else random_scenes(1, args.seed, shapes=shapes)[0]
     if fast is not None and scenes:  # a model the fast planner cannot re-score with is named before any run
         for m in models:
             pr = Predictor(scenes[0], coarse=args.coarse, threads=1)
@@ -514,13 +582,15 @@ def run(args) -> dict:
             finally:
                 pr.close()
     kind = "clutter" if args.task == "multi_object" else "obstacle"
+    if shapes:
+        kind += f" ({', '.join(shapes)})"
     print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
           f"{config.optimiser} optimiser, {config.sampling.samples} samples x {config.sampling.iterations} "
           f"iterations, N = {config.sampling.horizon} x {config.sampling.control_duration:g} s, max "
           f"{args.max_actions} actions"
           + (f"; real time: planning while pushing, up to {config.sampling.iterations} iterations until the switch "
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
-    res = {"task": args.task, "seed": args.seed, "scenes": len(scenes),
+    res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "shapes": list(shapes) if shapes else None,
            "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
            "worlds": worlds, "realtime": args.realtime, "replan_rate": args.replan_rate, "shove": args.shove,
            "fast": None if fast is None else asdict(fast),
@@ -537,6 +607,8 @@ def run(args) -> dict:
     cpus = (args.threads or cores()) if args.realtime else (args.threads or 1)
     settings = {k: res[k] for k in STUDY_SETTINGS}
     settings["planner"] = {k: v for k, v in res["planner"].items() if k != "model"}
+    if shapes:  # (only then: studies made before --shapes existed resume as they were)
+        settings["shapes"] = list(shapes)
     if args.realtime:
         settings["threads"] = cpus  # the planner's cores: they decide how far an anytime plan gets
     study = Study(out / "mpc_study", "bench mpc", settings)
@@ -550,10 +622,16 @@ def run(args) -> dict:
         for model in keys:
             records = [results[u.id] for u in units if (u["world"], u["model"]) == (world, model)]
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
+            for shape in shapes or ():
+                res.setdefault("summary_by_shape", {}).setdefault(shape, {})[f"{world}/{model}"] = summarise(
+                    [r for r in records if r["shape"] == shape], task["failures"])
             res["runs"] += records
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
     if res["summary"]:
         print_summary(res, f"bench mpc: {len(scenes)} random {kind} scenes (seed {args.seed})")
+        for shape, summary in res.get("summary_by_shape", {}).items():
+            print_summary({**res, "summary": summary}, f"bench mpc: the {shape} scenes "
+                          f"({sum(_shape_name(sc.objects[0]) == shape for sc in scenes)} of them)")
         for r in res["runs"]:
             if r["outcome"] != Outcome.REACHED.value:
                 print(f"  {r['world']}/{r['model']} scene {r['scene']}: {r['outcome']}: {r['reason']}")
@@ -612,7 +690,12 @@ def print_summary(res: dict, title: str) -> None:
 
 
 def _plot_runs(scenes, records, path, title):
-    from matplotlib.patches import Circle  # noqa: PLC0415
+    from matplotlib.patches import Circle, Polygon  # noqa: PLC0415
+
+    def outline(body, pose, **kw):
+        if body.shape == "cylinder":
+            return Circle(pose[:2], body.radius, **kw)
+        return Polygon(body.footprint.corners(np.asarray(pose, dtype=float)), closed=True, **kw)
     plt = pyplot()
     n = len(scenes)
     cols = min(n, 5)
@@ -625,16 +708,16 @@ def _plot_runs(scenes, records, path, title):
         g = scene.goal
         target = scene.object_index(g.object)
         for ob in scene.obstacles:
-            ax.add_patch(Circle(ob.pose[:2], ob.footprint.bounding_radius, color="0.3"))
+            ax.add_patch(outline(ob, ob.pose, color="0.3"))
         ax.add_patch(Circle(g.position, g.radius, color="tab:green", alpha=0.25))
         ax.plot(p[:, 0], p[:, 1], color="0.5", lw=0.8, label="pusher")
         c = colors.get(rec["outcome"], "k")
         for i, o in enumerate(scene.objects):  # every object: start dashed, path, end solid
             xy = p[:, 2 + 3 * i:4 + 3 * i]
             oc = c if i == target else "tab:blue"
-            ax.add_patch(Circle(o.pose[:2], o.footprint.bounding_radius, fill=False, ec="0.5", ls="--"))
+            ax.add_patch(outline(o, o.pose, fill=False, ec="0.5", ls="--"))
             ax.plot(xy[:, 0], xy[:, 1], color=oc, lw=1.6 if i == target else 1.0)
-            ax.add_patch(Circle(xy[-1], o.footprint.bounding_radius, fill=False, ec=oc))
+            ax.add_patch(outline(o, p[-1, 2 + 3 * i:5 + 3 * i], fill=False, ec=oc))
         hx, hy = scene.table.half
         ax.set_xlim(-hx, hx)
         ylim = 0.3 if len(scene.objects) == 1 else hy  # one slider: the band it moves in; clutter: the table
@@ -657,6 +740,11 @@ def add_parser(sub, parent):
                         "three other cylinders without pushing them off the table or into the goal")
     p.add_argument("--scenes", type=int, default=3,
                    help="random scenes of the task (paper goal: 50; 0 = only the timing study)")
+    p.add_argument("--shapes", default=None, metavar="SHAPE,...",
+                   help=f"obstacle task: scene i's object is the i-th of these shapes, cyclically (any of "
+                        f"{', '.join(SHAPES)}: the objects of box_slider, cylinder_slider, hexagon_slider, "
+                        f"ellipse_slider) at a random yaw, placed by its outline; default: the cylinder of "
+                        f"obstacle_push, as before")
     p.add_argument("--models", default=None,
                    help=f"comma-separated models (default: obstacle {DEFAULT_MODELS}, paper 000: {ALL_MODELS}; "
                         f"multi_object {TASKS['multi_object']['models']}; any of {', '.join(spec_names())})")

@@ -1019,6 +1019,9 @@ def add_parser(sub):
     p.add_argument("--control-duration", type=float, default=None,
                    help=f"s per planned control (default: 0.1 with --robot, {PLANNER_OVERRIDES['control_duration']} "
                         f"otherwise)")
+    p.add_argument("--planner", default=None, choices=("fast", "mpc"),
+                   help="with --robot: the planner of the stack (default: fast, re-planned every control; mpc: the "
+                        "sampling MPC with controls of --control-duration; see soak_robot.planner_parameters)")
     p.set_defaults(func=run)
     return p
 
@@ -1032,10 +1035,12 @@ def run(args, context=None) -> dict:
     dt = args.control_duration
     if dt is not None and not (math.isfinite(dt) and dt > 0.0):
         raise ValueError(f"--control-duration: must be > 0, got {dt}")
+    if args.planner is not None and not args.robot:
+        raise ValueError("--planner: only with --robot (the sim soak runs the sim launch's planner)")
     if args.robot:
         from .soak_robot import run_robot_soak  # noqa: PLC0415
         summary = run_robot_soak(args.minutes, args.seed, args.scene, dt or 0.1, Path(args.out),
-                                 Path(args.json) if args.json else None)
+                                 Path(args.json) if args.json else None, args.planner or "fast")
         if summary["failures"]:
             raise SystemExit("parapush soak --robot: FAILED: " + "; ".join(summary["failures"]))
         return summary

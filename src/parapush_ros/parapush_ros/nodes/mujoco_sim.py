@@ -16,7 +16,9 @@ Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/
 As a stand-in for the real cell (``parapush soak --robot``): ``clock: system`` runs the world on the system clock
 (epoch-scale stamps, no ``/clock``); ``clock_offset`` adds the mocap host's clock offset to every pose stamp (settable
 at run time); the emulated Servo reads twists per ``moveit_servo.command_in_type`` (``unitless``: fractions of
-``moveit_servo.scale.linear``), parameters a commander can read from this node as it reads them from Servo's.
+``moveit_servo.scale.linear``), parameters a commander can read from this node as it reads them from Servo's. A
+stall of its host skips the world ahead to the system clock (standing still meanwhile: a real cell never waits)
+with a warning, and ``/diagnostics`` counts the seconds skipped since the start (``skipped_total_s``).
 
 The physics is the fine model's MuJoCo model (``core.sim.world.SimWorld``), stepped at
 ``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows

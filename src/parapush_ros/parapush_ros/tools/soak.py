@@ -1022,6 +1022,8 @@ def add_parser(sub):
     p.add_argument("--planner", default=None, choices=("fast", "mpc"),
                    help="with --robot: the planner of the stack (default: fast, re-planned every control; mpc: the "
                         "sampling MPC with controls of --control-duration; see soak_robot.planner_parameters)")
+    p.add_argument("--fault-free", action="store_true",
+                   help="with --robot: every goal without a fault (the push loop's goal rate alone, one start)")
     p.set_defaults(func=run)
     return p
 
@@ -1035,12 +1037,12 @@ def run(args, context=None) -> dict:
     dt = args.control_duration
     if dt is not None and not (math.isfinite(dt) and dt > 0.0):
         raise ValueError(f"--control-duration: must be > 0, got {dt}")
-    if args.planner is not None and not args.robot:
-        raise ValueError("--planner: only with --robot (the sim soak runs the sim launch's planner)")
+    if (args.planner is not None or args.fault_free) and not args.robot:
+        raise ValueError("--planner and --fault-free: only with --robot")
     if args.robot:
         from .soak_robot import run_robot_soak  # noqa: PLC0415
         summary = run_robot_soak(args.minutes, args.seed, args.scene, dt or 0.1, Path(args.out),
-                                 Path(args.json) if args.json else None, args.planner or "fast")
+                                 Path(args.json) if args.json else None, args.planner or "fast", args.fault_free)
         if summary["failures"]:
             raise SystemExit("parapush soak --robot: FAILED: " + "; ".join(summary["failures"]))
         return summary

@@ -14,7 +14,8 @@ with controls that long.
 
 Episodes follow one another, each a ``PushObject`` goal 4-10 cm from the object with one fault 0.3-1 s into it
 (every kind once first, in an order drawn from ``--seed``, then drawn at random; a push that ended before its
-fault still gets it, on an idle arm, and ``faults_during_push`` counts those that met a push):
+fault still gets it, on an idle arm, and ``faults_during_push`` counts those that met a push; ``--fault-free``:
+every goal without a fault, the push loop's yardstick alone):
 
   none                 a plain goal (the yardstick for goals_reached)
   cancel               the goal cancelled
@@ -57,7 +58,8 @@ by its stamp, which the commander takes from the system clock the soak reads too
 
 Figures are wall-clock behaviour of real processes on this host: a busy host reaches fewer goals, but every safety
 figure above holds at any speed (stamps, not arrival times, decide). Exit status non-zero when a safety figure,
-a hostile set or a node's exit failed. ``--minutes`` runs at least until every kind of episode happened once.
+a hostile set or a node's exit failed. ``--minutes`` runs at least until every kind of episode happened once (without
+``--fault-free``).
 """
 from __future__ import annotations
 
@@ -347,7 +349,7 @@ def planner_parameters(planner: str, control_duration: float, max_actions: int) 
 
 class RobotSoak:
     def __init__(self, scene_name: str, seed: int, minutes: float, control_duration: float, out: Path,
-                 planner: str = "fast"):
+                 planner: str = "fast", fault_free_only: bool = False):
         from ..core.scene.spec import load_scene  # noqa: PLC0415
 
         self.scene = load_scene(scene_name)
@@ -355,7 +357,7 @@ class RobotSoak:
         self.seed, self.minutes, self.dt, self.out = seed, minutes, control_duration, out
         self.rng = np.random.default_rng(seed)
         self.max_actions = max(1, math.ceil(GOAL_SECONDS / control_duration))
-        self.planner = planner
+        self.planner, self.fault_free_only = planner, fault_free_only
         self.planner_parameters = planner_parameters(planner, control_duration, self.max_actions)
         self.results = Results(clock_faults={k: {"injected": 0, "during_push": 0, "said": 0} for k in MOCAP_OFFSETS},
                                goals={k: {"sent": 0, "reached": 0, "outcomes": {}} for k in FAULTS})
@@ -688,6 +690,9 @@ class RobotSoak:
         order = list(self.rng.permutation([f for f in FAULTS if f not in ("sigint", "sigterm")]))
         order[len(order) // 3:len(order) // 3] = ["sigint"]
         order[2 * len(order) // 3:2 * len(order) // 3] = ["sigterm"]
+        kinds = FAULTS
+        if self.fault_free_only:  # the push loop's yardstick alone: one start, every goal without a fault
+            order, kinds = [], ("none",)
         i, last_status = 0, time.monotonic()
         try:
             self.start()
@@ -697,7 +702,7 @@ class RobotSoak:
                 elif time.monotonic() - t_start >= self.minutes * 60.0:
                     break
                 else:
-                    fault = FAULTS[int(self.rng.integers(len(FAULTS)))]
+                    fault = kinds[int(self.rng.integers(len(kinds)))]
                 i += 1
                 if not self.episode(fault):
                     self.start()
@@ -781,14 +786,14 @@ def fault_free(episodes: list) -> dict:
 
 
 def run_robot_soak(minutes: float, seed: int, scene: str, control_duration: float, out: Path,
-                   json_path: Path | None, planner: str = PLANNERS[0]) -> dict:
+                   json_path: Path | None, planner: str = PLANNERS[0], fault_free_only: bool = False) -> dict:
     why = launch_available()
     if why:
         raise SystemExit(f"parapush soak --robot: {why}")
     out.mkdir(parents=True, exist_ok=True)
     # the stand-in cell must never meet a real one on the network: this host only (the soak and its processes)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    soak = RobotSoak(scene, seed, minutes, control_duration, out, planner)
+    soak = RobotSoak(scene, seed, minutes, control_duration, out, planner, fault_free_only)
     try:
         soak.run()
     finally:

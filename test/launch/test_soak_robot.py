@@ -26,6 +26,10 @@ def test_a_short_robot_soak_meets_every_fault_once_and_is_safe(tmp_path):
         assert s[key] == 0, (key, s)
     assert set(s["goals_reached"]) == set(FAULTS) and all(g["sent"] >= 1 for g in s["goals_reached"].values())
     assert s["control_duration"] == 0.1 and len(s["starts"]) == 3  # the first start, then after SIGINT and SIGTERM
+    assert s["planner"] == "fast"  # re-planned every 0.1 s control
+    assert len(s["episodes"]) == sum(g["sent"] for g in s["goals_reached"].values())  # one record per goal
+    assert s["fault_free"]["sent"] == s["goals_reached"]["none"]["sent"]
+    assert all(e["standin_skipped_s"] >= 0.0 for e in s["episodes"])
     assert [st["servo_units"] for st in s["starts"]] == ["unitless", "speed_units", "unitless"]
     assert s["hostile"] == {"count": 3 * len(HOSTILE_SETS), "refused": 3 * len(HOSTILE_SETS), "not_refused": []}
     stops = {e["signal"]: e for e in s["exits"]}

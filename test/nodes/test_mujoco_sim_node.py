@@ -276,3 +276,30 @@ def test_bad_parameters_are_refused_with_their_name(ros_context, name, value, wo
 def test_settings_that_contradict_each_other_are_refused(ros_context, overrides, words):
     with pytest.raises(ValueError, match=words):
         MujocoSimNode(parameter_overrides=params(**overrides))
+
+
+def test_a_stand_in_whose_host_stalls_skips_ahead_and_counts_it_on_diagnostics(ros_context, ros_executor):
+    """clock system: a world that fell behind the system clock (its process did not run: a stall of the host) skips
+    ahead to it, and /diagnostics says how long the world has stood still since the start (skipped_total_s), which
+    the robot soak reads so that a goal missed while the stand-in stood still is not counted against the stack. The
+    stall is made by moving the world's clock origin back half a second (no waiting)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    sim = ros_executor.add(MujocoSimNode(namespace="/simstall", parameter_overrides=params(
+        scene="cylinder_slider", pose_topic_template="/simstall/{body}/pose", clock="system", publish_clock=False)))
+    io = ros_executor.add(rclpy.create_node("simstall_io", context=ros_context))
+    diags = []
+    io.create_subscription(DiagnosticArray, "/diagnostics", diags.append, RELIABLE)
+
+    def skipped():
+        values = [{kv.key: kv.value for kv in s.values} for a in diags for s in a.status
+                  if s.name == "mujoco_sim" and s.hardware_id == "cylinder_slider"]
+        return [float(v["skipped_total_s"]) for v in values if "skipped_total_s" in v]
+
+    wait_for(lambda: skipped(), timeout=30, what="a diagnostic with skipped_total_s")
+    before = sim._skipped_total
+    with sim._lock:  # the world 0.5 s behind the system clock, as after a stall of its process
+        sim._origin_ns -= 500 * STEP_NS
+    wait_for(lambda: sim._skipped_total - before >= 0.4, timeout=30, what="the world to skip ahead")
+    assert sim._skipped_total - before <= 0.5 + 1e-9  # never more than it fell behind
+    wait_for(lambda: skipped() and skipped()[-1] >= before + 0.4, timeout=30, what="the skip on /diagnostics")

@@ -11,7 +11,8 @@ from parapush_ros.core.models.analytical import AnalyticalCoarseModel
 from parapush_ros.core.models.registry import COARSE, MODELS, register_model
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
-from parapush_ros.core.planning.session import ControlSchedule, PushArbiter, PushSession, SessionConfig
+from parapush_ros.core.planning.session import (ControlSchedule, Observation, PushArbiter, PushSession,
+                                                SessionConfig)
 from parapush_ros.core.scene.projection import deepest_penetration
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
@@ -91,6 +92,63 @@ def test_a_dropout_pauses_the_push_and_it_resumes(realtime):
     texts = [text for _, _, text in io.statuses]
     paused = next(i for i, t in enumerate(texts) if t.startswith("paused: tracking lost"))
     assert any(t.startswith("valid scene state again") for t in texts[paused:])
+
+
+class FlickeringIO(WorldIO):
+    """Tracking that flickers in [t0, t1) of world time: every third observation is invalid with no state, as on a
+    live node where scene states arrive between two reads (a marker occluded now and then)."""
+
+    def __init__(self, *args, flicker=(0.5, 3.0), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.flicker, self.rng = flicker, np.random.default_rng(3)
+
+    def observe(self):
+        obs = super().observe()
+        if self.flicker[0] <= self.time() < self.flicker[1] and self.rng.random() < 0.5:
+            return Observation(None, obs.stamp_ns, "tracking lost (flicker)")
+        return obs
+
+
+def test_a_pause_resumes_only_on_an_observation_that_is_itself_usable():
+    """A flickering tracking pauses the push many times; each resume plans from the usable observation it waited
+    for, never from a newer one that went bad meanwhile (which has no state: planning from it failed the push)."""
+    scene = load_scene("cylinder_slider")
+    planner = MPCPlanner(scene, CONFIG)
+    io = FlickeringIO(SimWorld(scene), plan_clock=frozen_clock)
+    session = PushSession(planner, io, planner.task.goal, SessionConfig(tracking_loss_timeout=3.0))
+    res = session.run()
+    assert res.outcome is Outcome.REACHED, res.reason
+    texts = [text for _, _, text in io.statuses]
+    assert sum(t.startswith("paused: tracking lost (flicker)") for t in texts) >= 2, texts
+
+
+def test_a_scene_state_is_read_once_for_its_problem_and_its_state():
+    """``SceneStates.observation`` takes the state and its problem from one reading: an invalid state (no x) that
+    arrives while an observation is made never comes out as a usable observation without a state."""
+    from parapush_ros.core.planning.live_io import SceneStates
+
+    states = SceneStates(scene_dim := load_scene("cylinder_slider").layout.dim, 0.5, "scene_state")
+    states.receive(np.zeros(scene_dim), "", 0, 0)
+    real_lock = states._lock
+
+    class ArrivalBetweenReads:
+        """The lock, with an invalid state arriving (as from the subscription's thread) after its first release."""
+        released = 0
+
+        def __enter__(self):
+            real_lock.acquire()
+
+        def __exit__(self, *exc):
+            real_lock.release()
+            ArrivalBetweenReads.released += 1
+            if ArrivalBetweenReads.released == 1:
+                states._lock = real_lock
+                states.receive(None, "pusher tracking lost", 1, 1)
+                states._lock = self
+
+    states._lock = ArrivalBetweenReads()
+    obs = states.observation(2)
+    assert (obs.x is None) == bool(obs.problem), obs
 
 
 @pytest.mark.parametrize("realtime", [False, True])

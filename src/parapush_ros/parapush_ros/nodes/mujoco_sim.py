@@ -16,7 +16,9 @@ Services: ``~/reset`` (``std_srvs/Trigger``), ``~/load_scene`` (``parapush_msgs/
 As a stand-in for the real cell (``parapush soak --robot``): ``clock: system`` runs the world on the system clock
 (epoch-scale stamps, no ``/clock``); ``clock_offset`` adds the mocap host's clock offset to every pose stamp (settable
 at run time); the emulated Servo reads twists per ``moveit_servo.command_in_type`` (``unitless``: fractions of
-``moveit_servo.scale.linear``), parameters a commander can read from this node as it reads them from Servo's.
+``moveit_servo.scale.linear``), parameters a commander can read from this node as it reads them from Servo's. A
+stall of its host skips the world ahead to the system clock (standing still meanwhile: a real cell never waits)
+with a warning, and ``/diagnostics`` counts the seconds skipped since the start (``skipped_total_s``).
 
 The physics is the fine model's MuJoCo model (``core.sim.world.SimWorld``), stepped at
 ``real_time_factor`` times wall-clock speed, or slower when the host cannot keep up: then the sim clock slows
@@ -122,6 +124,7 @@ class MujocoSimNode(Node):
         self._last_wall = time.monotonic()
         self._carry = 0.0
         self._behind = 0.0  # s of sim time not simulated since the last diagnostics (the host fell behind)
+        self._skipped_total = 0.0  # s the world skipped ahead since the start (clock system: the host stalled)
         self._wall_start, self._sim_start = self._last_wall, self.time
         self.create_timer(p["step_period"], self._tick, callback_group=loop_group, clock=steady)
         self.create_timer(1.0, self._publish_diagnostics, callback_group=service_group, clock=steady)
@@ -285,6 +288,7 @@ class MujocoSimNode(Node):
                 skipped = (lag_ns - cap_ns) // STEP_NS
                 self._origin_ns += skipped * STEP_NS
                 self._behind += skipped * TIMESTEP
+                self._skipped_total += skipped * TIMESTEP
                 em.next_sample = max(em.next_sample, self.time)
                 lag_ns -= skipped * STEP_NS
             nsteps = max(0, lag_ns // STEP_NS)
@@ -355,7 +359,7 @@ class MujocoSimNode(Node):
         values = {"scene": self.sim.scene.name, "sim_time": f"{self.time:.3f}", "achieved_rtf": f"{rtf:.2f}",
                   "command": self._cmd_note, "fallen_objects": ", ".join(fallen) or "none",
                   "hidden_bodies": ", ".join(sorted(self.emulator.hidden)) or "none",
-                  "pusher": f"({x[0]:.4f}, {x[1]:.4f})"}
+                  "pusher": f"({x[0]:.4f}, {x[1]:.4f})", "skipped_total_s": f"{self._skipped_total:.3f}"}
         problems = ([f"objects off the table: {', '.join(fallen)}"] if fallen else []) + (
             [f"falling behind real time ({rtf:.2f}x of {self.p['real_time_factor']:g}x)"] if lagging else [])
         level = DiagnosticStatus.WARN if problems else DiagnosticStatus.OK

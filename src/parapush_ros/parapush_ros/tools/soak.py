@@ -1019,6 +1019,11 @@ def add_parser(sub):
     p.add_argument("--control-duration", type=float, default=None,
                    help=f"s per planned control (default: 0.1 with --robot, {PLANNER_OVERRIDES['control_duration']} "
                         f"otherwise)")
+    p.add_argument("--planner", default=None, choices=("fast", "mpc"),
+                   help="with --robot: the planner of the stack (default: fast, re-planned every control; mpc: the "
+                        "sampling MPC with controls of --control-duration; see soak_robot.planner_parameters)")
+    p.add_argument("--fault-free", action="store_true",
+                   help="with --robot: every goal without a fault (the push loop's goal rate alone, one start)")
     from .soak_seeds import add_arguments as seeds_arguments  # noqa: PLC0415
     seeds_arguments(p)
     p.set_defaults(func=run)
@@ -1035,13 +1040,15 @@ def run(args, context=None) -> dict:
     dt = args.control_duration
     if dt is not None and not (math.isfinite(dt) and dt > 0.0):
         raise ValueError(f"--control-duration: must be > 0, got {dt}")
+    if (args.planner is not None or args.fault_free) and not args.robot:
+        raise ValueError("--planner and --fault-free: only with --robot")
     if getattr(args, "seeds", None) is not None:
         from .soak_seeds import run_seeds  # noqa: PLC0415
         return run_seeds(args)
     if args.robot:
         from .soak_robot import run_robot_soak  # noqa: PLC0415
         summary = run_robot_soak(args.minutes, args.seed, args.scene, dt or 0.1, Path(args.out),
-                                 Path(args.json) if args.json else None)
+                                 Path(args.json) if args.json else None, args.planner or "fast", args.fault_free)
         if summary["failures"]:
             raise SystemExit("parapush soak --robot: FAILED: " + "; ".join(summary["failures"]))
         return summary

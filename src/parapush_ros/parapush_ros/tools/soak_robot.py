@@ -8,11 +8,14 @@ Servo's interface (twists on ``/servo_node/delta_twist_cmds``, halted when older
 and ``speed_units`` from one start of the stack to the next, which the commander reads at configure from the
 stand-in's parameter service as it reads a real Servo's) and the mocap system (``PoseStamped`` per body as the
 configured driver publishes it, stamped on the mocap host's clock: ``clock_offset``). The soak itself is a third
-process: a node that sends goals, injects faults, and watches the arm's input.
+process: a node that sends goals, injects faults, and watches the arm's input. The planner is ``--planner``
+(``planner_parameters``): ``fast`` by default, re-planned every ``--control-duration``; ``mpc``, the sampling MPC
+with controls that long.
 
 Episodes follow one another, each a ``PushObject`` goal 4-10 cm from the object with one fault 0.3-1 s into it
 (every kind once first, in an order drawn from ``--seed``, then drawn at random; a push that ended before its
-fault still gets it, on an idle arm, and ``faults_during_push`` counts those that met a push):
+fault still gets it, on an idle arm, and ``faults_during_push`` counts those that met a push; ``--fault-free``:
+every goal without a fault, the push loop's yardstick alone):
 
   none                 a plain goal (the yardstick for goals_reached)
   cancel               the goal cancelled
@@ -45,12 +48,18 @@ by its stamp, which the commander takes from the system clock the soak reads too
   goals_reached        per fault kind: goals sent, reached
   exceptions           tracebacks and RCL errors in any node's output
   memory               each node's RSS (psutil): growth from the end of a start's warm-up (20 s) to its end
+  fault_free           goals without a fault (the yardstick of the push loop): sent, reached, and the same over
+                       the goals in which the stand-in world stood still (its host stalled, ``skipped_total_s`` of
+                       its diagnostics) for less than STANDIN_STALL: a cell's arm and mocap never wait
+  episodes             per goal: fault, outcome, actions, final distance, the goal's and the pusher's distance from
+                       the object, the planner's pauses (and why) and late plans, the stand-in's stall, the load
   exits                per stop: each node's exit status, parapush's processes still running EXIT_TIMEOUT after
                        it (``left_running``: a failure) and other packages' (``others_left_running``: reported)
 
 Figures are wall-clock behaviour of real processes on this host: a busy host reaches fewer goals, but every safety
 figure above holds at any speed (stamps, not arrival times, decide). Exit status non-zero when a safety figure,
-a hostile set or a node's exit failed. ``--minutes`` runs at least until every kind of episode happened once.
+a hostile set or a node's exit failed. ``--minutes`` runs at least until every kind of episode happened once (without
+``--fault-free``).
 """
 from __future__ import annotations
 
@@ -96,6 +105,9 @@ HOSTILE_SETS = (  # (node, parameter, value, what the refusal must name)
     ("velocity_commander", "max_acceleration", math.inf, "max_acceleration"),
     ("mujoco_sim", "clock_offset", math.nan, "clock_offset"),
 )
+PLANNERS = ("fast", "mpc")  # the soak's planners (``planner_parameters``): the first is the default
+STANDIN_STALL = 0.1  # s the stand-in world may stand still in a goal (its host stalled) and the goal still count
+# as one the stack alone decided: mocap_ingest's default timeout (a longer hole in the poses is a dropout)
 OUR_NODES = ("mocap_ingest", "parareal_predictor", "mpc_planner", "velocity_commander", "mujoco_sim")
 
 
@@ -184,6 +196,7 @@ class Results:
     starts: list = field(default_factory=list)
     exits_last_zero: list = field(default_factory=list)
     faults_during_push: dict = field(default_factory=dict)
+    episodes: list = field(default_factory=list)  # one record per goal (``RobotSoak._record``)
 
 
 class Monitor:
@@ -194,6 +207,7 @@ class Monitor:
 
     def __init__(self, scene):
         import rclpy  # noqa: PLC0415
+        from diagnostic_msgs.msg import DiagnosticArray  # noqa: PLC0415
         from geometry_msgs.msg import TwistStamped  # noqa: PLC0415
         from parapush_msgs.action import PushObject  # noqa: PLC0415
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
@@ -216,12 +230,14 @@ class Monitor:
         self.twists: list[Twist] = []
         self.last_state = None
         self.planner_status: list = []  # (receipt time, text)
+        self.standin_skipped = 0.0  # s the stand-in world skipped ahead since its start (its host stalled)
         n = self.node
         # every twist, even when this process is starved for a while: a deep queue (the arm's input is judged whole)
         n.create_subscription(TwistStamped, topics.SERVO_TWIST, self._on_twist,
                               QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE))
         n.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
         n.create_subscription(String, topics.PLANNER_STATUS, self._on_status, qos.RELIABLE)
+        n.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, qos.RELIABLE)
         self.teleop = n.create_publisher(TwistStamped, topics.PUSHER_CMD_TELEOP, qos.RELIABLE)
         c = self.client_node = rclpy.create_node("parapush_robot_soak_client", context=self.context)
         self.action = ActionClient(c, PushObject, topics.PUSH_ACTION)
@@ -252,6 +268,17 @@ class Monitor:
     def _on_status(self, msg):
         with self.lock:
             self.planner_status.append((self.now(), msg.data))
+
+    def _on_diagnostics(self, msg):
+        for st in msg.status:
+            if st.name == "mujoco_sim":
+                value = next((kv.value for kv in st.values if kv.key == "skipped_total_s"), None)
+                if value is not None:
+                    self.standin_skipped = float(value)
+
+    def pusher_xy(self):
+        s = self.last_state
+        return None if s is None else np.array([s.pusher_x, s.pusher_y])
 
     def object_xy(self, name: str):
         s = self.last_state
@@ -303,8 +330,29 @@ class Monitor:
         self.client_executor.shutdown(timeout_sec=5.0)
 
 
+def planner_parameters(planner: str, control_duration: float, max_actions: int) -> dict:
+    """mpc_planner's parameters in the soak for ``planner`` with controls of ``control_duration`` s.
+
+    ``fast`` (the default): the anytime MPC re-planned every control (``fast.replan_rate`` = 1 / control_duration),
+    its velocity knots and 2 s horizon independent of the control, candidates screened on the coarse model and the
+    best re-scored with the fine one; one action is one cycle. ``mpc``: the sampling MPC with controls of
+    ``control_duration`` over a horizon of 1 s (at least 4 controls) on the coarse model, 10 samples, 1 iteration
+    (what fits a 0.1 s control). Measured with 0.1 s controls (docs/robot.md): the sampling MPC's 1 s horizon is
+    too short to walk the pusher round the slider within a goal's time, so it misses goals even in a simulation
+    that waits for it, where ``fast`` reaches them."""
+    if planner == "fast":
+        return {"planner": "fast", "fast.replan_rate": 1.0 / control_duration, "model": "fine",
+                "max_actions": max_actions, "threads": 1}
+    if planner == "mpc":
+        return {"planner": "mpc", "model": "coarse", "samples": 10, "iterations": 1,
+                "horizon": max(4, round(1.0 / control_duration)), "control_duration": control_duration,
+                "max_actions": max_actions, "threads": 1}
+    raise ValueError(f"planner: {planner!r} is not one of {', '.join(PLANNERS)}")
+
+
 class RobotSoak:
-    def __init__(self, scene_name: str, seed: int, minutes: float, control_duration: float, out: Path):
+    def __init__(self, scene_name: str, seed: int, minutes: float, control_duration: float, out: Path,
+                 planner: str = "fast", fault_free_only: bool = False):
         from ..core.scene.spec import load_scene  # noqa: PLC0415
 
         self.scene = load_scene(scene_name)
@@ -312,7 +360,8 @@ class RobotSoak:
         self.seed, self.minutes, self.dt, self.out = seed, minutes, control_duration, out
         self.rng = np.random.default_rng(seed)
         self.max_actions = max(1, math.ceil(GOAL_SECONDS / control_duration))
-        self.horizon = max(4, round(1.0 / control_duration))
+        self.planner, self.fault_free_only = planner, fault_free_only
+        self.planner_parameters = planner_parameters(planner, control_duration, self.max_actions)
         self.results = Results(clock_faults={k: {"injected": 0, "during_push": 0, "said": 0} for k in MOCAP_OFFSETS},
                                goals={k: {"sent": 0, "reached": 0, "outcomes": {}} for k in FAULTS})
         self.windows: list[Window] = []
@@ -337,9 +386,7 @@ class RobotSoak:
         standin.write_text(yaml.safe_dump({"mujoco_sim": {"ros__parameters": sim}}))
         stack = self.out / "robot_soak_params.yaml"
         stack.write_text(yaml.safe_dump({
-            "mpc_planner": {"ros__parameters": {
-                "model": "coarse", "samples": 10, "iterations": 1, "horizon": self.horizon,
-                "control_duration": self.dt, "max_actions": self.max_actions, "threads": 1}},
+            "mpc_planner": {"ros__parameters": self.planner_parameters},
             "parareal_predictor": {"ros__parameters": {"threads": 1}},
             "velocity_commander": {"ros__parameters": {
                 # the stand-in has no gripper; its Servo answers for its parameters at the sim node's service
@@ -451,17 +498,43 @@ class RobotSoak:
                                             position_tolerance=GOAL_TOLERANCE, yaw_tolerance=-1.0,
                                             max_actions=self.max_actions)
 
+    def _record(self, fault: str, sent: float, at_send: dict, during: bool, outcome: str, result=None):
+        """One episode in the JSON: where it started, how it ended, what the planner said meanwhile (pauses and
+        why, late plans) and how long the stand-in world stood still meanwhile (its host stalled: a real cell never
+        waits), so that a missed goal can be told from a stalled stand-in."""
+        m = self.monitor
+        now = m.now()
+        at_send = dict(at_send)
+        skipped_before = at_send.pop("_skipped")
+        with m.lock:
+            said = [text for t, text in m.planner_status if sent <= t <= now]
+        pauses = [text[len("paused: "):].split(";")[0] for text in said if text.startswith("paused: ")]
+        rec = {"fault": fault, "during_push": during, "outcome": outcome, "wall_s": round(now - sent, 2),
+               **at_send, "load1": round(os.getloadavg()[0], 2),
+               "standin_skipped_s": round(max(0.0, m.standin_skipped - skipped_before), 3),
+               "pauses": len(pauses), "pause_reasons": sorted({re.sub(r"[-\d.]+", "#", p)[:90] for p in pauses}),
+               "late_plans": sum(text.startswith(("plan late", "cycle late")) for text in said)}
+        if result is not None:
+            rec.update(actions=int(result.actions_executed), final_distance_m=round(float(result.final_distance), 4),
+                       mean_planning_s=round(float(result.mean_planning_time), 4), message=result.message[:200])
+        self.results.episodes.append(rec)
+
     def episode(self, fault: str) -> bool:
         """One goal with ``fault`` in it; False when the stack was stopped (a start must follow)."""
         m = self.monitor
         g = self.results.goals[fault]
         goal = self._goal()
+        obj, pusher = m.object_xy(self.target), m.pusher_xy()
+        at_send = {"goal_from_object_m": round(float(np.hypot(goal.goal_x - obj[0], goal.goal_y - obj[1])), 4),
+                   "pusher_from_object_m": None if pusher is None else round(float(np.linalg.norm(pusher - obj)), 4),
+                   "_skipped": m.standin_skipped}
         sent = m.now()
         self._end_windows(sent)  # a new goal allows motion again
         handle = m.wait(m.action.send_goal_async(goal), 30.0, "the goal's answer")
         g["sent"] += 1
         if not handle.accepted:
             g["outcomes"]["rejected"] = g["outcomes"].get("rejected", 0) + 1
+            self._record(fault, sent, at_send, False, "rejected")
             return True
         result = handle.get_result_async()
         m.pause(self.rng.uniform(*FAULT_AFTER), result.done)
@@ -469,12 +542,14 @@ class RobotSoak:
         self.results.faults_during_push[fault] = self.results.faults_during_push.get(fault, 0) + during
         if self._inject(fault, handle, during):
             g["outcomes"]["stack stopped"] = g["outcomes"].get("stack stopped", 0) + 1
+            self._record(fault, sent, at_send, during, "stack stopped")
             return False
         r = m.wait(result, GOAL_SECONDS * 4 + 60.0, "the goal's result").result
         from .soak import OUTCOMES  # noqa: PLC0415
         outcome = OUTCOMES[r.outcome] if r.outcome < len(OUTCOMES) else f"code {r.outcome}"
         g["outcomes"][outcome] = g["outcomes"].get(outcome, 0) + 1
         g["reached"] += outcome == "reached"
+        self._record(fault, sent, at_send, during, outcome, r)
         self.windows.append(Window("push end", m.now()))
         self._rss()
         return True
@@ -618,6 +693,9 @@ class RobotSoak:
         order = list(self.rng.permutation([f for f in FAULTS if f not in ("sigint", "sigterm")]))
         order[len(order) // 3:len(order) // 3] = ["sigint"]
         order[2 * len(order) // 3:2 * len(order) // 3] = ["sigterm"]
+        kinds = FAULTS
+        if self.fault_free_only:  # the push loop's yardstick alone: one start, every goal without a fault
+            order, kinds = [], ("none",)
         i, last_status = 0, time.monotonic()
         try:
             self.start()
@@ -627,7 +705,7 @@ class RobotSoak:
                 elif time.monotonic() - t_start >= self.minutes * 60.0:
                     break
                 else:
-                    fault = FAULTS[int(self.rng.integers(len(FAULTS)))]
+                    fault = kinds[int(self.rng.integers(len(kinds)))]
                 i += 1
                 if not self.episode(fault):
                     self.start()
@@ -659,7 +737,8 @@ class RobotSoak:
         hostile_failed = [h for h in r.hostile if not h["refused"]]
         s = {
             "mode": "robot", "seed": self.seed, "minutes": self.minutes, "wall_time_s": round(self.wall_s, 1),
-            "scene": self.scene.name, "control_duration": self.dt, "starts": r.starts,
+            "scene": self.scene.name, "control_duration": self.dt, "planner": self.planner, "starts": r.starts,
+            "fault_free": fault_free(r.episodes),
             "unsafe_commands": r.unsafe_count, "unsafe_examples": r.unsafe,
             "nonzero_after_stop": len(r.nonzero_after_stop), "nonzero_after_stop_examples": r.nonzero_after_stop[:20],
             "param_sets_ignored": r.param_sets_ignored, "param_sets": len(r.param_sets),
@@ -671,6 +750,7 @@ class RobotSoak:
             "teleop": r.teleop, "exits": r.exits, "exceptions": len(r.exceptions),
             "twists_received": len(twists), "twist_rate_hz": round(len(twists) / span, 1) if span > 0 else 0.0,
             "exception_lines": r.exceptions[:20], "rss_growth_mb": rss_growth, "problems": r.problems,
+            "episodes": r.episodes,
         }
         failures = []
         for key, what in (("unsafe_commands", "twist(s) above the speed limit"),
@@ -693,15 +773,30 @@ class RobotSoak:
         return s
 
 
+def fault_free(episodes: list) -> dict:
+    """The yardstick of the push loop: fault-free goals sent and reached, and the same counted only over the goals in
+    which the stand-in world stood still for less than ``STANDIN_STALL`` (a stall of the stand-in's host: the arm
+    and the mocap of a cell never wait, so a goal missed while the stand-in stood still is not the stack's)."""
+    plain = [e for e in episodes if e["fault"] == "none"]
+    ran = [e for e in plain if e["standin_skipped_s"] < STANDIN_STALL]
+    reached = [e for e in plain if e["outcome"] == "reached"]
+    return {"sent": len(plain), "reached": len(reached),
+            "standin_ran": len(ran), "reached_standin_ran": sum(e["outcome"] == "reached" for e in ran),
+            "actions_reached": sorted(e.get("actions", 0) for e in reached),
+            "missed": [{k: e.get(k) for k in ("outcome", "actions", "final_distance_m", "goal_from_object_m",
+                                              "standin_skipped_s", "pauses", "late_plans", "load1")}
+                       for e in plain if e["outcome"] != "reached"]}
+
+
 def run_robot_soak(minutes: float, seed: int, scene: str, control_duration: float, out: Path,
-                   json_path: Path | None) -> dict:
+                   json_path: Path | None, planner: str = PLANNERS[0], fault_free_only: bool = False) -> dict:
     why = launch_available()
     if why:
         raise SystemExit(f"parapush soak --robot: {why}")
     out.mkdir(parents=True, exist_ok=True)
     # the stand-in cell must never meet a real one on the network: this host only (the soak and its processes)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    soak = RobotSoak(scene, seed, minutes, control_duration, out)
+    soak = RobotSoak(scene, seed, minutes, control_duration, out, planner, fault_free_only)
     try:
         soak.run()
     finally:
@@ -716,8 +811,11 @@ def run_robot_soak(minutes: float, seed: int, scene: str, control_duration: floa
 
 def _print_table(s: dict):
     from .bench.common import print_table  # noqa: PLC0415
+    ff = s["fault_free"]
     rows = [("wall time", f"{s['wall_time_s']:.0f} s, {len(s['starts'])} start(s), control "
-                          f"{s['control_duration']:g} s"),
+                          f"{s['control_duration']:g} s, planner {s['planner']}"),
+            ("fault-free goals reached", f"{ff['reached']} / {ff['sent']} ({ff['reached_standin_ran']} / "
+                                         f"{ff['standin_ran']} where the stand-in stood still < {STANDIN_STALL:g} s)"),
             *((f"goals reached: {k}", f"{v['reached']} / {v['sent']}") for k, v in s["goals_reached"].items()),
             ("clock faults said", ", ".join(f"{k} {v['said']}/{v['injected']}" for k, v in s["clock_faults"].items())),
             ("hostile sets refused", f"{s['hostile']['refused']} / {s['hostile']['count']}"),

@@ -55,7 +55,8 @@ TOTALS = {
             "stop_events.by_kind.*.timed", "stop_events.by_kind.*.superseded"),
     "robot": ("unsafe_commands", "nonzero_after_stop", "param_sets_ignored", "param_sets", "clock_faults",
               "faults_during_push", "goals_reached", "hostile.count", "hostile.refused", "teleop", "exceptions",
-              "twists_received"),
+              "twists_received", "fault_free.sent", "fault_free.reached", "fault_free.standin_ran",
+              "fault_free.reached_standin_ran"),
 }
 WORST = {
     "sim": ("max_stop_time_s", "stop_events.by_kind.*.max_s", "worst_reaction_within_allowance_s", "rss_growth_mb"),
@@ -98,7 +99,10 @@ def settings(args) -> dict:
     from .soak import PLANNER_OVERRIDES  # noqa: PLC0415
     mode = "robot" if args.robot else "sim"
     dt = args.control_duration or (0.1 if args.robot else PLANNER_OVERRIDES["control_duration"])
-    return {"mode": mode, "minutes": args.minutes, "scene": args.scene, "control_duration": dt}
+    cfg = {"mode": mode, "minutes": args.minutes, "scene": args.scene, "control_duration": dt}
+    if args.robot:  # the stack's planner and the fault mix decide a robot soak's result too
+        cfg.update(planner=args.planner or "fast", fault_free=bool(args.fault_free))
+    return cfg
 
 
 def domain_id(base: int, k: int) -> int:
@@ -163,7 +167,8 @@ def soak_unit(context: dict, unit) -> dict:
             try:
                 if cfg["mode"] == "robot":
                     from .soak_robot import run_robot_soak  # noqa: PLC0415
-                    summary = run_robot_soak(cfg["minutes"], s, cfg["scene"], cfg["control_duration"], out, None)
+                    summary = run_robot_soak(cfg["minutes"], s, cfg["scene"], cfg["control_duration"], out, None,
+                                             cfg["planner"], cfg["fault_free"])
                 else:
                     from .soak import run_soak  # noqa: PLC0415
                     summary = run_soak(cfg["minutes"], s, cfg["scene"], out, None, context["status_period"],

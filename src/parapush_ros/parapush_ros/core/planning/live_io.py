@@ -38,6 +38,9 @@ class SceneStates:
         """Why the latest state must not be acted on ('' when it is fine)."""
         with self._lock:
             st = self._state
+        return self._problem(st, now_ns)
+
+    def _problem(self, st, now_ns: int) -> str:
         if st is None:
             return f"no scene state received on {self.topic}"
         age = (now_ns - st[2]) * 1e-9
@@ -46,9 +49,10 @@ class SceneStates:
         return st[1]
 
     def observation(self, now_ns: int) -> Observation:
-        problem = self.problem(now_ns)
+        """The latest state with its problem, both from one reading (a state arriving meanwhile is the next one's)."""
         with self._lock:
             st = self._state
+        problem = self._problem(st, now_ns)
         return Observation(None, None, problem) if st is None else Observation(st[0], st[3], problem)
 
     def take_seen(self) -> np.ndarray:

@@ -540,11 +540,21 @@ class PushSession:
         if timeout <= 0.0:
             raise PushStop(Outcome.FAILED, obs.problem)
         self.status(f"paused: {obs.problem}; resuming if it clears within {timeout:g} s", "warning")
-        if not self.wait_for(lambda: not self.observe().problem, timeout):
+        usable = []  # the usable observation the wait ended on: the push resumes from it, not from a newer reading
+        # that may have gone bad meanwhile (on a live node states arrive between two readings)
+
+        def found() -> bool:
+            o = self.observe()
+            if not o.problem:
+                usable[:] = [o]
+            return not o.problem
+
+        self.wait_for(found, timeout)
+        if not usable:
             problem = self.observe().problem or obs.problem
             raise PushStop(Outcome.FAILED, f"{problem} (no valid state within tracking_loss_timeout {timeout:g} s)")
         self.status("valid scene state again: resuming the push")
-        return self.observe()
+        return usable[0]
 
     # ------------------------------------------------------------------------------------------ waiting
     def hold(self, until_ns: int):

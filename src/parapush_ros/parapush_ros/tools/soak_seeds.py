@@ -138,20 +138,19 @@ def claimed_domain(preferred: int):
 @contextmanager
 def _environment(**values):
     """``os.environ`` with ``values`` set (None: unset) for the block, then as it was (a Ray worker runs many units)."""
+    def apply(env: dict):
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        apply(saved)
 
 
 def soak_unit(context: dict, unit) -> dict:

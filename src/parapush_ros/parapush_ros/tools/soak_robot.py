@@ -498,20 +498,19 @@ class RobotSoak:
                                             position_tolerance=GOAL_TOLERANCE, yaw_tolerance=-1.0,
                                             max_actions=self.max_actions)
 
-    def _record(self, fault: str, sent: float, at_send: dict, during: bool, outcome: str, result=None):
+    def _record(self, fault: str, sent: float, at_send: dict, skipped_at_send: float, during: bool, outcome: str,
+                result=None):
         """One episode in the JSON: where it started, how it ended, what the planner said meanwhile (pauses and
         why, late plans) and how long the stand-in world stood still meanwhile (its host stalled: a real cell never
         waits), so that a missed goal can be told from a stalled stand-in."""
         m = self.monitor
         now = m.now()
-        at_send = dict(at_send)
-        skipped_before = at_send.pop("_skipped")
         with m.lock:
             said = [text for t, text in m.planner_status if sent <= t <= now]
         pauses = [text[len("paused: "):].split(";")[0] for text in said if text.startswith("paused: ")]
         rec = {"fault": fault, "during_push": during, "outcome": outcome, "wall_s": round(now - sent, 2),
                **at_send, "load1": round(os.getloadavg()[0], 2),
-               "standin_skipped_s": round(max(0.0, m.standin_skipped - skipped_before), 3),
+               "standin_skipped_s": round(max(0.0, m.standin_skipped - skipped_at_send), 3),
                "pauses": len(pauses), "pause_reasons": sorted({re.sub(r"[-\d.]+", "#", p)[:90] for p in pauses}),
                "late_plans": sum(text.startswith(("plan late", "cycle late")) for text in said)}
         if result is not None:
@@ -526,15 +525,15 @@ class RobotSoak:
         goal = self._goal()
         obj, pusher = m.object_xy(self.target), m.pusher_xy()
         at_send = {"goal_from_object_m": round(float(np.hypot(goal.goal_x - obj[0], goal.goal_y - obj[1])), 4),
-                   "pusher_from_object_m": None if pusher is None else round(float(np.linalg.norm(pusher - obj)), 4),
-                   "_skipped": m.standin_skipped}
+                   "pusher_from_object_m": None if pusher is None else round(float(np.linalg.norm(pusher - obj)), 4)}
+        skipped = m.standin_skipped
         sent = m.now()
         self._end_windows(sent)  # a new goal allows motion again
         handle = m.wait(m.action.send_goal_async(goal), 30.0, "the goal's answer")
         g["sent"] += 1
         if not handle.accepted:
             g["outcomes"]["rejected"] = g["outcomes"].get("rejected", 0) + 1
-            self._record(fault, sent, at_send, False, "rejected")
+            self._record(fault, sent, at_send, skipped, False, "rejected")
             return True
         result = handle.get_result_async()
         m.pause(self.rng.uniform(*FAULT_AFTER), result.done)
@@ -542,14 +541,14 @@ class RobotSoak:
         self.results.faults_during_push[fault] = self.results.faults_during_push.get(fault, 0) + during
         if self._inject(fault, handle, during):
             g["outcomes"]["stack stopped"] = g["outcomes"].get("stack stopped", 0) + 1
-            self._record(fault, sent, at_send, during, "stack stopped")
+            self._record(fault, sent, at_send, skipped, during, "stack stopped")
             return False
         r = m.wait(result, GOAL_SECONDS * 4 + 60.0, "the goal's result").result
         from .soak import OUTCOMES  # noqa: PLC0415
         outcome = OUTCOMES[r.outcome] if r.outcome < len(OUTCOMES) else f"code {r.outcome}"
         g["outcomes"][outcome] = g["outcomes"].get(outcome, 0) + 1
         g["reached"] += outcome == "reached"
-        self._record(fault, sent, at_send, during, outcome, r)
+        self._record(fault, sent, at_send, skipped, during, outcome, r)
         self.windows.append(Window("push end", m.now()))
         self._rss()
         return True

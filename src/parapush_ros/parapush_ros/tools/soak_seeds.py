@@ -272,16 +272,9 @@ def _worst(values: list):
     return max(numbers) if numbers else None
 
 
-def _spread(per_seed: dict) -> dict:
-    import numpy as np  # noqa: PLC0415
-    v = np.array(list(per_seed.values()), dtype=float)
-    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "min": float(v.min()),
-            "max": float(v.max()), "per_seed": per_seed}
-
-
 def combine(results: dict, mode: str) -> dict:
     """The soak over seeds from each seed's JSON ({seed: summary}): ``TOTALS`` summed (at the keys one soak's JSON
-    has), ``worst`` (``WORST``: max), ``spread`` (``SPREAD``: mean, std, min, max, per seed), ``per_seed`` and
+    has), ``worst`` (``WORST``: max), ``spread`` (``SPREAD``: ``bench.common.summarise_seeds``), ``per_seed`` and
     ``failures`` (each prefixed by its seed)."""
     seeds = list(results)
     out = {"seeds": seeds, "failed_seeds": [s for s in seeds if results[s]["failures"]]}
@@ -293,11 +286,9 @@ def combine(results: dict, mode: str) -> dict:
         for where in dict.fromkeys(w for r in results.values() for w in _get(r, path)):
             _set(out["worst"], where, _worst([_get(r, where)[where] for r in results.values()
                                               if where in _get(r, where)]))
-    out["spread"] = {}
-    for key in SPREAD[mode]:
-        per = {str(s): r[key] for s, r in results.items() if _number(r.get(key))}
-        if per:
-            out["spread"][key] = _spread(per)
+    from .bench.common import summarise_seeds  # noqa: PLC0415 - the benches' mean / std / min / max / per seed
+    spread = summarise_seeds({s: {k: r[k] for k in SPREAD[mode] if _number(r.get(k))} for s, r in results.items()})
+    out["spread"] = {k: spread[k] for k in SPREAD[mode] if k in spread}
     out["per_seed"] = {str(s): {**{k: r[k] for k in HEADLINE[mode] if k in r}, "failures": r["failures"],
                                 "domain_id": r.get("domain_id"), "json": r.get("json")} for s, r in results.items()}
     out["failures"] = [f"seed {s}: {f}" for s, r in results.items() for f in r["failures"]]

@@ -10,6 +10,9 @@ straight push is the outline's extent across it (``half_width``), and clearances
 """
 from __future__ import annotations
 
+import copy
+from functools import cache
+
 import numpy as np
 
 from .geometry import Footprint, pair_penetration, ray_entry
@@ -35,13 +38,19 @@ def parse_shapes(text: str | None, option: str = "--shapes") -> tuple[str, ...] 
     return shapes
 
 
+@cache
+def _shape_fields(shape: str) -> tuple:
+    """(key, value) pairs of the outline and height of ``SHAPE_SCENES[shape]``'s object: read once per shape."""
+    from .spec import load_scene  # noqa: PLC0415 (spec imports geometry, as this module does)
+    body = load_scene(SHAPE_SCENES[shape]).to_dict()["objects"][0]
+    return tuple((k, v) for k, v in body.items() if k in _SHAPE_KEYS)
+
+
 def shaped_object(shape: str, like: dict) -> dict:
     """The scene-file mapping of an object of ``shape`` (``SHAPE_SCENES``' outline and height) that keeps ``like``'s
     name, mass and start (a mapping of ``Scene.to_dict()['objects']``)."""
-    from .spec import load_scene  # noqa: PLC0415 (spec imports geometry, as this module does)
-    body = load_scene(SHAPE_SCENES[shape]).to_dict()["objects"][0]
     out = {k: v for k, v in like.items() if k not in _SHAPE_KEYS}
-    out.update({k: v for k, v in body.items() if k in _SHAPE_KEYS})
+    out.update(copy.deepcopy(dict(_shape_fields(shape))))  # the cached lists stay the cache's
     return out
 
 

@@ -148,10 +148,11 @@ def shaped_scene(index: int, seed: int, shape: str, template=None, max_tries: in
     template = template or load_scene("obstacle_push")
     rng = np.random.default_rng([int(seed), int(index), SHAPES.index(shape), 41])
 
+    base_half_x = float(template.table.half[0])
+
     def edit(data):  # the shape at the template's start, the pusher clear of any of them (placed below)
         data["objects"][0] = shaped_object(shape, data["objects"][0])
         data["pusher"]["start"] = [-base_half_x + data["pusher"]["radius"], 0.0]
-    base_half_x = float(template.table.half[0])
     base = template.revalidated(f"bench mpc: a {shape} in {template.name}", edit=edit)
     body, obstacle, r_p = base.objects[0], base.obstacles[0], base.pusher.radius
     fp, ofp = body.footprint, obstacle.footprint

@@ -163,6 +163,12 @@ class SpinningNodes:
     def shutdown(self, timeout: float = 5.0) -> list:
         """Stop spinning, end the nodes' activity, wait for callbacks in flight, destroy the nodes (last added
         first); returns ``errors``. Safe to call twice."""
+        self.stop(timeout)
+        return self.destroy()
+
+    def stop(self, timeout: float = 5.0) -> list:
+        """The part of the teardown that matters to the robot: stop spinning, end the nodes' activity (a node that
+        commands motion sends its last zero here), wait for callbacks in flight; returns ``errors``."""
         self.spin.stop(timeout)
         for node in self.nodes:
             stop_activity = getattr(node, "stop_activity", None)
@@ -175,6 +181,10 @@ class SpinningNodes:
         for node in self.nodes:
             self.executor.remove_node(node)
         self.executor.shutdown(timeout_sec=timeout)
+        return self.errors
+
+    def destroy(self) -> list:
+        """The middleware's cleanup, after ``stop``: destroy the nodes (last added first); returns ``errors``."""
         for node in reversed(self.nodes):
             try:
                 node.destroy_node()

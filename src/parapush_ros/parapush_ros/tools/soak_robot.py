@@ -54,7 +54,9 @@ by its stamp, which the commander takes from the system clock the soak reads too
   episodes             per goal: fault, outcome, actions, final distance, the goal's and the pusher's distance from
                        the object, the planner's pauses (and why) and late plans, the stand-in's stall, the load
   exits                per stop: each node's exit status, parapush's processes still running EXIT_TIMEOUT after
-                       it (``left_running``: a failure) and other packages' (``others_left_running``: reported)
+                       it (``left_running``: a failure) and other packages' (``others_left_running``: reported),
+                       and the nodes whose middleware cleanup hung after a clean stop (``teardown_hangs``: rclpy's
+                       destroy_node, ``ros/node.py``; they exit with their stop's status; counted, not a failure)
 
 Figures are wall-clock behaviour of real processes on this host: a busy host reaches fewer goals, but every safety
 figure above holds at any speed (stamps, not arrival times, decide). Exit status non-zero when a safety figure,
@@ -153,6 +155,13 @@ class Process:
         out.update({m[1]: int(m[2]) for m in re.finditer(
             r"\[ERROR\] \[([\w-]+)\]: process has died \[pid \d+, exit code (-?\d+)", text)})
         return {name.rsplit("-", 1)[0]: code for name, code in out.items()}
+
+
+def teardown_hangs(text: str) -> list:
+    """Our nodes whose middleware cleanup hung after a clean stop (``ros/node.py``: faulthandler's traceback after
+    ``DESTROY_LIMIT_S``, then exit with the stop's status): rclpy's, not the node's; counted, not failed."""
+    names = {m[1].rsplit("-", 1)[0] for m in re.finditer(r"^\[([\w-]+)\] Timeout \(", text, re.MULTILINE)}
+    return sorted(names & set(OUR_NODES))
 
 
 def node_errors(text: str) -> list:
@@ -451,7 +460,7 @@ class RobotSoak:
         self.standin.stop(signal.SIGINT)
         self.results.exceptions += node_errors(self.launch.output()) + node_errors(self.standin.output())
         rec = {"signal": signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left,
-               "others_left_running": others}
+               "others_left_running": others, "teardown_hangs": teardown_hangs(self.launch.output())}
         if others:
             print(f"[soak --robot] after {rec['signal']}: not parapush's, still running {EXIT_TIMEOUT:g} s later "
                   f"(killed): {others}", flush=True)
@@ -747,6 +756,7 @@ class RobotSoak:
             "hostile": {"count": len(r.hostile), "refused": len(r.hostile) - len(hostile_failed),
                         "not_refused": hostile_failed},
             "teleop": r.teleop, "exits": r.exits, "exceptions": len(r.exceptions),
+            "teardown_hangs": sum(len(e.get("teardown_hangs", [])) for e in r.exits),
             "twists_received": len(twists), "twist_rate_hz": round(len(twists) / span, 1) if span > 0 else 0.0,
             "exception_lines": r.exceptions[:20], "rss_growth_mb": rss_growth, "problems": r.problems,
             "episodes": r.episodes,

@@ -16,6 +16,7 @@ from parapush_ros.core.sim.world import SimWorld, WorldConfig, perturbed_scene
 from parapush_ros.core.planning.outcome import Outcome
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.scene.queries import obstacle_clearance
+from parapush_ros.tools.bench.mpc import predicted_cycles
 
 pytestmark = pytest.mark.timeout(120)
 SMALL = dict(model="fine", samples=6, iterations=1)
@@ -183,3 +184,14 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
         main(["bench", "mpc", "--replan-rate", "10", "--scenes", "1", "--no-timing", "--out", str(out)])
     with pytest.raises(ValueError, match=r"--replan-rate: must be in \[0\.1, 100\] Hz"):
         main(["bench", "mpc", "--realtime", "--replan-rate", "0", "--scenes", "1", "--no-timing", "--out", str(out)])
+
+
+@pytest.mark.parametrize("K", [0, 1])
+def test_predicted_cycles_reproduce_the_cycle_on_the_cores_it_ran_on(K):
+    """``predicted_cycle_s`` rescales a run's re-scoring from the cores it ran on (its records' ``threads``): at that
+    core count it gives back the measured cycle (it once assumed 2 cores whatever the run's)."""
+    records = [{"threads": 4, "rescore_slices": 8, "cycle_times_s": [0.05] * 5, "rescore_times_s": [0.03] * 5,
+                "rescored": [4] * 5, "parareal_iterations": [K] * 5}]
+    pred = predicted_cycles(records, measured_cores=records[0]["threads"], cores=(2, 4, 16))["predicted_cycle_s"]
+    assert pred["P4"] == pytest.approx(0.05)
+    assert pred["P2"] > pred["P4"] >= pred["P16"]

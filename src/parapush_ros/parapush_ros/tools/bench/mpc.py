@@ -281,7 +281,7 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
     rec = run_closed_loop(planner, world, max_actions=max_actions, realtime=args.realtime,
                           plan_margin=args.plan_margin, io=io)
     predictor.close()
-    cycles = _cycles(planner, io, config) if args.realtime else {}
+    cycles = _cycles(planner, io, config, threads) if args.realtime else {}
     if shove is not None:
         applied = "delta" in shoved
         cycles["shove"] = {"time_s": shove.time, "distance_m": shove.distance, "applied": applied,
@@ -347,9 +347,10 @@ def fast_key(model: str, rate: float) -> str:
     return f"{model}@{rate:g}Hz"
 
 
-def _cycles(planner, io: WorldIO, config: PlannerConfig) -> dict:
+def _cycles(planner, io: WorldIO, config: PlannerConfig, threads: int) -> dict:
     """A run's planning cycles: their starts (s of world time), durations on the plan clock, whether each was
-    dropped as late, its fine fraction, and the hand-over velocity jumps (the fast planner)."""
+    dropped as late, its fine fraction, and the hand-over velocity jumps and the planner's ``threads`` (the fast
+    planner)."""
     if isinstance(planner, FastMPCPush):
         log = planner.log
         return {"cycle_starts_s": [(t - io.epoch_ns) * 1e-9 for t in log.starts_ns],
@@ -357,7 +358,8 @@ def _cycles(planner, io: WorldIO, config: PlannerConfig) -> dict:
                 "fine_fraction": float(np.mean(log.fine_fraction)) if log.fine_fraction else None,
                 "handover_jump_max": float(max(log.handover_jumps, default=0.0)),
                 "rescore_times_s": log.rescore_times, "rescored": log.rescored, "parareal_iterations": log.iterations,
-                "rescore_slices": int(round(planner.config.horizon / planner.config.slice_duration))}
+                "rescore_slices": int(round(planner.config.horizon / planner.config.slice_duration)),
+                "threads": threads}
     # the 1 Hz MPC: a cycle per plan (its switch), all of its predictions made by the planner's model
     pr, N = planner.predictor, config.sampling.horizon
     return {"cycle_starts_s": [(r.start_ns - io.epoch_ns) * 1e-9 for r in io.plans],
@@ -386,7 +388,7 @@ def cycle_summary(records: list, shove: bool) -> dict:
            "time_to_goal_s": float(np.mean([r["task_time"] for r in ok])) if ok else None}
     if any("handover_jump_max" in r for r in records):
         out["handover_jump_max_mps"] = float(max(r.get("handover_jump_max", 0.0) for r in records))
-        out.update(predicted_cycles(records))
+        out.update(predicted_cycles(records, measured_cores=records[0]["threads"]))
     if shove:
         rec = [r["recovery_time_s"] for r in records if r.get("recovery_time_s") is not None]
         out["disturbance_success_rate"] = len(ok) / len(records) if records else 0.0
@@ -397,7 +399,7 @@ def cycle_summary(records: list, shove: bool) -> dict:
     return out
 
 
-def predicted_cycles(records: list, measured_cores: int = 2, cores=(2, 4, 16)) -> dict:
+def predicted_cycles(records: list, measured_cores: int, cores=(2, 4, 16)) -> dict:
     """The fast planner's median cycle time on more cores by ``bench speedup``'s model: the cycle's re-scoring
     (M candidates x N slices, fine: ``batched_fine_time``; Parareal-K: ``batched_parareal_time``, its coarse sweeps
     left out) rescaled from the ``measured_cores`` it ran on, the rest of the cycle (roll forward, screening,

@@ -1,0 +1,194 @@
+"""The integrated limit surface: a point push on a slider whose friction is summed over its support points.
+
+The ellipsoidal limit surface of ``quasistatic.contact_twist`` has one length scale c = m_max / f_max; an elongated
+footprint needs more (docs/results/fidelity.md, "Why the ellipse misses"). Here the pressure is a set of support
+points r_i (object frame, relative to the centre of friction) with weights w_i (summing to 1), and the friction
+wrench of a twist t = (v, omega) is the sum of the points' Coulomb forces (in units of f_max = mu_g m g)::
+
+    v_i = v + omega x r_i,   W(t) = -sum_i w_i (v_i / |v_i|, r_i x v_i / |v_i|) = -grad D(t),
+    D(t) = sum_i w_i |v_i|                              (the dissipation: convex, homogeneous of degree 1)
+
+with |v_i| smoothed to sqrt(|v_i|^2 + eps^2), eps = ``EPS_REL`` times the pusher's speed (so the solution scales with
+the pusher's velocity exactly). Quasi-static contact with a round pusher at the contact point p (contact frame: x the
+inward normal, y = x turned +90 deg, origin the centre of friction), pusher velocity w = (v_n, v_t):
+
+* **sticking**: the slider's contact point moves with the pusher, v = w - omega x p; the one unknown omega makes the
+  friction wrench's moment about p zero. With d_i = z x (r_i - p), v_i = w + omega d_i and that moment is
+  -dD/d omega, so omega minimises the convex h(omega) = D(t(omega)): a safeguarded Newton search in
+  a bracket that always holds the root (|omega| <= |w| / min_i |d_i|). The contact force is -F = sum_i w_i v_i /
+  |v_i| (contact frame); sticking holds while |f_t| <= mu_p f_n;
+* **sliding** (outside the friction cone, on the side of f_t's sign s = +-1): the contact force lies on the cone's
+  edge (1, s mu_p), so the friction wrench is parallel to A = (1, s mu_p, p x (1, s mu_p)). The twist is the minimiser
+  of D on the plane A . t = 1 (convex: a damped 2-D Newton search in the slip c_t of the contact point along the
+  face and omega, its normal velocity 1 - s mu_p c_t), scaled so that the contact point's normal velocity is the
+  pusher's v_n; the pusher slides along the slider by the rest. The masks are ``sliding_up`` (s = +1) and
+  ``sliding_down`` (s = -1), as ``contact_twist``'s;
+* separation: the caller's (its geometry decides).
+
+Derivatives (for DDP): the searches run on values; the solution is then taken one Newton step further on Duals, from
+the converged value held constant with the Hessian's value: at convergence that step's derivative is the implicit
+function theorem's, -(dG/dtheta) / H, so ``step_jacobians`` stays exact within a contact feature and mode. Both
+searches start from the ellipsoidal limit surface's answer (``contact_twist``'s formulas with c), a few steps away.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dual
+from .dual import Dual
+
+EPS_REL = 1e-3  # the smoothing of |v_i|, relative to the pusher's speed
+EPS_FLOOR = 1e-9  # m/s: keeps a pusher at rest well defined
+MAX_ITER = 40  # Newton iterations at most (a bracket or a line search guards every step); 3-8 are typical
+TOL = 1e-11  # relative step size at which a search stops
+
+
+def support_grid(outline, points: int, scale: float = 1.0) -> np.ndarray:
+    """(P, 2) support points in the object frame: the ``points`` x ``points`` cell centres of the outline's bounding
+    rectangle that lie inside it, scaled about its centroid so that their mean distance from it is ``scale`` times
+    the uniform pressure's (``ConvexOutline.mean_distance``): the fine model's grid support
+    (``scene.support.support_points``) for ``scale`` = its ``spread``, equal load per point."""
+    n = int(points)
+    cells = (np.arange(n) + 0.5) / n
+    if outline.kind == "disc":
+        lo, hi = -outline.radius * np.ones(2), outline.radius * np.ones(2)
+    else:
+        v = outline.verts
+        lo, hi = v.min(0), v.max(0)
+    gx, gy = np.meshgrid(lo[0] + cells * (hi - lo)[0], lo[1] + cells * (hi - lo)[1], indexing="ij")
+    pts = np.stack([gx.ravel(), gy.ravel()], -1)
+    if outline.kind == "disc":
+        pts = pts[np.hypot(pts[:, 0], pts[:, 1]) <= outline.radius + 1e-12]
+    else:
+        nrm, off = outline.edges()
+        pts = pts[np.all(pts @ nrm.T <= off + 1e-12, axis=1)]
+    g = outline.centroid
+    mean = np.hypot(*(pts - g).T).mean()
+    return g + (pts - g) * (scale * outline.mean_distance / mean)
+
+
+def _cross(ax, ay, bx, by):
+    return ax * by - ay * bx
+
+
+def _stick_search(wn, wt, dx, dy, eps2, wts, om0):
+    """omega minimising h = sum w_i |w + omega d_i| (values; rows (N,), points (N, P)): (omega, h''(omega))."""
+    dmin = np.sqrt(dx * dx + dy * dy).min(1)
+    bound = np.hypot(wn, wt) / np.maximum(dmin, 1e-6) * 1.01 + 1e-12
+    lo, hi = -bound, bound
+    om = np.clip(om0, lo, hi)
+    for _ in range(MAX_ITER):
+        vx, vy = wn[:, None] + om[:, None] * dx, wt[:, None] + om[:, None] * dy
+        s = np.sqrt(vx * vx + vy * vy + eps2[:, None])
+        g = ((vx * dx + vy * dy) / s) @ wts  # h'(omega): increasing
+        hpp = (((dx * dx + dy * dy) * eps2[:, None] + _cross(vx, vy, dx, dy) ** 2) / s ** 3) @ wts
+        hi = np.where(g > 0.0, om, hi)
+        lo = np.where(g > 0.0, lo, om)
+        newton = om - g / hpp
+        new = np.where((newton > lo) & (newton < hi), newton, 0.5 * (lo + hi))
+        done = np.abs(new - om) <= TOL * bound
+        om = new
+        if done.all():
+            break
+    vx, vy = wn[:, None] + om[:, None] * dx, wt[:, None] + om[:, None] * dy
+    s = np.sqrt(vx * vx + vy * vy + eps2[:, None])
+    hpp = (((dx * dx + dy * dy) * eps2[:, None] + _cross(vx, vy, dx, dy) ** 2) / s ** 3) @ wts
+    return om, hpp, ((vx / s) @ wts, (vy / s) @ wts)
+
+
+def _slide_terms(ct, om, sm, dx, dy, eps2):
+    """Per point: (v_x, v_y, |v|) of the twist whose contact point moves (1 - sm c_t, c_t), turning at omega."""
+    vx, vy = (1.0 - sm * ct)[:, None] + om[:, None] * dx, ct[:, None] + om[:, None] * dy
+    return vx, vy, np.sqrt(vx * vx + vy * vy + eps2)
+
+
+def _slide_search(sm, dx, dy, wts, ct0, om0):
+    """(c_t, omega) minimising D on the plane A . t = 1 (values; ``sm`` = s mu_p per row): the solution and the
+    Hessian's entries (h11, h12, h22) there."""
+    eps2 = EPS_REL ** 2
+    ex, ey = -sm[:, None], np.ones_like(dx)  # d v_i / d c_t
+
+    def grad_hess(ct, om):
+        vx, vy, s = _slide_terms(ct, om, sm, dx, dy, eps2)
+        g1, g2 = ((vx * ex + vy * ey) / s) @ wts, ((vx * dx + vy * dy) / s) @ wts
+        ce, cd = _cross(vx, vy, ex, ey), _cross(vx, vy, dx, dy)
+        s3 = s ** 3
+        h11 = ((eps2 * (ex * ex + ey * ey) + ce * ce) / s3) @ wts
+        h12 = ((eps2 * (ex * dx + ey * dy) + ce * cd) / s3) @ wts
+        h22 = ((eps2 * (dx * dx + dy * dy) + cd * cd) / s3) @ wts
+        return (g1, g2), (h11, h12, h22), s @ wts
+
+    ct, om = ct0.copy(), om0.copy()
+    for _ in range(MAX_ITER):
+        (g1, g2), (h11, h12, h22), f0 = grad_hess(ct, om)
+        det = h11 * h22 - h12 * h12
+        d1, d2 = -(h22 * g1 - h12 * g2) / det, -(h11 * g2 - h12 * g1) / det
+        # backtracking (Armijo) on D: Newton's step where it decreases D enough, else halved
+        step = np.ones_like(ct)
+        slope = g1 * d1 + g2 * d2
+        for _ in range(30):
+            f1 = _slide_terms(ct + step * d1, om + step * d2, sm, dx, dy, eps2)[2] @ wts
+            bad = f1 > f0 + 1e-4 * step * slope
+            if not bad.any():
+                break
+            step = np.where(bad, 0.5 * step, step)
+        ct, om = ct + step * d1, om + step * d2
+        if np.all(np.abs(step * d1) + np.abs(step * d2) * np.sqrt(dx * dx + dy * dy).max(1) <= TOL):
+            break
+    _, hess, _ = grad_hess(ct, om)
+    return ct, om, hess
+
+
+def integrated_contact_twist(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu_p: float, ops=dual):
+    """``quasistatic.contact_twist`` with the integrated limit surface (see the module docstring): the same
+    arguments, contact frame and returns ``(t_x, t_y, omega, sliding_up, sliding_down)``, with the support points
+    ``(r_x, r_y)`` ((N, P), contact frame, relative to the centre of friction) and their ``weights`` (P,) in place
+    of the ellipsoid (``c``: its length scale, used for the searches' starts only). Values are Duals (``ops=dual``)
+    or arrays (``ops=np``); the mode is chosen on the values. Every row is taken to be in contact."""
+    val = lambda a: a.val if isinstance(a, Dual) else np.asarray(a, dtype=float)  # noqa: E731
+    wts = np.asarray(weights, dtype=float)
+    dx, dy = dual.column(p_y) - r_y, r_x - dual.column(p_x)  # d v_i / d omega about the contact point: z x (r_i - p)
+    pxv, pyv, vnv, vtv, dxv, dyv = (val(a) for a in (p_x, p_y, v_n, v_t, dx, dy))
+    c2 = c * c
+    inv_d = 1.0 / (c2 + pxv * pxv + pyv * pyv)
+    # sticking: omega from the ellipsoid's, then the integrated search
+    eps2 = EPS_REL ** 2 * (v_n * v_n + v_t * v_t) + EPS_FLOOR ** 2
+    om_s, hpp, (f_n, f_t) = _stick_search(vnv, vtv, dxv, dyv, val(eps2), wts, (vtv * pxv - pyv * vnv) * inv_d)
+    up = f_t > mu_p * np.abs(f_n)
+    down = ~up & (f_t < -mu_p * np.abs(f_n))
+    # the implicit function theorem's derivative: one Newton step on Duals from the converged omega
+    vx, vy = dual.column(v_n) + om_s[:, None] * dx, dual.column(v_t) + om_s[:, None] * dy
+    g = dual.psum((vx * dx + vy * dy) / ops.sqrt(vx * vx + vy * vy + dual.column(eps2)) * wts)
+    om = om_s - g / hpp
+    vt_eff = v_t
+    for sign, mask in ((1.0, up), (-1.0, down)):
+        if not mask.any():
+            continue
+        sm = np.full_like(pxv, sign * mu_p)
+        # the ellipsoid's motion-cone edge as the start: contact point velocity (1, gamma) scaled to A . t = 1
+        den = c2 + pyv * pyv - sign * mu_p * pxv * pyv
+        gamma = (sign * mu_p * c2 - pyv * pxv + sign * mu_p * pxv * pxv) / den
+        cn0 = 1.0 / np.maximum(1.0 + sign * mu_p * gamma, 1e-3)
+        ct0 = gamma * cn0
+        rows = np.flatnonzero(mask)
+        ct, om_l, (h11, h12, h22) = _slide_search(sm[rows], dxv[rows], dyv[rows], wts, ct0[rows],
+                                                  ((ct0 * pxv - pyv * cn0) * inv_d)[rows])
+        ct_full, om_full = np.zeros_like(pxv), np.zeros_like(pxv)
+        ct_full[rows], om_full[rows] = ct, om_l
+        hs = [np.ones_like(pxv), np.zeros_like(pxv), np.ones_like(pxv)]
+        for h, hv in zip(hs, (h11, h12, h22)):
+            h[rows] = hv
+        # one Newton step on Duals (the implicit function theorem), then scaled to the pusher's normal velocity
+        vx = (1.0 - sm * ct_full)[:, None] + om_full[:, None] * dx
+        vy = ct_full[:, None] + om_full[:, None] * dy
+        s = ops.sqrt(vx * vx + vy * vy + EPS_REL ** 2)
+        g1 = dual.psum((vx * (-sm[:, None]) + vy) / s * wts)
+        g2 = dual.psum((vx * dx + vy * dy) / s * wts)
+        det = hs[0] * hs[2] - hs[1] * hs[1]
+        ct_d = ct_full - (g1 * hs[2] - g2 * hs[1]) / det
+        om_d = om_full - (g2 * hs[0] - g1 * hs[1]) / det
+        k = v_n / (1.0 - sm * ct_d)
+        vt_eff = ops.where(mask, k * ct_d, vt_eff)
+        om = ops.where(mask, k * om_d, om)
+    tx, ty = v_n + om * p_y, vt_eff - om * p_x  # the centre of friction's velocity: the contact point's + omega x -p
+    return tx, ty, om, up, down

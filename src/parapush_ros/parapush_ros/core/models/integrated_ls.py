@@ -40,7 +40,7 @@ from .dual import Dual
 EPS_REL = 1e-3  # the smoothing of |v_i|, relative to the pusher's speed
 EPS_FLOOR = 1e-9  # m/s: keeps a pusher at rest well defined
 MAX_ITER = 40  # Newton iterations at most (a bracket or a line search guards every step); 3-8 are typical
-TOL = 1e-11  # relative step size at which a search stops
+TOL = 1e-8  # relative step size at which a search stops (the derivative step adds one Newton step more)
 
 
 def support_grid(outline, points: int, scale: float = 1.0) -> np.ndarray:
@@ -72,27 +72,56 @@ def _cross(ax, ay, bx, by):
 
 
 def _stick_search(wn, wt, dx, dy, eps2, wts, om0):
-    """omega minimising h = sum w_i |w + omega d_i| (values; rows (N,), points (N, P)): (omega, h''(omega))."""
-    dmin = np.sqrt(dx * dx + dy * dy).min(1)
-    bound = np.hypot(wn, wt) / np.maximum(dmin, 1e-6) * 1.01 + 1e-12
-    lo, hi = -bound, bound
-    om = np.clip(om0, lo, hi)
+    """omega minimising h = sum w_i |w + omega d_i| (values; rows (N,), points (N, P)): (omega, h''(omega), the
+    contact force (f_n, f_t)).
+
+    Each term is a_i sqrt((omega - m_i)^2 + k_i^2), a_i = w_i |d_i|, m_i = -(w . d_i) / |d_i|^2 the omega that stops
+    point i (as near as it can), k_i = sqrt((w x d_i)^2 + eps^2 |d_i|^2) / |d_i|^2 how near: h is a smoothed weighted
+    median's objective, h' increasing, steep at each m_i. The bracket: the m_i's either side of the root (h' at
+    every m_i); the start: where the steep term nearest to balancing the others does (its local solution), else the
+    ellipsoid's omega; then Newton's steps, bisection where one leaves the bracket."""
+    d2 = np.maximum(dx * dx + dy * dy, 1e-300)
+    b = wn[:, None] * dx + wt[:, None] * dy
+    m = -b / d2
+    k = np.sqrt(_cross(wn[:, None], wt[:, None], dx, dy) ** 2 + eps2[:, None] * d2) / d2
+    a = wts * np.sqrt(d2)
+
+    def deriv(om):  # h' at omega (..., P) per row: sum_i a_i (omega - m_i) / sqrt((omega - m_i)^2 + k_i^2)
+        t = om[..., None] - m[:, None, :] if om.ndim == 2 else om[:, None] - m
+        return (a[:, None, :] if om.ndim == 2 else a) * t / np.sqrt(t * t + (k[:, None, :] if om.ndim == 2 else k) ** 2)
+
+    g_at_m = deriv(m).sum(-1)  # (N, P): h' at each m_j
+    big = np.hypot(wn, wt) / np.sqrt(d2.min(1)) * 1.01 + 1e-12  # |omega| beyond this: every point slips one way
+    lo = np.maximum(np.where(g_at_m <= 0.0, m, -np.inf).max(1), -big)
+    hi = np.minimum(np.where(g_at_m > 0.0, m, np.inf).min(1), big)
+    # near a steep term j, h' ~ g(m_j) + a_j t / sqrt(t^2 + k_j^2): zero at t = -g k_j / sqrt(a_j^2 - g^2)
+    ratio = np.abs(g_at_m) / a
+    j = np.argmin(ratio, axis=1)
+    rows = np.arange(len(j))
+    gj, aj, kj = g_at_m[rows, j], a[rows, j], k[rows, j]
+    local = m[rows, j] - gj * kj / np.sqrt(np.maximum(aj * aj - gj * gj, 1e-300))
+    om = np.where(ratio[rows, j] < 1.0, local, om0)
+    om = np.where((om > lo) & (om < hi), om, np.clip(om0, lo, hi))
+    om = np.where((om > lo) & (om < hi), om, 0.5 * (lo + hi))
+    scale = np.minimum(hi - lo, big)
     for _ in range(MAX_ITER):
-        vx, vy = wn[:, None] + om[:, None] * dx, wt[:, None] + om[:, None] * dy
-        s = np.sqrt(vx * vx + vy * vy + eps2[:, None])
-        g = ((vx * dx + vy * dy) / s) @ wts  # h'(omega): increasing
-        hpp = (((dx * dx + dy * dy) * eps2[:, None] + _cross(vx, vy, dx, dy) ** 2) / s ** 3) @ wts
+        t = om[:, None] - m
+        r = np.sqrt(t * t + k * k)
+        g = (a * t / r).sum(1)
+        hpp = (a * k * k / r ** 3).sum(1)
         hi = np.where(g > 0.0, om, hi)
         lo = np.where(g > 0.0, lo, om)
         newton = om - g / hpp
-        new = np.where((newton > lo) & (newton < hi), newton, 0.5 * (lo + hi))
-        done = np.abs(new - om) <= TOL * bound
+        new = np.where((newton >= lo) & (newton <= hi), newton, 0.5 * (lo + hi))  # (a converged row stays)
+        done = np.abs(new - om) <= TOL * (scale + np.abs(om))
         om = new
         if done.all():
             break
+    t = om[:, None] - m
+    r = np.sqrt(t * t + k * k)
+    hpp = (a * k * k / r ** 3).sum(1)
     vx, vy = wn[:, None] + om[:, None] * dx, wt[:, None] + om[:, None] * dy
     s = np.sqrt(vx * vx + vy * vy + eps2[:, None])
-    hpp = (((dx * dx + dy * dy) * eps2[:, None] + _cross(vx, vy, dx, dy) ** 2) / s ** 3) @ wts
     return om, hpp, ((vx / s) @ wts, (vy / s) @ wts)
 
 
@@ -118,7 +147,21 @@ def _slide_search(sm, dx, dy, wts, ct0, om0):
         h22 = ((eps2 * (dx * dx + dy * dy) + cd * cd) / s3) @ wts
         return (g1, g2), (h11, h12, h22), s @ wts
 
-    ct, om = ct0.copy(), om0.copy()
+    # the start: the lowest D of the ellipsoid's answer and of turning about each support point j (v_j = 0: the
+    # contact point moves -omega d_j, omega = -1 / (d_j . (1, s mu)); a point support's limit surface has a facet
+    # for each, so the minimum is often there, where the smoothed D is too curved for Newton's steps from afar)
+    den = dx - sm[:, None] * dy
+    om_j = -1.0 / np.where(np.abs(den) > 1e-9, den, 1e-9)
+    ct_j = -om_j * dy
+    cand_ct = np.concatenate([ct0[:, None], ct_j], 1)  # (N, 1 + P)
+    cand_om = np.concatenate([om0[:, None], om_j], 1)
+    vx = (1.0 - sm[:, None] * cand_ct)[..., None] + cand_om[..., None] * dx[:, None, :]
+    vy = cand_ct[..., None] + cand_om[..., None] * dy[:, None, :]
+    cost = np.sqrt(vx * vx + vy * vy + eps2) @ wts
+    cost = np.where((1.0 - sm[:, None] * cand_ct > 0.0) | (np.arange(cost.shape[1]) == 0), cost, np.inf)
+    best = np.argmin(cost, axis=1)
+    rows = np.arange(len(best))
+    ct, om = cand_ct[rows, best], cand_om[rows, best]
     for _ in range(MAX_ITER):
         (g1, g2), (h11, h12, h22), f0 = grad_hess(ct, om)
         det = h11 * h22 - h12 * h12
@@ -128,12 +171,13 @@ def _slide_search(sm, dx, dy, wts, ct0, om0):
         slope = g1 * d1 + g2 * d2
         for _ in range(30):
             f1 = _slide_terms(ct + step * d1, om + step * d2, sm, dx, dy, eps2)[2] @ wts
-            bad = f1 > f0 + 1e-4 * step * slope
+            bad = f1 > f0 + 1e-4 * step * slope + 1e-13 * f0  # (the last term: rounding, near the minimum)
             if not bad.any():
                 break
             step = np.where(bad, 0.5 * step, step)
         ct, om = ct + step * d1, om + step * d2
-        if np.all(np.abs(step * d1) + np.abs(step * d2) * np.sqrt(dx * dx + dy * dy).max(1) <= TOL):
+        if np.all(np.abs(step * d1) + np.abs(step * d2) * np.sqrt(dx * dx + dy * dy).max(1)
+                  <= TOL * (1.0 + np.abs(ct))):
             break
     _, hess, _ = grad_hess(ct, om)
     return ct, om, hess
@@ -160,17 +204,16 @@ def integrated_contact_twist(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu
     vx, vy = dual.column(v_n) + om_s[:, None] * dx, dual.column(v_t) + om_s[:, None] * dy
     g = dual.psum((vx * dx + vy * dy) / ops.sqrt(vx * vx + vy * vy + dual.column(eps2)) * wts)
     om = om_s - g / hpp
-    vt_eff = v_t
-    for sign, mask in ((1.0, up), (-1.0, down)):
-        if not mask.any():
-            continue
-        sm = np.full_like(pxv, sign * mu_p)
+    slide = up | down
+    if slide.any():  # sliding on the friction cone's edge (1, s mu_p), s = +1 up, -1 down
+        sign = np.where(up, 1.0, -1.0)
+        sm = sign * mu_p
         # the ellipsoid's motion-cone edge as the start: contact point velocity (1, gamma) scaled to A . t = 1
-        den = c2 + pyv * pyv - sign * mu_p * pxv * pyv
-        gamma = (sign * mu_p * c2 - pyv * pxv + sign * mu_p * pxv * pxv) / den
-        cn0 = 1.0 / np.maximum(1.0 + sign * mu_p * gamma, 1e-3)
+        den = c2 + pyv * pyv - sm * pxv * pyv
+        gamma = (sm * c2 - pyv * pxv + sm * pxv * pxv) / den
+        cn0 = 1.0 / np.maximum(1.0 + sm * gamma, 1e-3)
         ct0 = gamma * cn0
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(slide)
         ct, om_l, (h11, h12, h22) = _slide_search(sm[rows], dxv[rows], dyv[rows], wts, ct0[rows],
                                                   ((ct0 * pxv - pyv * cn0) * inv_d)[rows])
         ct_full, om_full = np.zeros_like(pxv), np.zeros_like(pxv)
@@ -188,7 +231,9 @@ def integrated_contact_twist(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu
         ct_d = ct_full - (g1 * hs[2] - g2 * hs[1]) / det
         om_d = om_full - (g2 * hs[0] - g1 * hs[1]) / det
         k = v_n / (1.0 - sm * ct_d)
-        vt_eff = ops.where(mask, k * ct_d, vt_eff)
-        om = ops.where(mask, k * om_d, om)
+        vt_eff = ops.where(slide, k * ct_d, v_t)
+        om = ops.where(slide, k * om_d, om)
+    else:
+        vt_eff = v_t
     tx, ty = v_n + om * p_y, vt_eff - om * p_x  # the centre of friction's velocity: the contact point's + omega x -p
     return tx, ty, om, up, down

@@ -72,8 +72,8 @@ def _cross(ax, ay, bx, by):
 
 
 def _stick_search(wn, wt, dx, dy, eps2, wts, om0):
-    """omega minimising h = sum w_i |w + omega d_i| (values; rows (N,), points (N, P)): (omega, h''(omega), the
-    contact force (f_n, f_t)).
+    """omega minimising h = sum w_i |w + omega d_i| (values; rows (N,), points and weights (N, P)): (omega,
+    h''(omega), the contact force (f_n, f_t)).
 
     Each term is a_i sqrt((omega - m_i)^2 + k_i^2), a_i = w_i |d_i|, m_i = -(w . d_i) / |d_i|^2 the omega that stops
     point i (as near as it can), k_i = sqrt((w x d_i)^2 + eps^2 |d_i|^2) / |d_i|^2 how near: h is a smoothed weighted
@@ -122,7 +122,7 @@ def _stick_search(wn, wt, dx, dy, eps2, wts, om0):
     hpp = (a * k * k / r ** 3).sum(1)
     vx, vy = wn[:, None] + om[:, None] * dx, wt[:, None] + om[:, None] * dy
     s = np.sqrt(vx * vx + vy * vy + eps2[:, None])
-    return om, hpp, ((vx / s) @ wts, (vy / s) @ wts)
+    return om, hpp, ((vx / s * wts).sum(1), (vy / s * wts).sum(1))
 
 
 def _slide_terms(ct, om, sm, dx, dy, eps2):
@@ -132,20 +132,20 @@ def _slide_terms(ct, om, sm, dx, dy, eps2):
 
 
 def _slide_search(sm, dx, dy, wts, ct0, om0):
-    """(c_t, omega) minimising D on the plane A . t = 1 (values; ``sm`` = s mu_p per row): the solution and the
-    Hessian's entries (h11, h12, h22) there."""
+    """(c_t, omega) minimising D on the plane A . t = 1 (values; ``sm`` = s mu_p per row, points and weights (N,
+    P)): the solution and the Hessian's entries (h11, h12, h22) there."""
     eps2 = EPS_REL ** 2
     ex, ey = -sm[:, None], np.ones_like(dx)  # d v_i / d c_t
 
     def grad_hess(ct, om):
         vx, vy, s = _slide_terms(ct, om, sm, dx, dy, eps2)
-        g1, g2 = ((vx * ex + vy * ey) / s) @ wts, ((vx * dx + vy * dy) / s) @ wts
+        g1, g2 = ((vx * ex + vy * ey) / s * wts).sum(1), ((vx * dx + vy * dy) / s * wts).sum(1)
         ce, cd = _cross(vx, vy, ex, ey), _cross(vx, vy, dx, dy)
         s3 = s ** 3
-        h11 = ((eps2 * (ex * ex + ey * ey) + ce * ce) / s3) @ wts
-        h12 = ((eps2 * (ex * dx + ey * dy) + ce * cd) / s3) @ wts
-        h22 = ((eps2 * (dx * dx + dy * dy) + cd * cd) / s3) @ wts
-        return (g1, g2), (h11, h12, h22), s @ wts
+        h11 = ((eps2 * (ex * ex + ey * ey) + ce * ce) / s3 * wts).sum(1)
+        h12 = ((eps2 * (ex * dx + ey * dy) + ce * cd) / s3 * wts).sum(1)
+        h22 = ((eps2 * (dx * dx + dy * dy) + cd * cd) / s3 * wts).sum(1)
+        return (g1, g2), (h11, h12, h22), (s * wts).sum(1)
 
     # the start: the lowest D of the ellipsoid's answer and of turning about each support point j (v_j = 0: the
     # contact point moves -omega d_j, omega = -1 / (d_j . (1, s mu)); a point support's limit surface has a facet
@@ -157,7 +157,7 @@ def _slide_search(sm, dx, dy, wts, ct0, om0):
     cand_om = np.concatenate([om0[:, None], om_j], 1)
     vx = (1.0 - sm[:, None] * cand_ct)[..., None] + cand_om[..., None] * dx[:, None, :]
     vy = cand_ct[..., None] + cand_om[..., None] * dy[:, None, :]
-    cost = np.sqrt(vx * vx + vy * vy + eps2) @ wts
+    cost = (np.sqrt(vx * vx + vy * vy + eps2) * wts[:, None, :]).sum(-1)
     cost = np.where((1.0 - sm[:, None] * cand_ct > 0.0) | (np.arange(cost.shape[1]) == 0), cost, np.inf)
     best = np.argmin(cost, axis=1)
     rows = np.arange(len(best))
@@ -170,7 +170,7 @@ def _slide_search(sm, dx, dy, wts, ct0, om0):
         step = np.ones_like(ct)
         slope = g1 * d1 + g2 * d2
         for _ in range(30):
-            f1 = _slide_terms(ct + step * d1, om + step * d2, sm, dx, dy, eps2)[2] @ wts
+            f1 = (_slide_terms(ct + step * d1, om + step * d2, sm, dx, dy, eps2)[2] * wts).sum(1)
             bad = f1 > f0 + 1e-4 * step * slope + 1e-13 * f0  # (the last term: rounding, near the minimum)
             if not bad.any():
                 break
@@ -183,21 +183,47 @@ def _slide_search(sm, dx, dy, wts, ct0, om0):
     return ct, om, hess
 
 
-def integrated_contact_twist(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu_p: float, ops=dual):
+def integrated_contact_twist(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu_p: float, ops=dual,
+                             reweight=None):
     """``quasistatic.contact_twist`` with the integrated limit surface (see the module docstring): the same
     arguments, contact frame and returns ``(t_x, t_y, omega, sliding_up, sliding_down)``, with the support points
     ``(r_x, r_y)`` ((N, P), contact frame, relative to the centre of friction) and their ``weights`` (P,) in place
     of the ellipsoid (``c``: its length scale, used for the searches' starts only). Values are Duals (``ops=dual``)
-    or arrays (``ops=np``); the mode is chosen on the values. Every row is taken to be in contact."""
-    val = lambda a: a.val if isinstance(a, Dual) else np.asarray(a, dtype=float)  # noqa: E731
+    or arrays (``ops=np``); the mode is chosen on the values. Every row is taken to be in contact.
+
+    ``reweight``: the load transfer, where given: ``reweight(f_n, f_t)`` -> the weights (N, P) (Duals or arrays)
+    under the pusher's force (f_n, f_t) (contact frame, units of f_max); the contact is solved once with
+    ``weights``, then again with the weights under the force that solution needs (one fixed-point pass: the
+    force's direction hardly changes with the weights, its size not at all while sliding)."""
+    twist = _integrated_pass(p_x, p_y, v_n, v_t, r_x, r_y, np.broadcast_to(np.asarray(weights, dtype=float),
+                                                                         np.shape(_val(r_x))), c, mu_p, ops)
+    if reweight is None:
+        return twist
+    tx, ty, om, _, _ = twist
+    dx, dy = dual.column(p_y) - r_y, r_x - dual.column(p_x)
     wts = np.asarray(weights, dtype=float)
+    vx = dual.column(tx - om * p_y) + dual.column(om) * dx  # the points' velocities (contact frame)
+    vy = dual.column(ty + om * p_x) + dual.column(om) * dy
+    s = ops.sqrt(vx * vx + vy * vy + dual.column(EPS_REL ** 2 * (v_n * v_n + v_t * v_t) + EPS_FLOOR ** 2))
+    f_n, f_t = dual.psum(vx / s * wts), dual.psum(vy / s * wts)
+    return _integrated_pass(p_x, p_y, v_n, v_t, r_x, r_y, reweight(f_n, f_t), c, mu_p, ops)
+
+
+def _val(a):
+    return a.val if isinstance(a, Dual) else np.asarray(a, dtype=float)
+
+
+def _integrated_pass(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu_p: float, ops):
+    """One solve of ``integrated_contact_twist`` with the weights (N, P) (a Dual or an array)."""
+    val = _val
+    wts, wv = weights, _val(weights)  # the Duals' (for the derivative steps) and their values (for the searches)
     dx, dy = dual.column(p_y) - r_y, r_x - dual.column(p_x)  # d v_i / d omega about the contact point: z x (r_i - p)
     pxv, pyv, vnv, vtv, dxv, dyv = (val(a) for a in (p_x, p_y, v_n, v_t, dx, dy))
     c2 = c * c
     inv_d = 1.0 / (c2 + pxv * pxv + pyv * pyv)
     # sticking: omega from the ellipsoid's, then the integrated search
     eps2 = EPS_REL ** 2 * (v_n * v_n + v_t * v_t) + EPS_FLOOR ** 2
-    om_s, hpp, (f_n, f_t) = _stick_search(vnv, vtv, dxv, dyv, val(eps2), wts, (vtv * pxv - pyv * vnv) * inv_d)
+    om_s, hpp, (f_n, f_t) = _stick_search(vnv, vtv, dxv, dyv, val(eps2), wv, (vtv * pxv - pyv * vnv) * inv_d)
     up = f_t > mu_p * np.abs(f_n)
     down = ~up & (f_t < -mu_p * np.abs(f_n))
     # the implicit function theorem's derivative: one Newton step on Duals from the converged omega
@@ -214,7 +240,7 @@ def integrated_contact_twist(p_x, p_y, v_n, v_t, r_x, r_y, weights, c: float, mu
         cn0 = 1.0 / np.maximum(1.0 + sm * gamma, 1e-3)
         ct0 = gamma * cn0
         rows = np.flatnonzero(slide)
-        ct, om_l, (h11, h12, h22) = _slide_search(sm[rows], dxv[rows], dyv[rows], wts, ct0[rows],
+        ct, om_l, (h11, h12, h22) = _slide_search(sm[rows], dxv[rows], dyv[rows], wv[rows], ct0[rows],
                                                   ((ct0 * pxv - pyv * cn0) * inv_d)[rows])
         ct_full, om_full = np.zeros_like(pxv), np.zeros_like(pxv)
         ct_full[rows], om_full[rows] = ct, om_l

@@ -27,7 +27,7 @@ from ..scene.spec import Scene
 from ..scene.support import DEFAULT_SUPPORT
 from .base import UnsupportedScene, batch_arguments
 from .quasistatic import QuasiStaticPusherSlider, fine_c_scale
-from .quasistatic_convex import DEFAULT_LIMIT_SURFACE, QuasiStaticConvexSlider
+from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE, QuasiStaticConvexSlider
 
 MAX_SUBSTEP = 0.005  # s: at 0.1 m/s the pusher moves 0.5 mm per sub-step, well inside the 5 mm contact tolerance
 
@@ -117,12 +117,17 @@ class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
     """C(x, u, dt) for a scene of one object of any convex footprint (``QuasiStaticConvexSlider``).
     ``limit_surface``: "ellipsoid" (one c) or "integrated" (the friction summed over support points: a
     ``support_points`` x ``support_points`` grid over the footprint, 0 = the scene's support grid, as the fine model
-    has it; 3 where the scene's support is ``native``), both scaled by ``fine_c_scale``."""
+    has it; 3 where the scene's support is ``native``), both scaled by ``fine_c_scale``; ``contact_height`` (m,
+    integrated only): where the pusher's force acts above the table, for the load it shifts over the support
+    (negative: half the object's height, the middle of its side; 0: none)."""
 
     name = "quasistatic_convex"
 
-    def __init__(self, scene: Scene, limit_surface: str = DEFAULT_LIMIT_SURFACE, support_points: int = 0, **kw):
+    def __init__(self, scene: Scene, limit_surface: str = DEFAULT_LIMIT_SURFACE, support_points: int = 0,
+                 contact_height: float = DEFAULT_CONTACT_HEIGHT, **kw):
         self.limit_surface = str(limit_surface)
+        self._requested_height = float(contact_height)
+        self.contact_height = (scene.objects[0].half_height if contact_height < 0.0 else float(contact_height))
         points = int(support_points)
         if points == 0:
             points = int(scene.support.points) if scene.support.pattern == "grid" else DEFAULT_SUPPORT.points
@@ -131,10 +136,12 @@ class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
         super().__init__(scene, **kw)
 
     def slider_options(self) -> dict:
-        return {"limit_surface": self.limit_surface, "support_points": self.support_points}
+        return {"limit_surface": self.limit_surface, "support_points": self.support_points,
+                "contact_height": self.contact_height if self.limit_surface == "integrated" else 0.0}
 
     def factory_options(self) -> dict:
-        return {"limit_surface": self.limit_surface, "support_points": self._requested_points}
+        return {"limit_surface": self.limit_surface, "support_points": self._requested_points,
+                "contact_height": self._requested_height}
 
     @staticmethod
     def check_scene(scene: Scene) -> None:

@@ -41,6 +41,7 @@ from .quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, Li
 
 LIMIT_SURFACES = ("ellipsoid", "integrated")
 DEFAULT_LIMIT_SURFACE = "ellipsoid"  # chosen by measurement: docs/results/fidelity.md
+DEFAULT_CONTACT_HEIGHT = -1.0  # the coarse model's: half the object's height (negative), docs/results/fidelity.md
 
 
 def _value(a):
@@ -82,6 +83,9 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
     # ``support_points`` grid points over the footprint, scaled by c_scale (``integrated_ls``)
     limit_surface: str = DEFAULT_LIMIT_SURFACE
     support_points: int = 3
+    # integrated only: the height (m) above the table at which the pusher's force acts; its tipping moment shifts
+    # the support's load towards the force, by contact_height x force / (m g) (0: no load transfer)
+    contact_height: float = 0.0
 
     def __post_init__(self):
         for name in ("mass", "mu_g", "mu_p", "pusher_radius", "dt", "contact_tol", "c_scale"):
@@ -90,6 +94,8 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         if self.limit_surface not in LIMIT_SURFACES:
             raise ValueError(f"quasi-static model: limit_surface must be one of {', '.join(LIMIT_SURFACES)}, got "
                              f"{self.limit_surface!r}")
+        if not self.contact_height >= 0.0:
+            raise ValueError(f"quasi-static model: contact_height must be >= 0, got {self.contact_height}")
         if not (isinstance(self.support_points, int | np.integer) and 2 <= self.support_points <= 9):
             raise ValueError(f"quasi-static model: support_points must be an integer in 2..9, got "
                              f"{self.support_points!r}")
@@ -100,6 +106,9 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
             pts = support_grid(self.outline, self.support_points, self.c_scale) - self._g
             object.__setattr__(self, "_support", pts)
             object.__setattr__(self, "_weights", np.full(len(pts), 1.0 / len(pts)))
+            centred = pts - pts.mean(0)
+            object.__setattr__(self, "_centred", centred)
+            object.__setattr__(self, "_inv_second_moment", np.linalg.inv(centred.T @ centred / len(pts)))
         if self.outline.kind == "polygon":
             n, off = self.outline.edges()
             object.__setattr__(self, "_n", n)
@@ -198,8 +207,25 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         sx, sy = self._support[:, 0], self._support[:, 1]
         nxc, nyc = dual.column(nx), dual.column(ny)
         r_x, r_y = nxc * sx + nyc * sy, nxc * sy - nyc * sx  # support points in the contact frame
+        reweight = None
+        if self.contact_height > 0.0:
+            shift = self.contact_height * self.mu_g  # the load's centre moves by this times the force / f_max
+            (jxx, jxy), (_, jyy) = self._inv_second_moment
+            cx, cy = self._centred[:, 0], self._centred[:, 1]
+            uniform = 1.0 / len(cx)
+
+            def reweight(f_n, f_t):
+                """Weights under the pusher's force (f_n, f_t) (contact frame): pressure linear over the support
+                (an elastic foundation tilted by the force's tipping moment), its centre moved by ``shift`` f;
+                none below zero (the support lifts off there)."""
+                fx, fy = f_n * nx - f_t * ny, f_n * ny + f_t * nx  # object frame
+                ax, ay = shift * (jxx * fx + jxy * fy), shift * (jxy * fx + jyy * fy)
+                w = (1.0 + dual.column(ax) * cx + dual.column(ay) * cy) * uniform
+                w = ops.where(_value(w) > 0.0, w, 0.0)
+                return w / dual.column(dual.psum(w))
+
         tx, ty, om, up, down = integrated_contact_twist(p_x, p_y, vn, vt, r_x, r_y, self._weights, self.c,
-                                                        self.mu_p, ops)
+                                                        self.mu_p, ops, reweight)
         up_full, down_full = zero.copy(), zero.copy()
         up_full[rows], down_full[rows] = up, down
         return (*(_put(a, rows, size) for a in (tx, ty, om)), up_full, down_full)

@@ -23,7 +23,7 @@ import numpy as np
 from ..scene.spec import Scene
 from .base import Propagator, UncertainPropagator, rollout, rollout_with_variance
 from .parareal import Parareal
-from .quasistatic_convex import DEFAULT_LIMIT_SURFACE
+from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE
 
 COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of its own)
 FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of its own)
@@ -102,7 +102,11 @@ register_model("quasistatic_convex", ".quasistatic_coarse:QuasiStaticConvexCoars
                    "f_max) | integrated (the friction summed over the support points, solved per contact)"),
                 "support_points": ModelOption(
                     0, "support grid points per side of the integrated limit surface (2..9); 0 = the scene's support "
-                       "grid (3 where its support is native)")})
+                       "grid (3 where its support is native)"),
+                "contact_height": ModelOption(
+                    DEFAULT_CONTACT_HEIGHT, "integrated limit surface: height (m) above the table at which the "
+                    "pusher's force acts, for the load it shifts over the support; negative = half the object's "
+                    "height; 0 = no load transfer")})
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics",
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
 

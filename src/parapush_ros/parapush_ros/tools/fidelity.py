@@ -64,6 +64,7 @@ def run_replay(args) -> dict:
             ModelSpec.parse(m, coarse=args.coarse)  # a bad name fails before any work
     except ValueError as e:
         raise ValueError(f"--models/--coarse: {e}") from None
+    options = parse_model_options(args.model_option)
     if not args.slice > 0:
         raise ValueError(f"--slice: must be > 0, got {args.slice}")
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
@@ -71,7 +72,7 @@ def run_replay(args) -> dict:
     for c in cases:
         if c.start_warning:
             print(f"warning: {c.start_warning}", file=sys.stderr)
-    predictor = Predictor(scene, coarse=args.coarse, options=parse_model_options(args.model_option))
+    predictor = Predictor(scene, coarse=args.coarse, options=options)
     from tqdm import tqdm  # noqa: PLC0415
     with tqdm(total=len(cases) * len(models), desc="replaying", unit="run", file=sys.stderr) as bar:
         results = replay(predictor, scene, cases, models, on_done=bar.update)

@@ -181,12 +181,14 @@ class _PoseCost:
         return lx, 2e-3 * U, lxx, np.broadcast_to(2e-3 * np.eye(2), U.shape + (2,)).copy(), np.zeros(U.shape + (7,))
 
 
-def test_ddp_pushes_a_disc_with_the_convex_model_derivatives():
+@pytest.mark.parametrize("limit_surface,height", [("ellipsoid", 0.0), ("integrated", 0.0), ("integrated", 0.01)],
+                         ids=["ellipsoid", "integrated", "integrated-load-transfer"])
+def test_ddp_pushes_a_disc_with_the_convex_model_derivatives(limit_surface, height):
     """The DDP of DG-OC (``BatchedDDP``: ``step`` and ``step_jacobians``) on the disc: a push from rest reaches
-    goals ahead and to the side of the pusher."""
+    goals ahead and to the side of the pusher, with either limit surface."""
     from parapush_ros.core.planning.ddp.solver import BatchedDDP, DDPSettings
     from dataclasses import replace
-    model = replace(DISC, dt=0.02)
+    model = replace(DISC, dt=0.02, limit_surface=limit_surface, contact_height=height)
     goals = np.array([[0.08, 0.0], [0.08, 0.02], [0.07, -0.02]])
     x0 = np.tile([0.0, 0.0, 0.0, -0.0551, 0.0, 0.0, 0.0], (3, 1))
     U0 = np.tile([0.5, 0.0], (3, 60, 1)) * (np.arange(60) < 10)[None, :, None]  # a start: 0.1 m/s, then coast

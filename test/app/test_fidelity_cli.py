@@ -49,6 +49,19 @@ def test_replay_names_a_bad_argument(tmp_path, recordings):
               "--out", str(tmp_path)])
 
 
+def test_replay_takes_a_models_option(tmp_path, recordings):
+    """``--model-option``: the convex model with the integrated limit surface replays the pushes (nearer than no
+    motion); an option the model does not have is refused by name."""
+    assert main(["replay", "--scene", "box_slider", "--recordings", str(recordings), *GRID,
+                 "--models", "quasistatic_convex", "--model-option", "quasistatic_convex.limit_surface=integrated",
+                 "--out", str(tmp_path), "--json", str(tmp_path / "r.json")]) == 0
+    final = {m: v["final_trans_mm"]["mean"] for m, v in json.loads((tmp_path / "r.json").read_text())["models"].items()}
+    assert final["quasistatic_convex"] < 0.5 * final["no_motion"], final
+    with pytest.raises(ValueError, match="model 'quasistatic_convex' has no option 'c'"):
+        main(["replay", "--scene", "box_slider", "--recordings", str(recordings), "--models", "quasistatic_convex",
+              "--model-option", "quasistatic_convex.c=0.1", "--out", str(tmp_path)])
+
+
 def test_calibration_recovers_the_perturbed_world(tmp_path, recordings):
     out_scene = tmp_path / "fitted.yaml"
     assert main(["calibrate", "--scene", "box_slider", "--recordings", str(recordings), *GRID,

@@ -9,7 +9,7 @@ from parapush_ros.core.models.quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_
                                                   mean_distance_rectangle)
 from parapush_ros.core.models.quasistatic_convex import QuasiStaticConvexSlider
 from parapush_ros.core.models.registry import AUTO, COARSE, Predictor, auto_coarse, names, parameter_descriptions
-from parapush_ros.core.scene.convex import ConvexOutline
+from parapush_ros.core.scene.convex import ConvexOutline, ellipse_vertices
 from parapush_ros.core.scene.spec import load_scene
 
 BOX = dict(mass=0.11, mu_g=0.35, mu_p=0.3, pusher_radius=0.005)
@@ -181,12 +181,14 @@ class _PoseCost:
         return lx, 2e-3 * U, lxx, np.broadcast_to(2e-3 * np.eye(2), U.shape + (2,)).copy(), np.zeros(U.shape + (7,))
 
 
-def test_ddp_pushes_a_disc_with_the_convex_model_derivatives():
+@pytest.mark.parametrize("limit_surface,height", [("ellipsoid", 0.0), ("integrated", 0.0), ("integrated", 0.01)],
+                         ids=["ellipsoid", "integrated", "integrated-load-transfer"])
+def test_ddp_pushes_a_disc_with_the_convex_model_derivatives(limit_surface, height):
     """The DDP of DG-OC (``BatchedDDP``: ``step`` and ``step_jacobians``) on the disc: a push from rest reaches
-    goals ahead and to the side of the pusher."""
+    goals ahead and to the side of the pusher, with either limit surface."""
     from parapush_ros.core.planning.ddp.solver import BatchedDDP, DDPSettings
     from dataclasses import replace
-    model = replace(DISC, dt=0.02)
+    model = replace(DISC, dt=0.02, limit_surface=limit_surface, contact_height=height)
     goals = np.array([[0.08, 0.0], [0.08, 0.02], [0.07, -0.02]])
     x0 = np.tile([0.0, 0.0, 0.0, -0.0551, 0.0, 0.0, 0.0], (3, 1))
     U0 = np.tile([0.5, 0.0], (3, 60, 1)) * (np.arange(60) < 10)[None, :, None]  # a start: 0.1 m/s, then coast
@@ -194,3 +196,199 @@ def test_ddp_pushes_a_disc_with_the_convex_model_derivatives():
     r = BatchedDDP(model, _PoseCost(goals), DDPSettings(max_iterations=40)).solve(x0, U0)
     after = np.linalg.norm(r.X[:, -1, :2] - goals, axis=-1)
     assert np.all(after < 0.005) and np.all(after < 0.3 * before), (before, after)
+
+
+# ------------------------------------------------------------------------------------ the integrated limit surface
+ELLIPSE = ConvexOutline.of("ellipse", (0.12, 0.07, 0.02), ellipse_vertices(0.06, 0.035))
+INTEGRATED = dict(BOX, limit_surface="integrated")
+
+
+def _friction(model, x, nxt):
+    """The support's friction on a model's step from ``x`` to ``nxt`` (object frame, about the centroid, in units of
+    f_max) and the twist: (F (N, 2), M (N,), (v_x, v_y, omega) of the centroid), and the slowest support point's
+    speed (N,)."""
+    dt = model.dt
+    th = x[:, 2]
+    c, s = np.cos(th), np.sin(th)
+    dsx, dsy = (nxt[:, 0] - x[:, 0]) / dt, (nxt[:, 1] - x[:, 1]) / dt
+    om = (nxt[:, 2] - x[:, 2]) / dt
+    g = model.outline.centroid
+    bx, by = c * dsx + s * dsy, c * dsy - s * dsx  # the origin's velocity, object frame
+    vx, vy = bx - om * g[1], by + om * g[0]  # the centroid's
+    r = model._support  # relative to the centroid
+    px, py = vx[:, None] - om[:, None] * r[:, 1], vy[:, None] + om[:, None] * r[:, 0]
+    sp = np.hypot(px, py)
+    w = model._weights
+    fx, fy = -(px / sp) @ w, -(py / sp) @ w
+    m = -((r[:, 0] * py - r[:, 1] * px) / sp) @ w
+    return np.stack([fx, fy], -1), m, (vx, vy, om), sp.min(1)
+
+
+def _pushes(model, n, speed_t, seed=0):
+    """``n`` pushes from contacts of the outline, along the inward normal at 0.1 m/s plus up to ``speed_t`` m/s along
+    the contact, the object at yaw 0: (x, u, contact points, inward normals) (object frame)."""
+    rng = np.random.default_rng(seed)
+    pts, nrm = model.outline.contact_samples(9)
+    interior = np.flatnonzero(np.isin(np.arange(len(pts)) % 9, range(1, 8)))
+    pick = rng.choice(interior, n, replace=len(interior) < n)
+    p = pts[pick] - nrm[pick] * (model.pusher_radius + 0.001)
+    tang = np.stack([-nrm[pick, 1], nrm[pick, 0]], -1)
+    v = 0.1 * nrm[pick] + speed_t * tang * rng.uniform(-1.0, 1.0, (n, 1))
+    x = np.concatenate([np.zeros((n, 3)), p, v], 1)
+    return x, np.zeros((n, 2)), pts[pick], nrm[pick]
+
+
+def test_the_integrated_support_is_the_fine_models_grid():
+    from parapush_ros.core.models.integrated_ls import support_grid
+    from parapush_ros.core.scene.support import SupportSpec, support_points
+    for name in ("box_slider", "cylinder_slider", "hexagon_slider", "ellipse_slider"):
+        o = load_scene(name).objects[0]
+        for points, spread in ((3, 1.0), (5, 0.85)):
+            np.testing.assert_allclose(
+                support_grid(ConvexOutline.of(o.shape, o.size, o.vertices), points, spread),
+                support_points(o.shape, o.size, SupportSpec("grid", points, spread), o.vertices), atol=1e-15)
+
+
+@pytest.mark.parametrize("outline", [DISC.outline, HEX.outline, ELLIPSE], ids=["disc", "hexagon", "ellipse"])
+def test_integrated_sticking_and_sliding_balance_the_support_friction(outline):
+    """Every push in contact: the support's friction has no moment about the contact point; sticking, the contact
+    point moves with the pusher and the contact force is inside the friction cone; sliding, the force is on the
+    cone's edge of its side and the contact point's normal velocity is the pusher's. (Where the object turns about
+    a support point, that point's friction is anything up to its share: those pushes are left out of the balance.)"""
+    model = QuasiStaticConvexSlider(outline, **INTEGRATED)
+    x, u, cp, n = _pushes(model, 80, 0.25)
+    nxt, _, mode = model.step_info(x, u)
+    assert {STICK, SLIDE_UP, SLIDE_DOWN} <= set(mode.tolist()) and SEPARATION not in mode
+    F, M, (vx, vy, om), slowest = _friction(model, x, nxt)
+    free = slowest > 0.05 * np.hypot(*x[:, 5:7].T)
+    assert free.mean() > 0.7
+    q = cp - model.outline.centroid
+    np.testing.assert_allclose((M - (q[:, 0] * F[:, 1] - q[:, 1] * F[:, 0]))[free], 0.0, atol=1e-5)
+    f = -F  # the pusher's force on the object
+    f_n, f_t = (f * n).sum(1), f[:, 1] * n[:, 0] - f[:, 0] * n[:, 1]
+    cvx, cvy = vx - om * q[:, 1], vy + om * q[:, 0]  # the object's contact point
+    w = x[:, 5:7]
+    stick, up, down = mode == STICK, mode == SLIDE_UP, mode == SLIDE_DOWN
+    np.testing.assert_allclose(np.stack([cvx, cvy], -1)[stick], w[stick], atol=1e-9)
+    stick, up, down = stick & free, up & free, down & free
+    assert np.all(np.abs(f_t[stick]) <= model.mu_p * f_n[stick] + 1e-6)
+    np.testing.assert_allclose(f_t[up], model.mu_p * f_n[up], atol=1e-5)
+    np.testing.assert_allclose(f_t[down], -model.mu_p * f_n[down], atol=1e-5)
+    slide = up | down
+    np.testing.assert_allclose((cvx * n[:, 0] + cvy * n[:, 1])[slide], (w * n).sum(1)[slide], atol=1e-9)
+
+
+def test_integrated_disc_turns_at_the_exact_uniform_pressure_rate():
+    """A disc pushed in +x at a contact off the centre's line, sticking: the yaw rate of a 9 x 9 support grid is the
+    exact quasi-static one of uniform pressure (a fine polar quadrature: the yaw rate at which the friction has no
+    moment about the contact point, by bisection) within 1 %, and closer to it than the ellipsoid's (one c)."""
+    R = 0.05
+    rho = (np.arange(200) + 0.5) / 200 * R
+    phi = (np.arange(400) + 0.5) / 400 * 2 * np.pi
+    rr, pp = np.meshgrid(rho, phi)
+    pts, wts = np.stack([rr * np.cos(pp), rr * np.sin(pp)], -1).reshape(-1, 2), rr.ravel() / rr.sum()
+    kw = dict(BOX, mu_p=1.0)  # sticking at every contact below
+    integrated = QuasiStaticConvexSlider(DISC.outline, **dict(kw, limit_surface="integrated", support_points=9))
+    ellipsoid = QuasiStaticConvexSlider(DISC.outline, **kw)
+    w = np.array([0.1, 0.0])
+    for b in (0.2, 0.4, 0.6):  # the contact's angle from the push's line through the centre
+        q = R * np.array([-np.cos(b), np.sin(b)])  # contact point
+
+        def moment_about_contact(om, q=q):
+            v = w + om * np.stack([-(pts[:, 1] - q[1]), pts[:, 0] - q[0]], -1)
+            f = v / np.linalg.norm(v, axis=1)[:, None] * wts[:, None]
+            return ((pts[:, 0] - q[0]) * f[:, 1] - (pts[:, 1] - q[1]) * f[:, 0]).sum()
+
+        lo, hi = -20.0, 0.0  # pushed above the centre in +x: the disc turns clockwise
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if moment_about_contact(mid) > 0 else (mid, hi)
+        exact = 0.5 * (lo + hi)
+        p = q * (R + DISC.pusher_radius + 0.001) / R
+        x = np.array([[0.0, 0.0, 0.0, *p, *w]])
+        om = {}
+        for name, model in (("integrated", integrated), ("ellipsoid", ellipsoid)):
+            nxt, _, mode = model.step_info(x, np.zeros((1, 2)))
+            assert mode[0] == STICK
+            om[name] = nxt[0, 2] / model.dt
+        print(b, om, exact)
+        assert exact < 0.0 and om["integrated"] == pytest.approx(exact, rel=0.01), (b, om, exact)
+        assert abs(om["integrated"] - exact) < abs(om["ellipsoid"] - exact), (b, om, exact)
+
+
+@pytest.mark.parametrize("outline,height", [(DISC.outline, 0.0), (HEX.outline, 0.0), (ELLIPSE, 0.0),
+                                            (HEX.outline, 0.01), (ELLIPSE, 0.01)],
+                         ids=["disc", "hexagon", "ellipse", "hexagon-load-transfer", "ellipse-load-transfer"])
+def test_integrated_jacobians_are_exact_within_a_mode(outline, height):
+    model = QuasiStaticConvexSlider(outline, **dict(INTEGRATED, contact_height=height))
+    x, _, _, _ = _pushes(model, 40, 0.25, seed=3)
+    rng = np.random.default_rng(4)
+    th = rng.uniform(-np.pi, np.pi, len(x))  # turned objects, off the origin
+    c, s = np.cos(th), np.sin(th)
+    rot = lambda a: np.stack([c * a[:, 0] - s * a[:, 1], s * a[:, 0] + c * a[:, 1]], -1)  # noqa: E731
+    x = np.concatenate([np.tile([0.02, 0.01], (len(x), 1)), th[:, None], rot(x[:, 3:5]) + [0.02, 0.01],
+                        rot(x[:, 5:7])], 1)
+    u = rng.normal(0, 0.5, (len(x), 2))
+    val, A, B = model.step_jacobians(x, u)
+    _, _, mode = model.step_info(x, u)
+    assert {STICK, SLIDE_UP, SLIDE_DOWN} <= set(mode.tolist())
+    np.testing.assert_allclose(val, model.step(x, u), atol=1e-14)
+    eps = 1e-7
+    for i in range(7):
+        d = np.zeros(7)
+        d[i] = eps
+        fd = (model.step(x + d, u) - model.step(x - d, u)) / (2 * eps)
+        np.testing.assert_allclose(A[:, :, i], fd, atol=2e-6, rtol=1e-5)
+    for i in range(2):
+        d = np.zeros(2)
+        d[i] = eps
+        fd = (model.step(x, u + d) - model.step(x, u - d)) / (2 * eps)
+        np.testing.assert_allclose(B[:, :, i], fd, atol=2e-6, rtol=1e-5)
+
+
+def test_the_limit_surface_is_a_model_option():
+    from parapush_ros.core.models.registry import parse_model_options
+    assert parse_model_options(["quasistatic_convex.limit_surface=integrated",
+                                "quasistatic_convex.support_points=5"]) == {
+        "quasistatic_convex": {"limit_surface": "integrated", "support_points": 5}}
+    with pytest.raises(ValueError, match="model 'quasistatic_convex' has no option 'c'"):
+        parse_model_options(["quasistatic_convex.c=1"])
+    with pytest.raises(ValueError, match=r"not of the form model\.option=value"):
+        parse_model_options(["limit_surface=integrated"])
+    with pytest.raises(ValueError, match=r"limit_surface must be one of ellipsoid, integrated"):
+        QuasiStaticConvexSlider(DISC.outline, **dict(BOX, limit_surface="polynomial"))
+    scene = load_scene("ellipse_slider")
+    p = Predictor(scene, options={"quasistatic_convex": {"limit_surface": "integrated"}})
+    try:
+        m = p.coarse_model()
+        assert m.model.limit_surface == "integrated" and m.model.support_points == scene.support.points
+        assert m.with_substep(0.01).model.limit_surface == "integrated"
+        x0 = scene.initial_state()
+        out = p.predict(x0, np.array([[0.05, 0.0]] * 4), 0.25, model="coarse").states
+        assert np.all(np.isfinite(out))
+    finally:
+        p.close()
+
+
+def test_load_transfer_turns_a_box_as_the_fine_model_does():
+    """A box pushed on its face off the centre's line for 1 s: its support's load moves towards the push (the
+    pusher's force acts at half the box's height), so it turns less than under uniform load, as MuJoCo's box does
+    (uniform load turns it ~10 % too far here)."""
+    scene = load_scene("box_slider")
+    L = scene.layout
+    x0 = scene.initial_state()
+    L.pusher_pos(x0)[:] = [-0.07, 0.02]
+    push = np.array([[0.05, 0.0]] * 4)
+    yaw = {}
+    for name, height in (("uniform", 0.0), ("transfer", -1.0)):
+        p = Predictor(scene, options={"quasistatic_convex": {"limit_surface": "integrated",
+                                                             "contact_height": height}}, threads=1)
+        try:
+            if name == "uniform":
+                yaw["fine"] = L.object_poses(p.predict(x0, push, 0.25, model="fine").states[-1])[0, 2]
+            yaw[name] = L.object_poses(p.predict(x0, push, 0.25, model="quasistatic_convex").states[-1])[0, 2]
+        finally:
+            p.close()
+    print({k: np.degrees(v) for k, v in yaw.items()})
+    assert yaw["fine"] < 0.0 and yaw["uniform"] < yaw["transfer"] < 0.0
+    assert abs(yaw["transfer"] - yaw["fine"]) < 0.5 * abs(yaw["uniform"] - yaw["fine"])

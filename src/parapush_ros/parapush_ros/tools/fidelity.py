@@ -56,7 +56,7 @@ def run_replay(args) -> dict:
     from .bench.common import output_paths, print_table, pyplot, save_figure, write_json  # noqa: PLC0415
     from ..core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
     from ..core.fidelity.replay import NO_MOTION, no_motion_states, pose_errors, prepare, replay, summarise  # noqa: PLC0415
-    from ..core.models.registry import ModelSpec, Predictor  # noqa: PLC0415
+    from ..core.models.registry import ModelSpec, Predictor, parse_model_options  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     try:
@@ -64,6 +64,7 @@ def run_replay(args) -> dict:
             ModelSpec.parse(m, coarse=args.coarse)  # a bad name fails before any work
     except ValueError as e:
         raise ValueError(f"--models/--coarse: {e}") from None
+    options = parse_model_options(args.model_option)
     if not args.slice > 0:
         raise ValueError(f"--slice: must be > 0, got {args.slice}")
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
@@ -71,7 +72,7 @@ def run_replay(args) -> dict:
     for c in cases:
         if c.start_warning:
             print(f"warning: {c.start_warning}", file=sys.stderr)
-    predictor = Predictor(scene, coarse=args.coarse)
+    predictor = Predictor(scene, coarse=args.coarse, options=options)
     from tqdm import tqdm  # noqa: PLC0415
     with tqdm(total=len(cases) * len(models), desc="replaying", unit="run", file=sys.stderr) as bar:
         results = replay(predictor, scene, cases, models, on_done=bar.update)
@@ -212,6 +213,9 @@ def add_parser(sub) -> None:
     p.add_argument("--coarse", default=DEFAULT_COARSE,
                    help=f"coarse model of 'coarse' and inside Parareal (default {DEFAULT_COARSE}; "
                         f"{' | '.join(coarse_choices())})")
+    p.add_argument("--model-option", action="append", default=[], metavar="MODEL.OPTION=VALUE",
+                   help="a model's option (`parapush models` lists them), e.g. "
+                        "quasistatic_convex.limit_surface=integrated")
     p.add_argument("--out", default="out", help="directory for the plots (default ./out)")
     p.add_argument("--json", default=None, help="JSON result file (default <out>/bench_replay.json)")
     p.set_defaults(func=run_replay)

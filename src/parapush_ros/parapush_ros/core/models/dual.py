@@ -1,10 +1,11 @@
 """Forward-mode automatic differentiation on NumPy batches: enough of it for the quasi-static model and its costs.
 
-A ``Dual`` holds values ``val`` (shape ``(N,)``) and derivatives ``der`` (``(N, K)``) with respect to K seeded
-inputs. The dynamics are written once, on Duals, and give both the next state and its exact Jacobians (A, B) for
-DDP; discrete choices (contact face, mode) are taken on the values with ``where``, as a hybrid model's derivative
-is the derivative of the mode it is in. Hand-derived Jacobians of the motion cone would be a second copy of the
-model to keep in step; finite differences blur the mode boundaries and cost K extra evaluations.
+A ``Dual`` holds values ``val`` (shape ``(N,)``, or ``(N, P)`` for P values per row, which broadcast as NumPy
+arrays do) and derivatives ``der`` (``val.shape + (K,)``) with respect to K seeded inputs. The dynamics are written
+once, on Duals, and give both the next state and its exact Jacobians (A, B) for DDP; discrete choices (contact face,
+mode) are taken on the values with ``where``, as a hybrid model's derivative is the derivative of the mode it is in.
+Hand-derived Jacobians of the motion cone would be a second copy of the model to keep in step; finite differences
+blur the mode boundaries and cost K extra evaluations.
 """
 from __future__ import annotations
 
@@ -50,34 +51,34 @@ class Dual:
 
     def __mul__(self, o):
         if isinstance(o, Dual):
-            return Dual(self.val * o.val, self.der * o.val[:, None] + o.der * self.val[:, None])
+            return Dual(self.val * o.val, self.der * o.val[..., None] + o.der * self.val[..., None])
         o = np.asarray(o, dtype=float)
-        return Dual(self.val * o, self.der * (o[:, None] if o.ndim else o))
+        return Dual(self.val * o, self.der * (o[..., None] if o.ndim else o))
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
         if isinstance(o, Dual):
             inv = 1.0 / o.val
-            return Dual(self.val * inv, (self.der - o.der * (self.val * inv)[:, None]) * inv[:, None])
+            return Dual(self.val * inv, (self.der - o.der * (self.val * inv)[..., None]) * inv[..., None])
         return self * (1.0 / np.asarray(o, dtype=float))
 
     def __rtruediv__(self, o):
         inv = 1.0 / self.val
-        return Dual(o * inv, -self.der * (o * inv * inv)[:, None])
+        return Dual(o * inv, -self.der * (o * inv * inv)[..., None])
 
 
 def sin(a: Dual) -> Dual:
-    return Dual(np.sin(a.val), a.der * np.cos(a.val)[:, None])
+    return Dual(np.sin(a.val), a.der * np.cos(a.val)[..., None])
 
 
 def cos(a: Dual) -> Dual:
-    return Dual(np.cos(a.val), -a.der * np.sin(a.val)[:, None])
+    return Dual(np.cos(a.val), -a.der * np.sin(a.val)[..., None])
 
 
 def sqrt(a: Dual) -> Dual:
     r = np.sqrt(a.val)
-    return Dual(r, a.der * (0.5 / np.maximum(r, 1e-300))[:, None])
+    return Dual(r, a.der * (0.5 / np.maximum(r, 1e-300))[..., None])
 
 
 def where(mask: np.ndarray, a, b) -> Dual:
@@ -86,7 +87,21 @@ def where(mask: np.ndarray, a, b) -> Dual:
         a = Dual.const(a, b)
     if not isinstance(b, Dual):
         b = Dual.const(b, a)
-    return Dual(np.where(mask, a.val, b.val), np.where(mask[:, None], a.der, b.der))
+    return Dual(np.where(mask, a.val, b.val), np.where(mask[..., None], a.der, b.der))
+
+
+def psum(a):
+    """Sum over the last axis of the values (a Dual's (N, P) -> (N,), or a plain array's)."""
+    if isinstance(a, Dual):
+        return Dual(a.val.sum(-1), a.der.sum(-2))
+    return np.sum(a, -1)
+
+
+def column(a):
+    """(N,) -> (N, 1), to broadcast against (N, P) (a Dual or a plain array)."""
+    if isinstance(a, Dual):
+        return Dual(a.val[:, None], a.der[:, None, :])
+    return np.asarray(a)[:, None]
 
 
 def stack(duals: list[Dual]) -> tuple[np.ndarray, np.ndarray]:

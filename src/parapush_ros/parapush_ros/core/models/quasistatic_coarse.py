@@ -24,9 +24,10 @@ import numpy as np
 
 from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
 from ..scene.spec import Scene
+from ..scene.support import DEFAULT_SUPPORT
 from .base import UnsupportedScene, batch_arguments
 from .quasistatic import QuasiStaticPusherSlider, fine_c_scale
-from .quasistatic_convex import QuasiStaticConvexSlider
+from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE, QuasiStaticConvexSlider
 
 MAX_SUBSTEP = 0.005  # s: at 0.1 m/s the pusher moves 0.5 mm per sub-step, well inside the 5 mm contact tolerance
 
@@ -56,8 +57,20 @@ class QuasiStaticCoarseModel:
         self.max_substep = float(max_substep)
         self.projection_tolerance = projection_tolerance
         scale = fine_c_scale(scene) if c_scale is None else float(c_scale)
-        self.model = self.slider(scene, dt=self.max_substep, c_scale=scale)
+        self.model = self.slider(scene, dt=self.max_substep, c_scale=scale, **self.slider_options())
         self._by_dt = {}
+
+    def slider_options(self) -> dict:
+        """The factory options this model passes on to its slider (none for the box)."""
+        return {}
+
+    def with_substep(self, max_substep: float):
+        """The same model (scene, limit surface) integrated in sub-steps of at most ``max_substep`` s."""
+        return type(self)(self.scene, max_substep=max_substep, projection_tolerance=self.projection_tolerance,
+                          **self.factory_options())
+
+    def factory_options(self) -> dict:
+        return {}
 
     @staticmethod
     def check_scene(scene: Scene) -> None:
@@ -101,9 +114,34 @@ class QuasiStaticCoarseModel:
 
 
 class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
-    """C(x, u, dt) for a scene of one object of any convex footprint (``QuasiStaticConvexSlider``)."""
+    """C(x, u, dt) for a scene of one object of any convex footprint (``QuasiStaticConvexSlider``).
+    ``limit_surface``: "ellipsoid" (one c) or "integrated" (the friction summed over support points: a
+    ``support_points`` x ``support_points`` grid over the footprint, 0 = the scene's support grid, as the fine model
+    has it; 3 where the scene's support is ``native``), both scaled by ``fine_c_scale``; ``contact_height`` (m,
+    integrated only): where the pusher's force acts above the table, for the load it shifts over the support
+    (negative: half the object's height, the middle of its side; 0: none)."""
 
     name = "quasistatic_convex"
+
+    def __init__(self, scene: Scene, limit_surface: str = DEFAULT_LIMIT_SURFACE, support_points: int = 0,
+                 contact_height: float = DEFAULT_CONTACT_HEIGHT, **kw):
+        self.limit_surface = str(limit_surface)
+        self._requested_height = float(contact_height)
+        self.contact_height = (scene.objects[0].half_height if contact_height < 0.0 else float(contact_height))
+        points = int(support_points)
+        if points == 0:
+            points = int(scene.support.points) if scene.support.pattern == "grid" else DEFAULT_SUPPORT.points
+        self.support_points = points
+        self._requested_points = int(support_points)
+        super().__init__(scene, **kw)
+
+    def slider_options(self) -> dict:
+        return {"limit_surface": self.limit_surface, "support_points": self.support_points,
+                "contact_height": self.contact_height if self.limit_surface == "integrated" else 0.0}
+
+    def factory_options(self) -> dict:
+        return {"limit_surface": self.limit_surface, "support_points": self._requested_points,
+                "contact_height": self._requested_height}
 
     @staticmethod
     def check_scene(scene: Scene) -> None:

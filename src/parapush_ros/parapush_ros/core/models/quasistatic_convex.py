@@ -7,6 +7,9 @@ The generalisation of paper 003's box model (``quasistatic.QuasiStaticPusherSlid
 * limit surface: uniform support pressure over the footprint; f_max = mu_g m g, m_max = f_max c with c the exact
   mean distance of the footprint from its centroid (``ConvexOutline.mean_distance``, the friction moment at pure
   rotation, integrated exactly), times ``c_scale`` (the fit to a fine model whose support is not uniform);
+  ``limit_surface="integrated"`` replaces that ellipsoid by the friction summed over ``support_points`` x
+  ``support_points`` grid points of the footprint (the fine model's support grid, scaled by ``c_scale``), solved per
+  contact (``integrated_ls``: sticking, sliding on the friction cone's edge; no single c);
 * centre of friction: the footprint's centroid (the object frame's origin need not be it; the origin's velocity
   follows from the twist about the centroid);
 * contact: the point of the outline nearest the pusher centre and the outline's inward normal there — for a disc
@@ -31,12 +34,37 @@ import numpy as np
 from ..scene.convex import ConvexOutline
 from . import dual
 from .dual import Dual
+from .integrated_ls import integrated_contact_twist, support_grid
 from .quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, LimitSurfaceLoads,
                           QuasiStaticPusherSlider, contact_twist, pusher_in_object_frame)
 
 
+LIMIT_SURFACES = ("ellipsoid", "integrated")
+DEFAULT_LIMIT_SURFACE = "ellipsoid"  # chosen by measurement: docs/results/fidelity.md
+DEFAULT_CONTACT_HEIGHT = -1.0  # the coarse model's: half the object's height (negative), docs/results/fidelity.md
+
+
 def _value(a):
     return a.val if isinstance(a, Dual) else a
+
+
+def _take(a, rows):
+    """Rows of a batch (a Dual, an array or a constant)."""
+    if isinstance(a, Dual):
+        return Dual(a.val[rows], a.der[rows])
+    a = np.asarray(a, dtype=float)
+    return a[rows] if a.ndim else np.full(len(rows), float(a))
+
+
+def _put(a, rows, size):
+    """The batch of ``size`` rows holding ``a`` at ``rows``, zero elsewhere (a Dual or an array)."""
+    if isinstance(a, Dual):
+        val, der = np.zeros(size), np.zeros((size,) + a.der.shape[1:])
+        val[rows], der[rows] = a.val, a.der
+        return Dual(val, der)
+    out = np.zeros(size)
+    out[rows] = a
+    return out
 
 
 @dataclass(frozen=True)
@@ -51,14 +79,36 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
     dt: float = 0.01  # s
     contact_tol: float = 0.005  # m
     c_scale: float = 1.0  # c relative to uniform pressure (``quasistatic.fine_c_scale``)
+    # "ellipsoid": one c (``quasistatic.contact_twist``); "integrated": the friction of ``support_points`` x
+    # ``support_points`` grid points over the footprint, scaled by c_scale (``integrated_ls``)
+    limit_surface: str = DEFAULT_LIMIT_SURFACE
+    support_points: int = 3
+    # integrated only: the height (m) above the table at which the pusher's force acts; its tipping moment shifts
+    # the support's load towards the force, by contact_height x force / (m g) (0: no load transfer)
+    contact_height: float = 0.0
 
     def __post_init__(self):
         for name in ("mass", "mu_g", "mu_p", "pusher_radius", "dt", "contact_tol", "c_scale"):
             if not getattr(self, name) > 0.0:
                 raise ValueError(f"quasi-static model: {name} must be > 0, got {getattr(self, name)}")
+        if self.limit_surface not in LIMIT_SURFACES:
+            raise ValueError(f"quasi-static model: limit_surface must be one of {', '.join(LIMIT_SURFACES)}, got "
+                             f"{self.limit_surface!r}")
+        if not self.contact_height >= 0.0:
+            raise ValueError(f"quasi-static model: contact_height must be >= 0, got {self.contact_height}")
+        if not (isinstance(self.support_points, int | np.integer) and 2 <= self.support_points <= 9):
+            raise ValueError(f"quasi-static model: support_points must be an integer in 2..9, got "
+                             f"{self.support_points!r}")
         # cache the geometry (frozen dataclass: object.__setattr__)
         object.__setattr__(self, "_g", self.outline.centroid)
         object.__setattr__(self, "_c", self.c_scale * self.outline.mean_distance)
+        if self.limit_surface == "integrated":
+            pts = support_grid(self.outline, self.support_points, self.c_scale) - self._g
+            object.__setattr__(self, "_support", pts)
+            object.__setattr__(self, "_weights", np.full(len(pts), 1.0 / len(pts)))
+            centred = pts - pts.mean(0)
+            object.__setattr__(self, "_centred", centred)
+            object.__setattr__(self, "_inv_second_moment", np.linalg.inv(centred.T @ centred / len(pts)))
         if self.outline.kind == "polygon":
             n, off = self.outline.edges()
             object.__setattr__(self, "_n", n)
@@ -135,13 +185,50 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         p_x, p_y = qx * nx + qy * ny, qy * nx - qx * ny  # contact frame: x = inward normal, y = x turned +90 deg
         vn, vt = wx * nx + wy * ny, wy * nx - wx * ny
         contact = (gap <= self.contact_tol) & (_value(vn) >= 0.0)
-        tx, ty, om, up, down = contact_twist(p_x, p_y, vn, vt, self.c, self.mu_p, ops)
+        if self.limit_surface == "integrated":
+            tx, ty, om, up, down = self._integrated_twist(contact, (p_x, p_y), (vn, vt), (nx, ny), ops)
+        else:
+            tx, ty, om, up, down = contact_twist(p_x, p_y, vn, vt, self.c, self.mu_p, ops)
         tx, ty, om = (ops.where(contact, t, 0.0) for t in (tx, ty, om))
         bx, by = tx * nx - ty * ny + om * gy0, tx * ny + ty * nx - om * gx0  # the origin's velocity, object frame
         gx, gy = c * bx - s * by, s * bx + c * by  # object frame -> table frame
         nxt = [sx + dt * gx, sy + dt * gy, th + dt * om, px + dt * vx1, py + dt * vy1, vx1, vy1]
         mode = np.where(~contact, SEPARATION, np.where(up, SLIDE_UP, np.where(down, SLIDE_DOWN, STICK)))
         return nxt, feature, mode
+
+    def _integrated_twist(self, contact, p, v, n, ops):
+        """``integrated_contact_twist`` on the rows in contact (the others: no motion, no sliding)."""
+        rows = np.flatnonzero(contact)
+        size = len(contact)
+        zero = np.zeros(size, dtype=bool)
+        if len(rows) == 0:
+            return 0.0 * p[0], 0.0 * p[0], 0.0 * p[0], zero, zero
+        (p_x, p_y), (vn, vt), (nx, ny) = ([_take(a, rows) for a in pair] for pair in (p, v, n))
+        sx, sy = self._support[:, 0], self._support[:, 1]
+        nxc, nyc = dual.column(nx), dual.column(ny)
+        r_x, r_y = nxc * sx + nyc * sy, nxc * sy - nyc * sx  # support points in the contact frame
+        reweight = None
+        if self.contact_height > 0.0:
+            shift = self.contact_height * self.mu_g  # the load's centre moves by this times the force / f_max
+            (jxx, jxy), (_, jyy) = self._inv_second_moment
+            cx, cy = self._centred[:, 0], self._centred[:, 1]
+            uniform = 1.0 / len(cx)
+
+            def reweight(f_n, f_t):
+                """Weights under the pusher's force (f_n, f_t) (contact frame): pressure linear over the support
+                (an elastic foundation tilted by the force's tipping moment), its centre moved by ``shift`` f;
+                none below zero (the support lifts off there)."""
+                fx, fy = f_n * nx - f_t * ny, f_n * ny + f_t * nx  # object frame
+                ax, ay = shift * (jxx * fx + jxy * fy), shift * (jxy * fx + jyy * fy)
+                w = (1.0 + dual.column(ax) * cx + dual.column(ay) * cy) * uniform
+                w = ops.where(_value(w) > 0.0, w, 0.0)
+                return w / dual.column(dual.psum(w))
+
+        tx, ty, om, up, down = integrated_contact_twist(p_x, p_y, vn, vt, r_x, r_y, self._weights, self.c,
+                                                        self.mu_p, ops, reweight)
+        up_full, down_full = zero.copy(), zero.copy()
+        up_full[rows], down_full[rows] = up, down
+        return (*(_put(a, rows, size) for a in (tx, ty, om)), up_full, down_full)
 
     _flatten = staticmethod(QuasiStaticPusherSlider._flatten)
     # the batch interface is the box model's, on this model's ``_step``

@@ -23,6 +23,7 @@ import numpy as np
 from ..scene.spec import Scene
 from .base import Propagator, UncertainPropagator, rollout, rollout_with_variance
 from .parareal import Parareal
+from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE
 
 COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of its own)
 FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of its own)
@@ -95,7 +96,17 @@ register_model("quasistatic", ".quasistatic_coarse:QuasiStaticCoarseModel", COAR
                "quasi-static pusher-slider with limit surface and motion cone (paper 003; one box slider only)")
 register_model("quasistatic_convex", ".quasistatic_coarse:QuasiStaticConvexCoarseModel", COARSE,
                "quasi-static pusher-slider for any convex footprint (disc, box): limit surface of uniform pressure, "
-               "contact from the outline, motion cone; one object only")
+               "contact from the outline, motion cone; one object only",
+               {"limit_surface": ModelOption(
+                   DEFAULT_LIMIT_SURFACE, "limit surface of the quasistatic_convex model: ellipsoid (one c = m_max / "
+                   "f_max) | integrated (the friction summed over the support points, solved per contact)"),
+                "support_points": ModelOption(
+                    0, "support grid points per side of the integrated limit surface (2..9); 0 = the scene's support "
+                       "grid (3 where its support is native)"),
+                "contact_height": ModelOption(
+                    DEFAULT_CONTACT_HEIGHT, "integrated limit surface: height (m) above the table at which the "
+                    "pusher's force acts, for the load it shifts over the support; negative = half the object's "
+                    "height; 0 = no load transfer")})
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics",
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
 
@@ -243,6 +254,29 @@ def parameter_descriptions() -> dict[str, tuple[object, str]]:
     for e in MODELS.values():
         for option, o in e.options.items():
             out[e.parameter(option)] = (o.default, o.description)
+    return out
+
+
+def parse_model_options(items) -> dict:
+    """``["model.option=value", ...]`` (a command line's ``--model-option``) -> ``{model: {option: value}}``, each
+    value of its option's default's type (``quasistatic_convex.limit_surface=integrated``); unknown models or
+    options are refused, naming the known ones."""
+    out = {}
+    for item in items or ():
+        key, eq, value = item.partition("=")
+        name, dot, option = key.strip().partition(".")
+        if not (eq and dot):
+            raise ValueError(f"--model-option: {item!r} is not of the form model.option=value (e.g. "
+                             "quasistatic_convex.limit_surface=integrated)")
+        e = entry(name, where="--model-option")
+        if option not in e.options:
+            raise ValueError(f"--model-option: model {name!r} has no option {option!r} (known: "
+                             f"{', '.join(e.options) or 'none'})")
+        kind = type(e.options[option].default)
+        try:
+            out.setdefault(name, {})[option] = kind(value.strip())
+        except ValueError:
+            raise ValueError(f"--model-option: {item!r}: {value.strip()!r} is not a {kind.__name__}") from None
     return out
 
 

@@ -241,7 +241,7 @@ class FastPlanner:
             raise ConfigError("screen_model", str(e)) from None
         self.screen = ModelSpec(model.name)
         if isinstance(model, QuasiStaticCoarseModel) and model.max_substep != config.screen_substep:
-            model = type(model)(scene, max_substep=config.screen_substep)
+            model = model.with_substep(config.screen_substep)
         self.screen_model = model
         slice_s = getattr(model, "slice_s", None)
         # a model that predicts only whole slices of its own length (the learned one: 1 s) screens on those

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...core.models.base import UnsupportedScene
 from ...core.models.parareal import Parareal
-from ...core.models.registry import Predictor
+from ...core.models.registry import Predictor, parse_model_options
 from ...core.scene.spec import load_scene
 from ..study import Study, Unit, add_arguments
 from .common import (_plain, add_model_arguments, convergence_axes, output_paths, print_table, pyplot, save_figure,
@@ -64,7 +64,8 @@ def errors_per_iteration(solver: Parareal, x0, U, dt) -> np.ndarray:
 def _solver(scene_name: str, args, threads: int):
     """(scene, Parareal) of a scene; ``UnsupportedScene`` where the coarse model refuses it."""
     sc = load_scene(scene_name)
-    predictor = Predictor(sc, coarse=args.coarse, fine=args.fine, threads=threads)
+    predictor = Predictor(sc, coarse=args.coarse, fine=args.fine, threads=threads,
+                          options=parse_model_options(getattr(args, "model_option", [])))
     try:
         return sc, Parareal(sc, predictor.coarse_model(), predictor.fine)
     except UnsupportedScene:
@@ -164,6 +165,8 @@ def add_parser(sub, parent):
     p.add_argument("--random-scene", default="cylinder_slider",
                    help="scene of the random pushes (box_slider for a coarse model of boxes only)")
     add_model_arguments(p)
+    p.add_argument("--model-option", action="append", default=[], metavar="MODEL.OPTION=VALUE",
+                   help="a model's option (`parapush models`), e.g. quasistatic_convex.limit_surface=integrated")
     add_arguments(p, "cases")
     p.set_defaults(func=run)
     return p

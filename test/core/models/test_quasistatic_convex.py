@@ -83,19 +83,7 @@ def test_jacobians_are_exact_within_a_mode(model):
     v = 0.1 * nw + rng.normal(0, 0.02, (12, 2))
     x = np.concatenate([np.tile([0.02, 0.01], (12, 1)), th[:, None], pw, v], 1)
     u = rng.normal(0, 0.5, (12, 2))
-    val, A, B = model.step_jacobians(x, u)
-    np.testing.assert_allclose(val, model.step(x, u), atol=1e-14)
-    eps = 1e-7
-    for i in range(7):
-        d = np.zeros(7)
-        d[i] = eps
-        fd = (model.step(x + d, u) - model.step(x - d, u)) / (2 * eps)
-        np.testing.assert_allclose(A[:, :, i], fd, atol=2e-6, rtol=1e-5)
-    for i in range(2):
-        d = np.zeros(2)
-        d[i] = eps
-        fd = (model.step(x, u + d) - model.step(x, u - d)) / (2 * eps)
-        np.testing.assert_allclose(B[:, :, i], fd, atol=2e-6, rtol=1e-5)
+    assert_jacobians_match_central_differences(model, x, u)
 
 
 def test_registered_refuses_several_objects_by_name_and_predicts_a_disc_near_mujoco():
@@ -329,21 +317,9 @@ def test_integrated_jacobians_are_exact_within_a_mode(outline, height):
     x = np.concatenate([np.tile([0.02, 0.01], (len(x), 1)), th[:, None], rot(x[:, 3:5]) + [0.02, 0.01],
                         rot(x[:, 5:7])], 1)
     u = rng.normal(0, 0.5, (len(x), 2))
-    val, A, B = model.step_jacobians(x, u)
     _, _, mode = model.step_info(x, u)
     assert {STICK, SLIDE_UP, SLIDE_DOWN} <= set(mode.tolist())
-    np.testing.assert_allclose(val, model.step(x, u), atol=1e-14)
-    eps = 1e-7
-    for i in range(7):
-        d = np.zeros(7)
-        d[i] = eps
-        fd = (model.step(x + d, u) - model.step(x - d, u)) / (2 * eps)
-        np.testing.assert_allclose(A[:, :, i], fd, atol=2e-6, rtol=1e-5)
-    for i in range(2):
-        d = np.zeros(2)
-        d[i] = eps
-        fd = (model.step(x, u + d) - model.step(x, u - d)) / (2 * eps)
-        np.testing.assert_allclose(B[:, :, i], fd, atol=2e-6, rtol=1e-5)
+    assert_jacobians_match_central_differences(model, x, u)
 
 
 def test_the_limit_surface_is_a_model_option():
@@ -392,3 +368,19 @@ def test_load_transfer_turns_a_box_as_the_fine_model_does():
     print({k: np.degrees(v) for k, v in yaw.items()})
     assert yaw["fine"] < 0.0 and yaw["uniform"] < yaw["transfer"] < 0.0
     assert abs(yaw["transfer"] - yaw["fine"]) < 0.5 * abs(yaw["uniform"] - yaw["fine"])
+
+
+def assert_jacobians_match_central_differences(model, x, u, eps=1e-7):
+    """``step_jacobians`` against central differences of ``step``, state and control, batch-wise."""
+    val, A, B = model.step_jacobians(x, u)
+    np.testing.assert_allclose(val, model.step(x, u), atol=1e-14)
+    for i in range(7):
+        d = np.zeros(7)
+        d[i] = eps
+        fd = (model.step(x + d, u) - model.step(x - d, u)) / (2 * eps)
+        np.testing.assert_allclose(A[:, :, i], fd, atol=2e-6, rtol=1e-5)
+    for i in range(2):
+        d = np.zeros(2)
+        d[i] = eps
+        fd = (model.step(x, u + d) - model.step(x, u - d)) / (2 * eps)
+        np.testing.assert_allclose(B[:, :, i], fd, atol=2e-6, rtol=1e-5)

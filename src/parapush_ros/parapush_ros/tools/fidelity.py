@@ -213,9 +213,8 @@ def add_parser(sub) -> None:
     p.add_argument("--coarse", default=DEFAULT_COARSE,
                    help=f"coarse model of 'coarse' and inside Parareal (default {DEFAULT_COARSE}; "
                         f"{' | '.join(coarse_choices())})")
-    p.add_argument("--model-option", action="append", default=[], metavar="MODEL.OPTION=VALUE",
-                   help="a model's option (`parapush models` lists them), e.g. "
-                        "quasistatic_convex.limit_surface=integrated")
+    from .bench.common import add_model_option_argument  # noqa: PLC0415
+    add_model_option_argument(p)
     p.add_argument("--out", default="out", help="directory for the plots (default ./out)")
     p.add_argument("--json", default=None, help="JSON result file (default <out>/bench_replay.json)")
     p.set_defaults(func=run_replay)

@@ -81,6 +81,13 @@ def add_model_arguments(p) -> None:
     p.add_argument("--fine", default=DEFAULT_FINE, choices=names(FINE), help="fine model inside Parareal")
 
 
+def add_model_option_argument(p) -> None:
+    """``--model-option MODEL.OPTION=VALUE`` (repeatable), read by ``registry.parse_model_options``."""
+    p.add_argument("--model-option", action="append", default=[], metavar="MODEL.OPTION=VALUE",
+                   help="a model's option (`parapush models` lists them), e.g. "
+                        "quasistatic_convex.limit_surface=integrated")
+
+
 def convergence_axes(ax, legend_size: int = 8) -> None:
     """Label a Parareal convergence plot: iteration k against the trajectory RMS error (log axis, exact zeros drawn
     at 1e-4 mm)."""

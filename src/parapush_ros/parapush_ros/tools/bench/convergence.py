@@ -18,8 +18,8 @@ from ...core.models.parareal import Parareal
 from ...core.models.registry import Predictor, parse_model_options
 from ...core.scene.spec import load_scene
 from ..study import Study, Unit, add_arguments
-from .common import (_plain, add_model_arguments, convergence_axes, output_paths, print_table, pyplot, save_figure,
-                     study_settings, write_json)
+from .common import (_plain, add_model_arguments, add_model_option_argument, convergence_axes, output_paths,
+                     print_table, pyplot, save_figure, study_settings, write_json)
 
 AUTHORS_ANALYTICAL_N4 = [28.2, 22.7, 5.4, 2.0, 0.0]  # mm at k = 0..4, 1 cylinder, N = 4
 FIG5_CASES = {  # name: (scene, pusher offset across the push (m))
@@ -165,8 +165,7 @@ def add_parser(sub, parent):
     p.add_argument("--random-scene", default="cylinder_slider",
                    help="scene of the random pushes (box_slider for a coarse model of boxes only)")
     add_model_arguments(p)
-    p.add_argument("--model-option", action="append", default=[], metavar="MODEL.OPTION=VALUE",
-                   help="a model's option (`parapush models`), e.g. quasistatic_convex.limit_surface=integrated")
+    add_model_option_argument(p)
     add_arguments(p, "cases")
     p.set_defaults(func=run)
     return p

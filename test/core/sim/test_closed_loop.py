@@ -180,10 +180,39 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
     for s in shoves:
         if s["applied"]:
             assert np.linalg.norm(s["delta_m"]) == pytest.approx(s["distance_m"])
+    # --planners fast: the fast planner's units alone, resumed from the same study (one planner's runs at a time)
+    assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--shove", "--scenes", "1", "--models", "fine",
+                 "--max-actions", "8", "--samples", "4", "--iterations", "1", "--dt", "0.5", "--no-timing",
+                 "--planners", "fast", "--out", str(out), "--json", str(tmp_path / "fast.json")]) == 0
+    fast = json.loads((tmp_path / "fast.json").read_text())
+    assert fast["planners"] == ["fast"] and set(fast["summary"]) == {"nominal/fine@10Hz"}
+    assert fast["summary"]["nominal/fine@10Hz"] == res["summary"]["nominal/fine@10Hz"]
+    for planners, words in (("fast", "--planners: fast needs --replan-rate"), ("mpc,mpc", "names a planner twice"),
+                            ("judo", "'judo' is not a planner")):
+        with pytest.raises(ValueError, match=words):
+            main(["bench", "mpc", "--realtime", "--scenes", "1", "--no-timing", "--planners", planners,
+                  "--out", str(out)])
+    with pytest.raises(ValueError, match="name fast among the planners"):
+        main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--scenes", "1", "--models", "fine", "--no-timing",
+              "--planners", "mpc", "--out", str(out)])
     with pytest.raises(ValueError, match=r"--replan-rate: .* add --realtime"):
         main(["bench", "mpc", "--replan-rate", "10", "--scenes", "1", "--no-timing", "--out", str(out)])
     with pytest.raises(ValueError, match=r"--replan-rate: must be in \[0\.1, 100\] Hz"):
         main(["bench", "mpc", "--realtime", "--replan-rate", "0", "--scenes", "1", "--no-timing", "--out", str(out)])
+
+
+def test_bench_mpc_fast_parareal_in_clutter_with_coarse_auto(tmp_path):
+    """``--coarse auto`` gives the fast planner's Parareal the coarse model that predicts its 0.25 s slices, as the
+    planner node does (the bench once asked auto for no slice length, got the learned model's 1 s slices and refused
+    ``parareal1`` in clutter)."""
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--task", "multi_object", "--coarse", "auto", "--realtime", "--replan-rate", "10",
+                 "--planners", "fast", "--scenes", "1", "--models", "parareal1", "--max-actions", "1", "--dt", "0.5",
+                 "--samples", "4", "--iterations", "1", "--no-timing", "--out", str(out)]) == 0
+    res = json.loads((out / "bench_mpc.json").read_text())
+    assert set(res["summary"]) == {"nominal/parareal1@10Hz"}
+    (run,) = res["runs"]
+    assert run["cycle_times_s"] and all(k == 1 for k in run["parareal_iterations"])
 
 
 @pytest.mark.parametrize("K", [0, 1])

@@ -262,7 +262,7 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
         index, args.seed, args.spread, args.obs_noise, np.radians(args.obs_noise_yaw_deg))
     predictor = Predictor(scene, coarse=args.coarse, threads=threads,
                           variance_threshold=args.parareal_variance_threshold,
-                          slice_s=None if fast is not None else config.sampling.control_duration)
+                          slice_s=fast.slice_duration if fast is not None else config.sampling.control_duration)
     task = PushTask(scene, weights)
     if fast is not None:
         planner = FastMPCPush(FastPlanner(scene, fast, task, predictor, config.model, config.sampling.max_speed))
@@ -558,6 +558,16 @@ def run(args) -> dict:
             if kind not in ("fine", "parareal"):
                 raise ValueError(f"--models: the fast planner re-scores with fine or parareal<K>, not {m!r} "
                                  f"(with --replan-rate)")
+    planners = [p.strip() for p in (args.planners or ("mpc,fast" if fast is not None else "mpc")).split(",")]
+    for name in planners:
+        if name not in ("mpc", "fast"):
+            raise ValueError(f"--planners: {name!r} is not a planner of this bench (mpc, fast)")
+    if "fast" in planners and fast is None:
+        raise ValueError("--planners: fast needs --replan-rate HZ (the rate it re-plans at)")
+    if fast is not None and "fast" not in planners:
+        raise ValueError("--planners: --replan-rate runs the fast planner; name fast among the planners")
+    if len(set(planners)) != len(planners):
+        raise ValueError(f"--planners: {args.planners!r} names a planner twice")
     if args.shove and not args.realtime:
         raise ValueError("--shove: the disturbance benchmark runs in real time; add --realtime")
     if args.scenes < 0:
@@ -577,7 +587,7 @@ def run(args) -> dict:
         timing_scene = scenes[0] if scenes else random_scenes(1, args.seed, shapes=shapes)[0]
     if fast is not None and scenes:  # a model the fast planner cannot re-score with is named before any run
         for m in models:
-            pr = Predictor(scenes[0], coarse=args.coarse, threads=1)
+            pr = Predictor(scenes[0], coarse=args.coarse, threads=1, slice_s=fast.slice_duration)  # as run_scene
             try:
                 FastPlanner(scenes[0], fast, PushTask(scenes[0], weights), pr, m, config.sampling.max_speed)
             except ConfigError as e:
@@ -595,7 +605,8 @@ def run(args) -> dict:
              f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
     res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "shapes": list(shapes) if shapes else None,
            "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
-           "worlds": worlds, "realtime": args.realtime, "replan_rate": args.replan_rate, "shove": args.shove,
+           "worlds": worlds, "realtime": args.realtime, "replan_rate": args.replan_rate, "planners": planners,
+           "shove": args.shove,
            "fast": None if fast is None else asdict(fast),
            "plan_margin_s": args.plan_margin,
            "plan_clock": args.plan_clock, "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
@@ -616,7 +627,8 @@ def run(args) -> dict:
         settings["threads"] = cpus  # the planner's cores: they decide how far an anytime plan gets
     study = Study(out / "mpc_study", "bench mpc", settings)
     # the fast planner's runs (--replan-rate) are units of their own, named <model>@<HZ>Hz
-    keys = [k for m in models for k in ([m] if fast is None else [m, fast_key(m, fast.replan_rate)])]
+    keys = [k for m in models for k in (([m] if "mpc" in planners else [])
+                                        + ([fast_key(m, fast.replan_rate)] if fast is not None else []))]
     units = [Unit.of(cpus, world=w, model=m, scene=i) for w in worlds for m in keys for i in range(len(scenes))]
     context = {"scenes": scenes, "config": config, "weights": weights, "args": _plain(args), "fast": fast}
     results = study.run(units, scene_unit, context, args, desc="bench mpc runs")
@@ -802,6 +814,9 @@ def add_parser(sub, parent):
                    help="--realtime: also run the fast planner (planner 'fast': anytime re-planning at HZ, the "
                         "candidates screened on a coarse model, the best re-scored with each model) on the same "
                         "scenes, side by side with the 1 Hz planner; summary keys <world>/<model>@<HZ>Hz")
+    p.add_argument("--planners", default=None, metavar="NAME,...",
+                   help="which planners run: mpc (the 1 Hz planner), fast (needs --replan-rate); default mpc, and "
+                        "with --replan-rate both, side by side (a study run with one resumes with the other)")
     p.add_argument("--shove", action="store_true",
                    help="shove the pushed object 2-4 cm sideways at a random instant 1.5-3.5 s into the push (seeded "
                         "per scene, the same for every planner); adds disturbance_success_rate and recovery_time_s")

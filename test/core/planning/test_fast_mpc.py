@@ -18,7 +18,8 @@ from parapush_ros.core.planning.tasks import PushTask
 from parapush_ros.core.scene.projection import deepest_penetration
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
-from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, recovery_time)
+from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, reaction_time,
+                                         recovery_time)
 from parapush_ros.core.sim.world import SimWorld
 from parapush_ros.ros.params import PLANNER
 
@@ -183,6 +184,14 @@ def test_recovery_time_counts_until_the_progress_lost_is_made_good():
     r = recovery_time(scene, goal, times, path, 0.95, before, 0.02)
     assert r is not None and 1.0 < r < 2.0
     assert recovery_time(scene, goal, times[:12], path[:12], 0.95, before, 0.02) is None
+
+
+def test_reaction_time_is_when_the_first_plan_that_saw_the_shove_acts():
+    """Plans measured before the shove do not count, however late they act; a plan of unknown measurement neither."""
+    plans = [(0.0, 1.0), (1.0, 2.0), (None, 2.5), (2.0, 3.0), (3.0, 4.0)]  # (measured, acting) s: 1 Hz, lead 1
+    assert reaction_time(plans, 1.4) == pytest.approx(1.6)  # measured at 2.0, acts at 3.0
+    assert reaction_time(plans, 0.5) == pytest.approx(1.5)
+    assert reaction_time(plans, 3.5) is None
 
 
 def test_parareal_over_a_coarse_model_of_fixed_slices_is_refused_naming_the_model():

@@ -170,7 +170,7 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
     assert res["replan_rate"] == 10.0 and res["shove"] and set(res["summary"]) == {"nominal/fine", "nominal/fine@10Hz"}
     for key, s in res["summary"].items():
         for name in ("replan_rate_hz", "cycle_time_p95_s", "fine_fraction", "time_to_goal_s",
-                     "disturbance_success_rate", "recovery_time_s"):
+                     "disturbance_success_rate", "recovery_time_s", "reaction_time_s"):
             assert name in s, (key, name)
         assert s["replan_rate_hz"] > 0.0 and s["cycle_time_p95_s"] > 0.0  # their values depend on the host's speed
     assert res["summary"]["nominal/fine@10Hz"]["fine_fraction"] < res["summary"]["nominal/fine"]["fine_fraction"]
@@ -180,6 +180,11 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
     for s in shoves:
         if s["applied"]:
             assert np.linalg.norm(s["delta_m"]) == pytest.approx(s["distance_m"])
+    # a plan acts on the shove no sooner than one control (1 Hz: 0.5 s here) or one re-plan period (fast) after it
+    for r in res["runs"]:
+        if r["shove"]["applied"] and r["reaction_time_s"] is not None:
+            assert r["reaction_time_s"] >= (0.1 if r["model"].endswith("Hz") else 0.5) - 1e-6, r["model"]
+    assert "reaction_time_s" in res["summary"]["nominal/fine@10Hz"]
     # --planners fast: the fast planner's units alone, resumed from the same study (one planner's runs at a time)
     assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--shove", "--scenes", "1", "--models", "fine",
                  "--max-actions", "8", "--samples", "4", "--iterations", "1", "--dt", "0.5", "--no-timing",

@@ -361,6 +361,7 @@ class FastReport:
     goal: Goal
     late_plans: int = 0
     start_ns: int = 0
+    observed_ns: int | None = None  # the observation the cycle planned from (its start's)
 
     @property
     def solve_time(self) -> float:
@@ -436,7 +437,7 @@ class FastMPCPush(PushStrategy):
             active = SplineSchedule(s.rel(t0), plan.knots, c.knot_interval, c.command_period,
                                     origin_ns=s.origin_ns)
             self._log(t0, latency, False, plan)
-            self._hand_over(s, active, plan, t0, latency)
+            self._hand_over(s, active, plan, t0, latency, obs.stamp_ns)
             lead = 1  # hand over this many periods after the cycle start
             while True:
                 start = s.now_ns()
@@ -468,7 +469,7 @@ class FastMPCPush(PushStrategy):
                                               previous=active.settled(),
                                               takeover=t_h, origin_ns=s.origin_ns)
                     self.log.handover_jumps.append(float(np.linalg.norm(schedule.at(t_h + 1e-6) - before)))
-                    self._hand_over(s, schedule, plan, handover, latency)
+                    self._hand_over(s, schedule, plan, handover, latency, obs.stamp_ns)
                     active = schedule
                     s.hold(handover)
                 s.judge(s.result.actions + 1)
@@ -517,10 +518,11 @@ class FastMPCPush(PushStrategy):
         self.log.rescored.append(int(plan.rescored))
         self.log.iterations.append(int(plan.spec.iterations or 0) if plan.spec is not None else 0)
 
-    def _hand_over(self, s: PushSession, schedule: SplineSchedule, plan: FastPlan, start_ns: int, latency: float):
+    def _hand_over(self, s: PushSession, schedule: SplineSchedule, plan: FastPlan, start_ns: int, latency: float,
+                   observed_ns: int | None = None):
         res = s.result
         report = FastReport(plan, res.actions, start_ns * 1e-9, latency, 0.0, res.distance, s.goal,
-                            res.late_plans, start_ns=start_ns)
+                            res.late_plans, start_ns=start_ns, observed_ns=observed_ns)
         s.hand_over(report, schedule)
 
 

@@ -136,7 +136,7 @@ class MPCPush(PushStrategy):
             # every time below is integer ns on the session clock, every period counted from t0 in integers
             t0 = s.now_ns()
             active = s.schedule(t0, dt, plan.controls)
-            self._hand_over(s, active, plan, t0, latency, 0.0)
+            self._hand_over(s, active, plan, t0, latency, 0.0, obs.stamp_ns)
             base, done = s.result.actions, 0  # actions executed before t0, and since
             lead = 1  # plan for the switch this many controls ahead
             while True:
@@ -167,7 +167,7 @@ class MPCPush(PushStrategy):
                 late_ns = max(0, arrival - switch)
                 previous = active.settled() if arrival >= s.abs_ns(active.takeover) else active
                 schedule = s.schedule(switch, dt, plan.controls, previous, takeover=max(switch, arrival))
-                self._hand_over(s, schedule, plan, switch, latency, late_ns * 1e-9)
+                self._hand_over(s, schedule, plan, switch, latency, late_ns * 1e-9, obs.stamp_ns)
                 if late_ns > 0:
                     s.status(f"plan late by {late_ns * 1e-9:.3f} s: the previous plan's next control ran meanwhile",
                              "warning")
@@ -226,12 +226,12 @@ class MPCPush(PushStrategy):
             raise PushStop(Outcome.FAILED, f"planning failed: predicting the start state: {e}") from None
 
     def _hand_over(self, s: PushSession, schedule: ControlSchedule, plan: Plan, start_ns: int, latency: float,
-                   late: float):
+                   late: float, observed_ns: int | None = None):
         res = s.result
         if not s.config.realtime:
             res.controls.append(plan.controls[0].copy())
         report = PlanReport(plan, res.actions, start_ns * 1e-9, latency, late, res.distance, s.goal,
-                            res.late_plans + (late > 0.0), start_ns=start_ns)
+                            res.late_plans + (late > 0.0), start_ns=start_ns, observed_ns=observed_ns)
         s.hand_over(report, schedule)
         if plan.variance is not None:
             said = self.watch.check(plan.variance)

@@ -251,6 +251,7 @@ class PlanReport:
     goal: Goal
     late_plans: int = 0  # plans of this push so far that were late, this one included
     start_ns: int = 0  # ns on the session clock when its first control starts (its time stamp)
+    observed_ns: int | None = None  # ns on the session clock: when the state it was planned from was measured
 
     @property
     def solve_time(self) -> float:

@@ -11,6 +11,10 @@ Where no direction is free (``ValueError``) the bench records the shove as not a
 cost measures it) is ``RECOVERY_PROGRESS`` below both its value just before the shove and just after it: whatever
 progress the shove took away is made good and the pusher is driving the object toward the goal again (a shove
 toward the goal counts only once the pusher pushes it on). None if that never happens.
+
+``reaction_time``: from the shove until the first plan made from a state measured after it starts to act: how long
+the pusher runs on plans that have not seen the shove (the 1 Hz planner: one to two controls; the fast one: one to
+two re-plan periods). Recovery can be shorter than it where the running plan happens to push the shoved object on.
 """
 from __future__ import annotations
 
@@ -80,6 +84,14 @@ def apply_shove(world, goal: Goal, shove: Shove) -> np.ndarray:
             return delta
     raise ValueError(f"shove of {shove.distance * 1e3:.1f} mm: every direction puts "
                      f"{scene.objects[goal.object_index].name!r} inside a body or off the table")
+
+
+def reaction_time(plans, shove_time: float) -> float | None:
+    """Seconds from the shove (at ``shove_time``, world time) until the first plan made from a state measured after
+    it starts to act; ``plans``: (measured, acting) world times (s) of each plan handed over, the instant its state
+    was measured (None: not known) and the instant it took over. None if no plan saw the shove."""
+    acting = [a for measured, a in plans if measured is not None and measured > shove_time + 1e-9]
+    return float(min(acting) - shove_time) if acting else None
 
 
 def goal_path_length(scene: Scene, goal: Goal, states, margin: float) -> np.ndarray:

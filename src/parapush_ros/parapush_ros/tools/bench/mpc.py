@@ -48,7 +48,7 @@ from ...core.config import ConfigError
 from ...core.planning.optimisers import OPTIMISERS, SamplingConfig
 from ...core.planning.planner import MPCPlanner, PlannerConfig
 from ...core.sim.closed_loop import WorldIO, run_closed_loop
-from ...core.sim.shove import apply_shove, draw_shove, recovery_time
+from ...core.sim.shove import apply_shove, draw_shove, reaction_time, recovery_time
 from ...core.sim.world import SimWorld, WorldConfig
 from ...core.planning.fast_mpc import FastConfig, FastMPCPush, FastPlanner
 from ...core.planning.outcome import Outcome
@@ -290,6 +290,9 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
             print(f"\n  bench mpc: scene {index} {world_kind}/{model}: {shoved['why']}: not shoved", flush=True)
         cycles["recovery_time_s"] = None if not applied else recovery_time(
             scene, task.goal, io.path_times, io.path, shoved["time"], shoved["before"], weights.path_margin)
+        handed = [(None if r.observed_ns is None else (r.observed_ns - io.epoch_ns) * 1e-9,
+                   (r.start_ns - io.epoch_ns) * 1e-9 + r.late) for r in io.plans]
+        cycles["reaction_time_s"] = None if not applied else reaction_time(handed, shoved["time"])
     record = {**cycles,
         "scene": index, "model": model if fast is None else fast_key(model, fast.replan_rate), "world": world_kind,
         "shape": _shape_name(scene.objects[0]),
@@ -395,6 +398,9 @@ def cycle_summary(records: list, shove: bool) -> dict:
         out["recovery_time_s"] = float(np.mean(rec)) if rec else None
         out["recovery_time_median_s"] = float(np.median(rec)) if rec else None
         out["recovered"] = len(rec)
+        react = [r["reaction_time_s"] for r in records if r.get("reaction_time_s") is not None]
+        out["reaction_time_s"] = float(np.mean(react)) if react else None  # (records made before it: none)
+        out["reaction_time_median_s"] = float(np.median(react)) if react else None
         out["shoves_applied"] = int(sum(r["shove"]["applied"] for r in records))
     return out
 

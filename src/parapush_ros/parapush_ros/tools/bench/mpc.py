@@ -702,11 +702,13 @@ def print_summary(res: dict, title: str) -> None:
     cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
                s["fine_fraction"], s["time_to_goal_s"] or "-", *(
                    (f"{100 * s['disturbance_success_rate']:.0f}%", s["recovery_time_s"] or "-",
-                    f"{s['recovered']}/{s['runs']}") if "recovery_time_s" in s else ()))
+                    f"{s['recovered']}/{s['runs']}", s.get("reaction_time_s") or "-") if "recovery_time_s" in s
+                   else ()))
               for key, s in res["summary"].items() if "replan_rate_hz" in s]
     if cycles:
         print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "fine fraction", "time to goal s",
-                     *(["shove success", "recovery s", "recovered"] if len(cycles[0]) > 7 else [])], cycles,
+                     *(["shove success", "recovery s", "recovered", "reaction s"] if len(cycles[0]) > 7 else [])],
+                    cycles,
                     title=f"{title}: planning cycles")
 
 
@@ -825,7 +827,8 @@ def add_parser(sub, parent):
                         "with --replan-rate both, side by side (a study run with one resumes with the other)")
     p.add_argument("--shove", action="store_true",
                    help="shove the pushed object 2-4 cm sideways at a random instant 1.5-3.5 s into the push (seeded "
-                        "per scene, the same for every planner); adds disturbance_success_rate and recovery_time_s")
+                        "per scene, the same for every planner); adds disturbance_success_rate, recovery_time_s and "
+                        "reaction_time_s")
     p.add_argument("--verbose", action="store_true", help="print every run's outcome as it finishes")
     add_seeds_argument(p)
     add_arguments(p, "scene x model x world runs")

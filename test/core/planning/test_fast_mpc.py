@@ -240,3 +240,36 @@ def test_where_one_re_score_fits_it_is_the_best_screened_candidate_not_the_warm_
         assert two.rescored == 2
     finally:
         predictor.close()
+
+
+def test_a_re_scoring_past_the_budget_is_abandoned_for_the_best_screened_candidate():
+    """The fine re-scoring checks the plan clock after each slice: past the deadline the cycle ends with the best
+    screened candidate on the screening model's prediction (the plan a single re-score would choose), its fine work
+    counted as done; within the budget it runs to the horizon."""
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8), PushTask(scene), predictor, "fine")
+        x, u0 = scene.initial_state(), np.zeros(2)
+        calls = iter(range(10**6))
+
+        def ticking():  # one plan-clock second per reading: the deadline passes after a few slices
+            return float(next(calls))
+
+        whole = planner.plan(x, u0)
+        assert not whole.abandoned and whole.dt == planner.config.slice_duration
+        assert whole.states.shape[0] == planner.n_slices + 1
+        start = ticking()
+        planner.rng = np.random.default_rng(7)  # the same candidates for both cycles below
+        gone = planner.plan(x, u0, None, deadline=start + 8.0, clock=ticking)
+        assert gone.abandoned and gone.model == planner.screen.name and gone.dt == planner.screen_dt
+        assert gone.states.shape[0] == round(planner.config.horizon / planner.screen_dt) + 1
+        assert 0.0 < gone.fine_fraction < whole.fine_fraction  # some slices were rolled out, not all
+        assert np.all(np.isfinite(gone.states)) and np.isfinite(gone.cost)
+        # the same cycle with room to finish chooses the same candidate (one re-scored: the best screened)
+        planner._rescore_cost = 100.0  # room for one re-score only
+        planner.rng = np.random.default_rng(7)
+        one = planner.plan(x, u0, None, deadline=ticking() + 150.0, clock=ticking)
+        assert not one.abandoned and one.rescored == 1 and np.allclose(one.knots, gone.knots)
+    finally:
+        predictor.close()

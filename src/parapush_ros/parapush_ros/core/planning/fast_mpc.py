@@ -22,7 +22,11 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      (fine or Parareal-K), batched across the fine model's threads, as many as the budget still allows (at least
      one: then the best screened one, not the warm start); the cheapest on that prediction is the plan.
      ``fine_fraction`` = fine-model simulated seconds per candidate second evaluated in the cycle (the 1 Hz MPC
-     with the fine model: 1.0).
+     with the fine model: 1.0). A fine re-scoring still running at the budget's end is **abandoned** (checked
+     after each slice): the plan is then the best screened candidate with the screening model's prediction. Where
+     only one candidate fits, that is the plan the re-scoring would have chosen anyway, so an expensive moment (a
+     push into clutter) costs a cycle its fine prediction, not its deadline. (Parareal-K re-scores in one call and
+     is not abandoned.)
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
   whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A host too
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,7 +50,7 @@ from ..models.base import ModelDiverged, UncertainPropagator, rollout, rollout_w
 from ..models.fine import FINE_TIMESTEP
 from ..models.mjcf import TIMESTEP
 from ..models.quasistatic_coarse import QuasiStaticCoarseModel
-from ..models.registry import PARAREAL, ModelSpec, Predictor, auto_coarse, predicts_slices
+from ..models.registry import PARAREAL, ModelSpec, Prediction, Predictor, auto_coarse, predicts_slices
 from ..robot.command_safety import SafetyConfig
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
@@ -208,12 +212,14 @@ class FastPlan:
     spec: ModelSpec | None
     plan_time: float  # s on the plan clock
     fine_fraction: float  # fine-model simulated seconds per candidate second evaluated this cycle
+    dt: float  # s between ``states`` (the slices'; the screening model's where the re-scoring was abandoned)
     screened: int = 0  # candidates rolled out on the screening model
     rescored: int = 0  # candidates rolled out on the re-scoring model
     screen_time: float = 0.0
     rescore_time: float = 0.0
     variance: np.ndarray | None = None
     iterations: int = 1
+    abandoned: bool = False  # the re-scoring ran past the budget: the screening model's best and prediction
 
     @property
     def result(self) -> FastPlan:
@@ -264,6 +270,21 @@ class FastPlanner:
         self.task = task
 
     # --- pieces
+    def _rescore(self, X0, ctrl, deadline: float | None, clock) -> tuple[Prediction | None, int]:
+        """The re-scoring model's prediction of ``ctrl`` (M, S, 2) from ``X0`` and the slices done; the fine model
+        slice by slice, (None, slices done) once ``deadline`` passes before the last slice (abandoned). Parareal-K:
+        one call."""
+        dt = self.config.slice_duration
+        if deadline is None or self.model.kind == PARAREAL:
+            return self.predictor.predict(X0, ctrl, dt, model=self.model), ctrl.shape[1]
+        states, pred = [X0], None
+        for k in range(ctrl.shape[1]):
+            if k and clock() > deadline:
+                return None, k
+            pred = self.predictor.predict(states[-1], ctrl[:, k:k + 1], dt, model=self.model)
+            states.append(pred.states[:, -1])
+        return replace(pred, states=np.stack(states, axis=1)), ctrl.shape[1]
+
     def _score(self, states, controls, dt: float, u0, variance=None) -> np.ndarray:
         """Task cost (M,) of predicted ``states`` (M, n+1, D) under slice ``controls`` (M, n, 2) of ``dt`` s,
         scored every ``cost_interval``."""
@@ -326,11 +347,19 @@ class FastPlanner:
         chosen += [i for i in order if i not in chosen][:n - len(chosen)]
         t = clock()
         ctrl = spline_means(knots[chosen], c.knot_interval, c.slice_duration, self.n_slices)
-        fine = self.predictor.predict(X0[:len(chosen)], ctrl, c.slice_duration, model=self.model)
-        fine_costs = self._score(fine.states, ctrl, c.slice_duration, u0, fine.variance)
+        fine, done = self._rescore(X0[:len(chosen)], ctrl, deadline, clock)
         rescore_time = clock() - t
-        per = rescore_time / len(chosen)
+        per = rescore_time * self.n_slices / max(done, 1) / len(chosen)  # a whole candidate's, where abandoned
         self._rescore_cost = per if self._rescore_cost is None else 0.5 * (self._rescore_cost + per)
+        total_s = C * c.horizon
+        if fine is None:  # past the budget: the best screened candidate, on the screening model's prediction
+            i = order[0]
+            return FastPlan(knots=knots[i].copy(), controls=ctrl_screen[i].copy(), states=states[i].copy(),
+                            cost=float(costs[i]), model=self.screen.name, spec=self.screen, plan_time=clock() - c0,
+                            fine_fraction=len(chosen) * done * c.slice_duration / total_s, dt=self.screen_dt,
+                            screened=C, rescored=len(chosen), screen_time=screen_time, rescore_time=rescore_time,
+                            variance=None if variance is None else variance[i].copy(), abandoned=True)
+        fine_costs = self._score(fine.states, ctrl, c.slice_duration, u0, fine.variance)
         if not np.any(np.isfinite(fine_costs)):
             raise ValueError(f"the {fine.model} model gave none of the {len(chosen)} re-scored candidates a "
                              f"finite cost")
@@ -338,10 +367,10 @@ class FastPlanner:
         # fine work: the fine model's simulated seconds (Parareal-K: K fine sweeps of the horizon) per candidate
         # second evaluated (1.0: every candidate rolled out once with the fine model, as the 1 Hz MPC does)
         fine_s = len(chosen) * c.horizon * (1 if self.model.kind != PARAREAL else max(1, fine.iterations or 0))
-        total_s = C * c.horizon
         return FastPlan(knots=knots[chosen[b]].copy(), controls=ctrl[b].copy(), states=fine.states[b].copy(),
                         cost=float(fine_costs[b]), model=fine.model, spec=fine.spec, plan_time=clock() - c0,
-                        fine_fraction=fine_s / total_s, screened=C, rescored=len(chosen), screen_time=screen_time,
+                        fine_fraction=fine_s / total_s, dt=c.slice_duration, screened=C, rescored=len(chosen),
+                        screen_time=screen_time,
                         rescore_time=rescore_time,
                         variance=None if fine.variance is None else fine.variance[b].copy())
 
@@ -380,6 +409,7 @@ class CycleLog:
     rescore_times: list = field(default_factory=list)  # s on the plan clock re-scoring, per cycle
     rescored: list = field(default_factory=list)  # candidates re-scored, per cycle
     iterations: list = field(default_factory=list)  # Parareal iterations of the re-scoring (0: the fine model)
+    abandoned: list = field(default_factory=list)  # bool: the re-scoring ran past the budget (the screened best)
 
 
 class FastMPCPush(PushStrategy):
@@ -413,7 +443,7 @@ class FastMPCPush(PushStrategy):
         p = report.plan
         spec = p.spec
         return PlanView(report.start_ns, report.goal, report.step, report.distance, report.latency, p.controls,
-                        self.config.slice_duration, p.states, float(p.cost), spec.message_name if spec else p.model,
+                        p.dt, p.states, float(p.cost), spec.message_name if spec else p.model,
                         float(p.plan_time), iterations=int(spec.iterations or 0) if spec else 0,
                         late_plans=report.late_plans, variance=p.variance)
 
@@ -517,6 +547,7 @@ class FastMPCPush(PushStrategy):
         self.log.rescore_times.append(float(plan.rescore_time))
         self.log.rescored.append(int(plan.rescored))
         self.log.iterations.append(int(plan.spec.iterations or 0) if plan.spec is not None else 0)
+        self.log.abandoned.append(bool(plan.abandoned))
 
     def _hand_over(self, s: PushSession, schedule: SplineSchedule, plan: FastPlan, start_ns: int, latency: float,
                    observed_ns: int | None = None):

@@ -361,6 +361,7 @@ def _cycles(planner, io: WorldIO, config: PlannerConfig, threads: int) -> dict:
                 "fine_fraction": float(np.mean(log.fine_fraction)) if log.fine_fraction else None,
                 "handover_jump_max": float(max(log.handover_jumps, default=0.0)),
                 "rescore_times_s": log.rescore_times, "rescored": log.rescored, "parareal_iterations": log.iterations,
+                "abandoned": log.abandoned, "cycles_abandoned": int(sum(log.abandoned)),
                 "rescore_slices": int(round(planner.config.horizon / planner.config.slice_duration)),
                 "threads": threads}
     # the 1 Hz MPC: a cycle per plan (its switch), all of its predictions made by the planner's model
@@ -387,6 +388,7 @@ def cycle_summary(records: list, shove: bool) -> dict:
            "cycle_time_p95_s": float(np.percentile(times, 95)) if times else None,
            "cycle_time_median_s": float(np.median(times)) if times else None,
            "cycles_late": int(sum(r["cycles_late"] for r in records)), "cycles": len(times),
+           "cycles_abandoned": int(sum(r.get("cycles_abandoned", 0) for r in records)),
            "fine_fraction": float(np.mean(fine)) if fine else None,
            "time_to_goal_s": float(np.mean([r["task_time"] for r in ok])) if ok else None}
     if any("handover_jump_max" in r for r in records):
@@ -413,7 +415,10 @@ def predicted_cycles(records: list, measured_cores: int, cores=(2, 4, 16)) -> di
     rest, c_f, last = [], [], None
     for r in records:
         N = r["rescore_slices"]
-        for total, t, M, K in zip(r["cycle_times_s"], r["rescore_times_s"], r["rescored"], r["parareal_iterations"]):
+        for total, t, M, K, gone in zip(r["cycle_times_s"], r["rescore_times_s"], r["rescored"],
+                                        r["parareal_iterations"], r.get("abandoned") or [False] * len(r["rescored"])):
+            if gone:  # a re-scoring abandoned at the budget's end did not roll the whole horizon out
+                continue
             rounds = (batched_fine_time(M, N, measured_cores, 1.0) if K == 0 else
                       batched_parareal_time(M, N, K, measured_cores, 0.0, 1.0))
             rest.append(max(0.0, total - t))
@@ -700,14 +705,15 @@ def print_summary(res: dict, title: str) -> None:
     columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
     print_table(columns, rows, title=title)
     cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
-               s["fine_fraction"], s["time_to_goal_s"] or "-", *(
+               s["cycles_abandoned"], s["fine_fraction"], s["time_to_goal_s"] or "-", *(
                    (f"{100 * s['disturbance_success_rate']:.0f}%", s["recovery_time_s"] or "-",
                     f"{s['recovered']}/{s['runs']}", s.get("reaction_time_s") or "-") if "recovery_time_s" in s
                    else ()))
               for key, s in res["summary"].items() if "replan_rate_hz" in s]
     if cycles:
-        print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "fine fraction", "time to goal s",
-                     *(["shove success", "recovery s", "recovered", "reaction s"] if len(cycles[0]) > 7 else [])],
+        print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "abandoned", "fine fraction",
+                     "time to goal s",
+                     *(["shove success", "recovery s", "recovered", "reaction s"] if len(cycles[0]) > 8 else [])],
                     cycles,
                     title=f"{title}: planning cycles")
 

@@ -179,6 +179,44 @@ def test_multi_object_terms():
     assert task.cost_terms(traj(x0, fallen), zero_controls(1))["table_edge"][0] == w.table_edge
 
 
+def test_the_path_to_the_goal_goes_round_the_other_objects_where_each_state_has_them():
+    """An other object on the line to the goal lengthens the target's path (the detour round it, grown by both
+    radii and other_path_margin) and turns its first leg aside, so the push primitive goes round it instead of
+    driving it ahead to the goal's edge; the same object pushed off the line in a later state no longer counts."""
+    scene = load_scene("four_cylinders")
+    L, task = scene.layout, PushTask(scene)
+    w = task.weights
+    goal = np.asarray(scene.goal.position)
+    x = scene.initial_state()
+    poses = L.object_poses(x)
+    poses[0, :2] = goal + (-0.4, 0.0)  # the target 40 cm before the goal
+    poses[1, :2] = goal + (-0.2, 0.01)  # cylinder_1 on the line, a little to the left of it
+    poses[2, :2], poses[3, :2] = (0.0, -0.4), (0.0, 0.4)  # the others well clear
+    L.pusher_pos(x)[:] = poses[0, :2] - (task.push_offset + 0.002, 0.0)
+    length, first = task.path_to_goal(x)
+    R = 2 * 0.05115 + w.other_path_margin
+    assert length > 0.4 + 0.01 and first[1] < -0.2  # round it, on the side away from it
+    # the detour equals the tangent - arc - tangent path round the grown disc
+    obstacle_like = path_to_goal(scene, poses[0, :2], goal, 0.0, [(poses[1, :2], R)])
+    assert length == pytest.approx(obstacle_like[0])
+    assert task.with_weights(w.with_overrides({"other_detour": 0.0})).path_to_goal(x)[0] == pytest.approx(0.4)
+    assert task.with_weights(w.with_overrides({"other_detour": 0.5})).path_to_goal(x)[0] == pytest.approx(
+        0.4 + 0.5 * (length - 0.4))
+    # the primitive's push runs along that first leg
+    u = task.approach_and_push(x, 0.05, 0.08, 40, 0.25)
+    np.testing.assert_allclose(u[-1] / np.linalg.norm(u[-1]), first, atol=1e-9)
+    # per state: once the other object is off the line the path is straight again, and the cost sees both
+    aside = x.copy()
+    L.object_poses(aside)[1, :2] = goal + (-0.2, 0.25)
+    lengths, _ = task.path_to_goal(np.stack([x, aside]))
+    assert lengths[0] == pytest.approx(length) and lengths[1] == pytest.approx(0.4)
+    # a scene with one object has no others: the obstacle task's path is unchanged by these weights
+    single = PushTask(load_scene("obstacle_push"))
+    s0 = single.scene.initial_state()
+    assert single.path_to_goal(s0)[0] == pytest.approx(
+        single.with_weights(w.with_overrides({"other_detour": 0.0})).path_to_goal(s0)[0])
+
+
 def test_variance_term_only_when_the_model_reports_one(obstacle_scene, weights):
     task = PushTask(obstacle_scene, weights)
     xs = traj(obstacle_scene.initial_state(), obstacle_scene.initial_state())

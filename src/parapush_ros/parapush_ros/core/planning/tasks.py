@@ -51,6 +51,8 @@ class CostWeights:
     pusher_approach: float
     other_motion: float
     other_in_goal: float
+    other_detour: float
+    other_path_margin: float
     variance: float
 
     @classmethod
@@ -232,10 +234,22 @@ class PushTask:
         return np.linalg.norm(self.target_xy(states) - np.asarray(self.goal.position), axis=-1)
 
     def path_to_goal(self, states):
-        """Obstacle-aware path length (m) of the target to the goal and its first-leg direction (see
-        ``path_to_goal``); plain distance and direction when the scene has no obstacles."""
-        inflate = self.scene.objects[self.target].footprint.bounding_radius + self.weights.path_margin
-        return path_to_goal(self.scene, self.target_xy(states), self.goal.position, inflate)
+        """Path length (m) of the target to the goal round the obstacles and, weighted by ``other_detour``, round
+        the other objects where ``states`` have them, and its first-leg direction (see ``path_to_goal``); plain
+        distance and direction when nothing is in the way.
+
+        The other objects count because a push straight through one drives it ahead of the target to the goal's
+        edge, where it may not be pushed in (``other_in_goal``) and blocks the target (paper 001's task; the
+        failure of every planner here before): the path round it makes going round worth a detour."""
+        w = self.weights
+        r_target = self.scene.objects[self.target].footprint.bounding_radius
+        discs = ()
+        if self.others.size and w.other_detour > 0.0:
+            centres = self.layout.object_poses(np.asarray(states, dtype=float))[..., :2]
+            discs = [(centres[..., j, :], r_target + self.scene.objects[j].footprint.bounding_radius
+                      + w.other_path_margin) for j in self.others]
+        return path_to_goal(self.scene, self.target_xy(states), self.goal.position, r_target + w.path_margin,
+                            discs, w.other_detour)
 
     def straight_push(self, x, speed: float, horizon: int) -> np.ndarray:
         """The first candidate of paper 000: ``horizon`` equal controls pushing the target straight at the goal

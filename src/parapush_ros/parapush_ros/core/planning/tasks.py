@@ -233,19 +233,22 @@ class PushTask:
     def goal_distance(self, states) -> np.ndarray:
         return np.linalg.norm(self.target_xy(states) - np.asarray(self.goal.position), axis=-1)
 
-    def path_to_goal(self, states):
+    def path_to_goal(self, states, others_at=None):
         """Path length (m) of the target to the goal round the obstacles and, weighted by ``other_detour``, round
-        the other objects where ``states`` have them, and its first-leg direction (see ``path_to_goal``); plain
-        distance and direction when nothing is in the way.
+        the other objects where ``others_at`` has them (states broadcastable to ``states``; default: ``states``),
+        and its first-leg direction (see ``path_to_goal``); plain distance and direction when nothing is in the way.
 
         The other objects count because a push straight through one drives it ahead of the target to the goal's
         edge, where it may not be pushed in (``other_in_goal``) and blocks the target (paper 001's task; the
-        failure of every planner here before): the path round it makes going round worth a detour."""
+        failure of every planner here before): the path round it makes going round worth a detour. The cost
+        takes them where the plan starts, not where it predicts them: else pushing one off the line would
+        shorten the path and pay for itself."""
         w = self.weights
         r_target = self.scene.objects[self.target].footprint.bounding_radius
         discs = ()
         if self.others.size and w.other_detour > 0.0:
-            centres = self.layout.object_poses(np.asarray(states, dtype=float))[..., :2]
+            at = np.asarray(states if others_at is None else others_at, dtype=float)
+            centres = self.layout.object_poses(at)[..., :2]
             discs = [(centres[..., j, :], r_target + self.scene.objects[j].footprint.bounding_radius
                       + w.other_path_margin) for j in self.others]
         return path_to_goal(self.scene, self.target_xy(states), self.goal.position, r_target + w.path_margin,
@@ -332,7 +335,7 @@ class PushTask:
 
         d_final = self.target_xy(final) - goal
         terms["terminal"] = w.terminal * (d_final ** 2).sum(-1)
-        path_len, first_leg = self.path_to_goal(run)  # (M, N), (M, N, 2)
+        path_len, first_leg = self.path_to_goal(run, others_at=states[:, :1])  # (M, N), (M, N, 2)
         terms["terminal_path"] = w.terminal_path * path_len[:, -1] ** 2
         if self.goal.uses_yaw and w.terminal_yaw > 0.0:
             yaw_err = wrap_angle(L.object_poses(final)[:, self.target, 2] - self.goal.yaw)

@@ -14,7 +14,7 @@ from parapush_ros.core.planning.outcome import MAX_ACTIONS_LIMIT, Outcome, Outco
 from test_optimisers import SpyPredictor, side_problem  # noqa: F401 (a fixture)
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.planning.tasks import CostWeights, Goal, PushTask, goal_for, load_cost_weights
-from parapush_ros.core.scene.queries import enclosing_disc, merge_overlapping, path_to_goal
+from parapush_ros.core.scene.queries import path_to_goal
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -177,84 +177,6 @@ def test_multi_object_terms():
     fallen = x0.copy()
     L.object_poses(fallen)[2, :2] = (0.0, -0.6)  # a non-target off the table
     assert task.cost_terms(traj(x0, fallen), zero_controls(1))["table_edge"][0] == w.table_edge
-
-
-def test_the_path_to_the_goal_goes_round_the_other_objects_where_each_state_has_them():
-    """An other object on the line to the goal lengthens the target's path (the detour round it, grown by both
-    radii and other_path_margin) and turns its first leg aside, so the push primitive goes round it instead of
-    driving it ahead to the goal's edge; the cost takes the others where the plan starts."""
-    scene = load_scene("four_cylinders")
-    L, task = scene.layout, PushTask(scene)
-    w = task.weights
-    goal = np.asarray(scene.goal.position)
-    x = scene.initial_state()
-    poses = L.object_poses(x)
-    poses[0, :2] = goal + (-0.4, 0.0)  # the target 40 cm before the goal
-    poses[1, :2] = goal + (-0.2, 0.01)  # cylinder_1 on the line, a little to the left of it
-    poses[2, :2], poses[3, :2] = (0.0, -0.4), (0.0, 0.4)  # the others well clear
-    L.pusher_pos(x)[:] = poses[0, :2] - (task.push_offset + 0.002, 0.0)
-    length, first = task.path_to_goal(x)
-    R = 2 * 0.05115 + w.other_path_margin
-    assert length > 0.4 + 0.01 and first[1] < -0.2  # round it, on the side away from it
-    # the detour equals the tangent - arc - tangent path round the grown disc
-    obstacle_like = path_to_goal(scene, poses[0, :2], goal, 0.0, [(poses[1, :2], R)])
-    assert length == pytest.approx(obstacle_like[0])
-    assert task.with_weights(w.with_overrides({"other_detour": 0.0})).path_to_goal(x)[0] == pytest.approx(0.4)
-    assert task.with_weights(w.with_overrides({"other_detour": 0.5})).path_to_goal(x)[0] == pytest.approx(
-        0.4 + 0.5 * (length - 0.4))
-    # the primitive's push runs along that first leg
-    u = task.approach_and_push(x, 0.05, 0.08, 40, 0.25)
-    np.testing.assert_allclose(u[-1] / np.linalg.norm(u[-1]), first, atol=1e-9)
-    # per state: once the other object is off the line the path is straight again, and the cost sees both
-    aside = x.copy()
-    L.object_poses(aside)[1, :2] = goal + (-0.2, 0.25)
-    lengths, _ = task.path_to_goal(np.stack([x, aside]))
-    assert lengths[0] == pytest.approx(length) and lengths[1] == pytest.approx(0.4)
-    # but the cost goes round them where the plan starts: a plan that shoves one off the line gains no shorter path
-    # (only other_motion to pay)
-    t = task.cost_terms(traj(x, aside), zero_controls(1))
-    assert t["terminal_path"][0] == pytest.approx(w.terminal_path * length ** 2)
-    # a scene with one object has no others: the obstacle task's path is unchanged by these weights
-    single = PushTask(load_scene("obstacle_push"))
-    s0 = single.scene.initial_state()
-    assert single.path_to_goal(s0)[0] == pytest.approx(
-        single.with_weights(w.with_overrides({"other_detour": 0.0})).path_to_goal(s0)[0])
-
-
-def test_other_objects_too_close_to_pass_between_are_gone_round_as_one():
-    """Two other objects whose gap is narrower than the target: the path goes round the pair, never between them
-    (round one alone it would lead into the other, where the target wedges); apart, each counts on its own."""
-    scene = load_scene("four_cylinders")
-    L, task = scene.layout, PushTask(scene)
-    goal = np.asarray(scene.goal.position)
-    x = scene.initial_state()
-    poses = L.object_poses(x)
-    poses[0, :2] = goal + (-0.4, 0.0)
-    poses[3, :2] = (0.0, 0.45)
-    R = 2 * 0.05115 + task.weights.other_path_margin
-    lengths, firsts = [], []
-    for gap in (0.05, 0.3):  # outline to outline: the target (0.102 m across) fits only through the second
-        poses[1, :2] = goal + (-0.2, 0.02 + 0.05115 + gap / 2)
-        poses[2, :2] = goal + (-0.2, 0.02 - 0.05115 - gap / 2)
-        length, first = task.path_to_goal(x)
-        lengths.append(float(length))
-        firsts.append(first)
-    wall, apart = lengths
-    round_lower_alone = float(path_to_goal(scene, poses[0, :2], goal, 0.0, [(goal + (-0.2, 0.02 - 0.05115 - 0.025),
-                                                                                R)])[0])
-    assert wall > round_lower_alone + 0.02  # round the pair: longer than round either alone
-    assert firsts[0][1] < -0.5  # and its first leg heads below the lower one, not into the gap
-    # both others off the line by more than a grown disc: the line through the wide gap is free
-    assert apart == pytest.approx(0.4)
-    # merging: the enclosing disc holds both, and a third one it reaches joins it
-    centres, radii, alive = merge_overlapping([np.array([0.0, 0.0]), np.array([0.15, 0.0]), np.array([0.3, 0.0])],
-                                              [np.array(0.1), np.array(0.1), np.array(0.1)])
-    assert alive == [1.0, 0.0, 0.0]
-    np.testing.assert_allclose(centres[0], (0.15, 0.0), atol=1e-12)
-    assert float(radii[0]) == pytest.approx(0.25)
-    c, r = enclosing_disc(np.array([0.0, 0.0]), 0.2, np.array([0.05, 0.0]), 0.1)  # the first holds the second
-    np.testing.assert_allclose(c, (0.0, 0.0))
-    assert float(r) == pytest.approx(0.2)
 
 
 def test_variance_term_only_when_the_model_reports_one(obstacle_scene, weights):

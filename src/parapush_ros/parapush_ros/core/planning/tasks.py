@@ -51,7 +51,7 @@ class CostWeights:
     pusher_approach: float
     other_motion: float
     other_in_goal: float
-    other_detour: float
+    other_on_path: float
     other_path_margin: float
     variance: float
 
@@ -192,6 +192,7 @@ class PushTask:
         if not 0 <= self.goal.object_index < self.layout.n_objects:
             raise ValueError(f"goal.object_index {self.goal.object_index} is not an object of scene {scene.name!r}")
         self.others = np.array([i for i in range(self.layout.n_objects) if i != self.goal.object_index], dtype=int)
+        self.other_radii = np.array([scene.objects[i].footprint.bounding_radius for i in self.others])
         target = scene.objects[self.goal.object_index]
         # the pusher pushes through the target's centre from this far behind it (bounding radius + pusher)
         self.push_offset = target.footprint.bounding_radius + scene.pusher.radius
@@ -233,26 +234,33 @@ class PushTask:
     def goal_distance(self, states) -> np.ndarray:
         return np.linalg.norm(self.target_xy(states) - np.asarray(self.goal.position), axis=-1)
 
-    def path_to_goal(self, states, others_at=None):
-        """Path length (m) of the target to the goal round the obstacles and, weighted by ``other_detour``, round
-        the other objects where ``others_at`` has them (states broadcastable to ``states``; default: ``states``),
-        and its first-leg direction (see ``path_to_goal``); plain distance and direction when nothing is in the way.
+    def path_to_goal(self, states):
+        """Obstacle-aware path length (m) of the target to the goal and its first-leg direction (see
+        ``path_to_goal``); plain distance and direction when the scene has no obstacles."""
+        inflate = self.scene.objects[self.target].footprint.bounding_radius + self.weights.path_margin
+        return path_to_goal(self.scene, self.target_xy(states), self.goal.position, inflate)
 
-        The other objects count because a push straight through one drives it ahead of the target to the goal's
-        edge, where it may not be pushed in (``other_in_goal``) and blocks the target (paper 001's task; the
-        failure of every planner here before): the path round it makes going round worth a detour. The cost
-        takes them where the plan starts, not where it predicts them: else pushing one off the line would
-        shorten the path and pay for itself."""
-        w = self.weights
+    def on_path_depth(self, states) -> np.ndarray:
+        """How deep (m, >= 0) each other object lies in the target's lane to the goal, (..., n-1): the lane is the
+        straight segment from the target's centre to the goal's, as wide as the target and that object side by
+        side plus ``other_path_margin``; only objects ahead of the target count (projection past its centre).
+
+        An object in the lane is the multi-object task's known trap: pushed on, it is driven ahead of the target
+        to the goal's edge, where it may not be pushed in (``other_in_goal``) and blocks the target. Depth in the
+        lane costs in every predicted state, so going round it or moving it aside (paying ``other_motion``)
+        is preferred to driving it along; it is continuous in every position (no side to choose)."""
+        L = self.layout
+        states = np.asarray(states, dtype=float)
+        s = self.target_xy(states)[..., None, :]  # (..., 1, 2)
+        c = L.object_poses(states)[..., self.others, :2]  # (..., n-1, 2)
+        lane = np.asarray(self.goal.position) - s
+        length = np.linalg.norm(lane, axis=-1)
+        along = np.einsum("...d,...d->...", c - s, lane) / np.maximum(length, 1e-12)
+        closest = s + lane * (np.clip(along, 0.0, length) / np.maximum(length, 1e-12))[..., None]
+        distance = np.linalg.norm(c - closest, axis=-1)
         r_target = self.scene.objects[self.target].footprint.bounding_radius
-        discs = ()
-        if self.others.size and w.other_detour > 0.0:
-            at = np.asarray(states if others_at is None else others_at, dtype=float)
-            centres = self.layout.object_poses(at)[..., :2]
-            discs = [(centres[..., j, :], r_target + self.scene.objects[j].footprint.bounding_radius
-                      + w.other_path_margin) for j in self.others]
-        return path_to_goal(self.scene, self.target_xy(states), self.goal.position, r_target + w.path_margin,
-                            discs, w.other_detour)
+        half_width = r_target + self.other_radii + self.weights.other_path_margin
+        return np.where(along > 0.0, np.maximum(half_width - distance, 0.0), 0.0)
 
     def straight_push(self, x, speed: float, horizon: int) -> np.ndarray:
         """The first candidate of paper 000: ``horizon`` equal controls pushing the target straight at the goal
@@ -335,7 +343,7 @@ class PushTask:
 
         d_final = self.target_xy(final) - goal
         terms["terminal"] = w.terminal * (d_final ** 2).sum(-1)
-        path_len, first_leg = self.path_to_goal(run, others_at=states[:, :1])  # (M, N), (M, N, 2)
+        path_len, first_leg = self.path_to_goal(run)  # (M, N), (M, N, 2)
         terms["terminal_path"] = w.terminal_path * path_len[:, -1] ** 2
         if self.goal.uses_yaw and w.terminal_yaw > 0.0:
             yaw_err = wrap_angle(L.object_poses(final)[:, self.target, 2] - self.goal.yaw)
@@ -380,6 +388,8 @@ class PushTask:
             terms["other_motion"] = w.other_motion * moved.sum(-1).sum(-1)
             in_goal = np.linalg.norm(poses[:, 1:] - goal, axis=-1) < self.goal.radius
             terms["other_in_goal"] = w.other_in_goal * in_goal.any(-1).sum(-1)
+            if w.other_on_path > 0.0:
+                terms["other_on_path"] = w.other_on_path * (self.on_path_depth(run) ** 2).sum(-1).sum(-1)
 
         if variance is not None and w.variance > 0.0:
             var = np.asarray(variance, dtype=float)

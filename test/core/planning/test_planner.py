@@ -179,6 +179,38 @@ def test_multi_object_terms():
     assert task.cost_terms(traj(x0, fallen), zero_controls(1))["table_edge"][0] == w.table_edge
 
 
+def test_other_objects_in_the_targets_lane_to_the_goal_cost_by_their_depth():
+    """other_on_path: an object ahead of the target within the lane to the goal (half-width: both radii +
+    other_path_margin) costs its depth squared per state; behind the target, beside the lane or past the goal, none."""
+    scene = load_scene("four_cylinders")
+    L, task = scene.layout, PushTask(scene)
+    w = task.weights
+    goal = np.asarray(scene.goal.position)
+    half_width = 2 * 0.05115 + w.other_path_margin
+    x = scene.initial_state()
+    poses = L.object_poses(x)
+    poses[0, :2] = goal + (-0.4, 0.0)
+    poses[1, :2] = goal + (-0.2, 0.03)  # in the lane, 3 cm off its centre line
+    poses[2, :2] = goal + (-0.5, 0.0)  # behind the target
+    poses[3, :2] = goal + (0.0, half_width + 0.005)  # beside the goal, just out of the lane
+    np.testing.assert_allclose(task.on_path_depth(x), [half_width - 0.03, 0.0, 0.0], atol=1e-12)
+    t = task.cost_terms(traj(x, x, x), zero_controls(2))
+    assert t["other_on_path"][0] == pytest.approx(2 * w.other_on_path * (half_width - 0.03) ** 2)
+    # moved out of the lane (or the target gone round it: the lane turns away) it no longer costs
+    aside = x.copy()
+    L.object_poses(aside)[1, :2] = goal + (-0.2, half_width + 0.001)
+    assert task.on_path_depth(aside)[0] == 0.0
+    round_it = x.copy()
+    L.object_poses(round_it)[0, :2] = goal + (-0.15, -0.15)  # past it, to one side
+    assert task.on_path_depth(round_it)[0] == 0.0
+    # batched over samples and states, and switched off by its weight
+    assert task.on_path_depth(np.stack([np.stack([x, aside])] * 3)).shape == (3, 2, 3)
+    off = task.with_weights(w.with_overrides({"other_on_path": 0.0}))
+    assert "other_on_path" not in off.cost_terms(traj(x, x), zero_controls(1))
+    assert "other_on_path" not in PushTask(load_scene("obstacle_push")).cost_terms(
+        traj(*[load_scene("obstacle_push").initial_state()] * 2), zero_controls(1))
+
+
 def test_variance_term_only_when_the_model_reports_one(obstacle_scene, weights):
     task = PushTask(obstacle_scene, weights)
     xs = traj(obstacle_scene.initial_state(), obstacle_scene.initial_state())

@@ -14,9 +14,11 @@ from parapush_ros.core.scene.spec import SceneError, load_scene, scene_from_dict
 from parapush_ros.core.scene.support import SupportSpec, mean_support_radius, support_points, uniform_mean_radius
 
 
-def with_support(name, **support):
+def with_support(name, object_table=None, **support):
     d = load_scene(name).to_dict()
     d["support"] = support
+    if object_table is not None:
+        d["friction"]["object_table"] = object_table
     return scene_from_dict(d, source=f"{name}.yaml")
 
 
@@ -70,7 +72,10 @@ def test_grid_support_carries_the_weight_on_every_point():
 @pytest.mark.parametrize("name", ["box_slider", "cylinder_slider"])
 def test_grid_support_turns_like_uniform_pressure_native_does_not(name):
     """Yaw per unit push at offset contacts against the exact quasi-static prediction of uniform pressure
-    (``parapush bench support``): the grid within 15 %, MuJoCo's native corner/rim contacts 25 % or more short."""
+    (``parapush bench support``): the grid within 15 %, MuJoCo's native corner/rim contacts 25 % or more short. On a
+    table of low friction (0.2): the pusher's force acts half way up the object's side, and its tipping moment moves
+    the support's load by contact height x table friction (2.5 mm on the disc; 12.8 mm with the scene's 1.0, which
+    turns it 21-23 % less than uniform pressure does, as the load-transfer model says: test_quasistatic_convex)."""
     offsets = (0.6, 0.8)
     base = load_scene(name)
     obj = base.objects[0]
@@ -79,8 +84,8 @@ def test_grid_support_turns_like_uniform_pressure_native_does_not(name):
     for f in offsets:
         _, (p_x, p_y), normal = contact_geometry(obj, base.pusher.radius, f)
         expected.append(exact_turn_rate(uniform, p_x, p_y, base.friction["pusher_object"], normal))
-    grid = np.array(measure(with_support(name, pattern="grid", points=3), offsets)) / expected
-    native = np.array(measure(with_support(name, pattern="native"), offsets)) / expected
+    grid = np.array(measure(with_support(name, 0.2, pattern="grid", points=3), offsets)) / expected
+    native = np.array(measure(with_support(name, 0.2, pattern="native"), offsets)) / expected
     assert np.all(np.abs(grid - 1.0) < 0.15), grid
     assert np.all(native < 0.75), native
 

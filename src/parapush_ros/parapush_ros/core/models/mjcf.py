@@ -34,7 +34,8 @@ PUSHER_REACH = 2.0  # m: the servo's setpoint range around the table centre (MuJ
 PUSHER_CLEARANCE = 0.001  # gap between pusher bottom and table top (m): the pusher never drags on the table
 TABLE_THICKNESS = 0.04  # m
 # collision bits (MuJoCo: two geoms collide when contype of one and conaffinity of the other share a bit)
-_TABLE, _BODIES, _FLOOR = 1, 2, 4  # table top / pusher, objects, obstacles / floor
+_TABLE, _BODIES, _FLOOR, _OBSTACLE = 1, 2, 4, 8  # table top / objects, obstacles / floor / pusher, obstacles
+CONTACT_SOLREF, CONTACT_SOLIMP = "0.02 1", "0.9 0.95 0.001"  # every contact's softness but the support's
 SETTLE_STEPS = 500  # physics steps objects are left to settle on the table to find their rest heights
 
 # MuJoCo resets the simulation (or zeroes the control) after these: the result would be silently wrong
@@ -55,7 +56,7 @@ def build_mjcf(scene: Scene) -> str:
         f'<mujoco model="parapush_{scene.name}">',
         # elliptic cones: isotropic Coulomb friction (pyramidal cones make a central push drift sideways)
         f'  <option timestep="{TIMESTEP}" integrator="implicitfast" cone="elliptic"/>',
-        '  <default><geom condim="3" solref="0.02 1" solimp="0.9 0.95 0.001"/></default>',
+        f'  <default><geom condim="3" solref="{CONTACT_SOLREF}" solimp="{CONTACT_SOLIMP}"/></default>',
         *_mesh_assets(scene),
         '  <worldbody>',
         # the floor is where fallen objects end up; the table is a finite box whose top is z = 0
@@ -67,19 +68,26 @@ def build_mjcf(scene: Scene) -> str:
     ]
     for o in scene.obstacles:
         lines.append(f'    <geom name="obstacle_{o.name}" {_geom_shape(o, "obstacle")} pos="{o.pose[0]} {o.pose[1]} '
-                     f'{o.half_height}" euler="0 0 {o.pose[2]}" contype="{_BODIES}" conaffinity="{_BODIES}" '
-                     f'priority="1" friction="{fr["object_object"]} 0.005 0.0001"/>')
+                     f'{o.half_height}" euler="0 0 {o.pose[2]}" contype="{_BODIES | _OBSTACLE}" '
+                     f'conaffinity="{_BODIES | _OBSTACLE}" priority="1" '
+                     f'friction="{fr["object_object"]} 0.005 0.0001"/>')
+    heights, pairs = _pusher_contacts(scene)
     lines += [
         f'    <body name="pusher" pos="0 0 {PUSHER_CLEARANCE + p.height / 2}">',
         '      <joint name="pusher_x" type="slide" axis="1 0 0" limited="false"/>',
         '      <joint name="pusher_y" type="slide" axis="0 1 0" limited="false"/>',
+        # the cylinder meets obstacles; objects meet the pusher through its contact spheres (``_pusher_contacts``)
         f'      <geom name="pusher" type="cylinder" size="{p.radius} {p.height / 2}" mass="{p.mass}" '
-        f'contype="{_BODIES}" conaffinity="{_BODIES}" priority="1" '
+        f'contype="{_OBSTACLE}" conaffinity="{_OBSTACLE}" priority="1" '
         f'friction="{fr["pusher_object"]} 0.005 0.0001"/>',
+        *[f'      <geom name="pusher_contact_{k}" type="sphere" size="{p.radius}" '
+          f'pos="0 0 {z - PUSHER_CLEARANCE - p.height / 2}" mass="0" contype="0" conaffinity="0" group="3"/>'
+          for k, z in enumerate(heights)],
         '    </body>',
     ]
-    # the object itself meets the pusher, other objects, obstacles and the floor; it rests on the table through
-    # its own geom (support 'native': MuJoCo's corner/rim contacts) or through its support points (support.py)
+    # the object itself meets other objects, obstacles and the floor (the pusher: explicit pairs); it rests on the
+    # table through its own geom (support 'native': MuJoCo's corner/rim contacts) or through its support points
+    # (support.py)
     hits = _BODIES | _FLOOR | (_TABLE if scene.support.pattern == "native" else 0)
     for o in scene.objects:
         lines += [
@@ -90,8 +98,16 @@ def build_mjcf(scene: Scene) -> str:
             *_support_geoms(o, scene),
             '    </body>',
         ]
+    # the pusher's contact with each object: its sphere at that object's contact height (explicit pairs; the
+    # pusher-object friction; the default contact softness)
+    contact_pairs = [f'    <pair geom1="pusher_contact_{k}" geom2="object_{o.name}" condim="3" '
+                     f'friction="{fr["pusher_object"]} {fr["pusher_object"]} 0.005 0.0001 0.0001" '
+                     f'solref="{CONTACT_SOLREF}" solimp="{CONTACT_SOLIMP}"/>' for o, k in zip(scene.objects, pairs)]
     lines += [
         '  </worldbody>',
+        '  <contact>',
+        *contact_pairs,
+        '  </contact>',
         '  <actuator>',
         *[f'    <intvelocity name="pusher_v{a}" joint="pusher_{a}" kp="{kp}" kv="{kv}" '
           f'actrange="{-PUSHER_REACH} {PUSHER_REACH}"/>' for a in "xy"],
@@ -99,6 +115,29 @@ def build_mjcf(scene: Scene) -> str:
         '</mujoco>',
     ]
     return "\n".join(lines)
+
+
+def pusher_contact_height(scene: Scene, obj) -> float:
+    """Height above the table (m) at which the pusher's force acts on ``obj``: the middle of the height the pusher's
+    side and the object's side share. A vertical pusher against a vertical side is a line contact whose resultant,
+    for uniform pressure along it, acts at the line's middle; MuJoCo reduces such a contact to one point that lies
+    wherever its convex collision ends (a cylinder pusher on a cylinder: at the pusher's bottom edge, 1 mm above the
+    table, so the push had no tipping moment and no load transfer on the object's support; on a box: the middle).
+    The pusher's contact sphere of its own radius, centred at this height, meets every vertical side there, with a
+    horizontal normal, whatever the shape (docs/results/fidelity.md)."""
+    top = min(2.0 * obj.half_height, PUSHER_CLEARANCE + scene.pusher.height)
+    return 0.5 * (PUSHER_CLEARANCE + top)
+
+
+def _pusher_contacts(scene: Scene) -> tuple[list, list]:
+    """The distinct contact heights (one pusher sphere each, to 0.1 mm) and, per object, the index of its sphere."""
+    heights, pairs = [], []
+    for o in scene.objects:
+        z = round(pusher_contact_height(scene, o), 4)
+        if z not in heights:
+            heights.append(z)
+        pairs.append(heights.index(z))
+    return heights, pairs
 
 
 def _mesh_assets(scene: Scene) -> list:

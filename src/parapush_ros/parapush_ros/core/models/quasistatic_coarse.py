@@ -27,6 +27,7 @@ from ..scene.spec import Scene
 from ..scene.support import DEFAULT_SUPPORT
 from .base import UnsupportedScene, batch_arguments
 from .quasistatic import QuasiStaticPusherSlider, fine_c_scale
+from .mjcf import pusher_contact_height
 from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE, QuasiStaticConvexSlider
 
 MAX_SUBSTEP = 0.005  # s: at 0.1 m/s the pusher moves 0.5 mm per sub-step, well inside the 5 mm contact tolerance
@@ -119,7 +120,8 @@ class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
     ``support_points`` x ``support_points`` grid over the footprint, 0 = the scene's support grid, as the fine model
     has it; 3 where the scene's support is ``native``), both scaled by ``fine_c_scale``; ``contact_height`` (m,
     integrated only): where the pusher's force acts above the table, for the load it shifts over the support
-    (negative: half the object's height, the middle of its side; 0: none)."""
+    (negative: the middle of the side the pusher and the object share, where the fine model's pusher touches;
+    0: none)."""
 
     name = "quasistatic_convex"
 
@@ -127,7 +129,8 @@ class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
                  contact_height: float = DEFAULT_CONTACT_HEIGHT, **kw):
         self.limit_surface = str(limit_surface)
         self._requested_height = float(contact_height)
-        self.contact_height = (scene.objects[0].half_height if contact_height < 0.0 else float(contact_height))
+        self.contact_height = (pusher_contact_height(scene, scene.objects[0]) if contact_height < 0.0
+                               else float(contact_height))
         points = int(support_points)
         if points == 0:
             points = int(scene.support.points) if scene.support.pattern == "grid" else DEFAULT_SUPPORT.points

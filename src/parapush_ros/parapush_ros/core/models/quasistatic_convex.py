@@ -41,7 +41,7 @@ from .quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, Li
 
 LIMIT_SURFACES = ("ellipsoid", "integrated")
 DEFAULT_LIMIT_SURFACE = "ellipsoid"  # chosen by measurement: docs/results/fidelity.md
-DEFAULT_CONTACT_HEIGHT = -1.0  # the coarse model's: half the object's height (negative), docs/results/fidelity.md
+DEFAULT_CONTACT_HEIGHT = -1.0  # negative: where the fine model's pusher touches (mjcf.pusher_contact_height)
 
 
 def _value(a):

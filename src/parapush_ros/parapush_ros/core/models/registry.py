@@ -105,8 +105,8 @@ register_model("quasistatic_convex", ".quasistatic_coarse:QuasiStaticConvexCoars
                        "grid (3 where its support is native)"),
                 "contact_height": ModelOption(
                     DEFAULT_CONTACT_HEIGHT, "integrated limit surface: height (m) above the table at which the "
-                    "pusher's force acts, for the load it shifts over the support; negative = half the object's "
-                    "height; 0 = no load transfer")})
+                    "pusher's force acts, for the load it shifts over the support; negative = the middle of the "
+                    "side the pusher and the object share; 0 = no load transfer")})
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics, resting "
                                                  "bodies asleep",
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})

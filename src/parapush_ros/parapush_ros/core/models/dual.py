@@ -81,6 +81,16 @@ def sqrt(a: Dual) -> Dual:
     return Dual(r, a.der * (0.5 / np.maximum(r, 1e-300))[..., None])
 
 
+def arctan2(y, x) -> Dual:
+    """atan2(y, x) of Duals (or a Dual and a constant): NumPy's name, so ``ops.arctan2`` serves both."""
+    yv, xv = (a.val if isinstance(a, Dual) else np.asarray(a, dtype=float) for a in (y, x))
+    r2 = np.maximum(xv * xv + yv * yv, 1e-300)
+    like = y if isinstance(y, Dual) else x
+    dy = y.der if isinstance(y, Dual) else np.zeros_like(like.der)
+    dx = x.der if isinstance(x, Dual) else np.zeros_like(like.der)
+    return Dual(np.arctan2(yv, xv), (dy * xv[..., None] - dx * yv[..., None]) / r2[..., None])
+
+
 def where(mask: np.ndarray, a, b) -> Dual:
     """Per-row choice between two Duals (or a Dual and a constant)."""
     if not isinstance(a, Dual):

@@ -28,6 +28,7 @@ and mode, like the box model's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -40,8 +41,12 @@ from .quasistatic import (SEPARATION, SLIDE_DOWN, SLIDE_UP, STATE_DIM, STICK, Li
 
 
 LIMIT_SURFACES = ("ellipsoid", "integrated")
-DEFAULT_LIMIT_SURFACE = "ellipsoid"  # chosen by measurement: docs/results/fidelity.md
+DEFAULT_LIMIT_SURFACE = "integrated"  # chosen by measurement: docs/results/fidelity.md
 DEFAULT_CONTACT_HEIGHT = -1.0  # negative: where the fine model's pusher touches (mjcf.pusher_contact_height)
+# the integrated limit surface's twist table (``_twist_table``): contact positions round the outline and pusher
+# directions across the contact's half plane; its error against the direct solve: test_quasistatic_convex.py
+TABLE_POSITIONS = 512
+TABLE_DIRECTIONS = 49
 
 
 def _value(a):
@@ -83,6 +88,9 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
     # ``support_points`` grid points over the footprint, scaled by c_scale (``integrated_ls``)
     limit_surface: str = DEFAULT_LIMIT_SURFACE
     support_points: int = 3
+    # integrated only: the twist read from a table solved once per slider (``_twist_table``), 10-20x cheaper per
+    # step than solving every contact; False: the direct solve (the reference the table is built from)
+    tabulated: bool = True
     # integrated only: the height (m) above the table at which the pusher's force acts; its tipping moment shifts
     # the support's load towards the force, by contact_height x force / (m g) (0: no load transfer)
     contact_height: float = 0.0
@@ -114,6 +122,9 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
             object.__setattr__(self, "_n", n)
             object.__setattr__(self, "_off", off)
             object.__setattr__(self, "_v", self.outline.verts)
+        if self.limit_surface == "integrated" and self.tabulated:
+            object.__setattr__(self, "_table", _twist_table(self.outline, self.support_points, self.c_scale,
+                                                            self.mu_g, self.mu_p, self.contact_height))
         # the motion cone's edges must stay on the pushing side for every contact the outline allows
         pts, nrm = self.outline.contact_samples()
         p = pts - self._g
@@ -185,7 +196,9 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         p_x, p_y = qx * nx + qy * ny, qy * nx - qx * ny  # contact frame: x = inward normal, y = x turned +90 deg
         vn, vt = wx * nx + wy * ny, wy * nx - wx * ny
         contact = (gap <= self.contact_tol) & (_value(vn) >= 0.0)
-        if self.limit_surface == "integrated":
+        if self.limit_surface == "integrated" and self.tabulated:
+            tx, ty, om, up, down = self._table_twist(feature, (cx, cy), (nx, ny), (vn, vt), ops)
+        elif self.limit_surface == "integrated":
             tx, ty, om, up, down = self._integrated_twist(contact, (p_x, p_y), (vn, vt), (nx, ny), ops)
         else:
             tx, ty, om, up, down = contact_twist(p_x, p_y, vn, vt, self.c, self.mu_p, ops)
@@ -195,6 +208,78 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         nxt = [sx + dt * gx, sy + dt * gy, th + dt * om, px + dt * vx1, py + dt * vy1, vx1, vy1]
         mode = np.where(~contact, SEPARATION, np.where(up, SLIDE_UP, np.where(down, SLIDE_DOWN, STICK)))
         return nxt, feature, mode
+
+    def _table_position(self, feature, cpt, n, ops):
+        """Where the contact lies on the table's closed curve of contact positions (``table_contacts``), in table
+        nodes (a Dual or an array): a disc by its normal's angle; a polygon by unit: edge k is unit 2k (the contact
+        point's fraction along it), the vertex after it unit 2k + 1 (the normal's fraction between the two edges'
+        normals)."""
+        count = self._table.shape[0]
+        if self.outline.kind == "disc":
+            return ops.arctan2(n[1], n[0]) * (count / (2.0 * np.pi))
+        verts, out = self._v, self._n
+        V = len(verts)
+        per_unit = count // (2 * V)
+        edge = feature < V
+        k = np.where(edge, feature, (feature - V - 1) % V)  # the edge that ends at the vertex
+        e = np.roll(verts, -1, axis=0) - verts
+        t = ((cpt[0] - verts[k, 0]) * e[k, 0] + (cpt[1] - verts[k, 1]) * e[k, 1]) / (e[k] ** 2).sum(1)
+        tv = _value(t)
+        t = ops.where(tv < 0.0, 0.0, ops.where(tv > 1.0, 1.0, t))
+        a_x, a_y, b_x, b_y = -out[k, 0], -out[k, 1], -out[(k + 1) % V, 0], -out[(k + 1) % V, 1]
+        c1, c2 = a_x * n[1] - a_y * n[0], n[0] * b_y - n[1] * b_x
+        f = c1 / (c1 + c2 + 1e-300)
+        fv = _value(f)
+        f = ops.where(fv < 0.0, 0.0, ops.where(fv > 1.0, 1.0, f))
+        return ops.where(edge, t + 2.0 * k, f + (2.0 * k + 1.0)) * float(per_unit)
+
+    def _table_twist(self, feature, cpt, n, v, ops):
+        """The integrated limit surface's twist (``contact_twist``'s returns) read from the slider's table:
+        bilinear in the contact position and in the sine of the pusher's direction, times the pusher's speed (the
+        twist is homogeneous of degree 1 in the pusher's velocity; the load transfer of degree 0)."""
+        table = self._table
+        count, directions = table.shape[0], table.shape[1]
+        pos = self._table_position(feature, cpt, n, ops)
+        base = np.floor(_value(pos))
+        fu = pos - base
+        i0 = base.astype(int) % count
+        i1 = (i0 + 1) % count
+        vn, vt = v
+        speed = ops.sqrt(vn * vn + vt * vt + 1e-30)
+        sine = vt / speed
+        sv = np.clip(_value(sine), -1.0, 1.0)
+        psi = np.linspace(-0.5 * np.pi, 0.5 * np.pi, directions)
+        j0 = np.clip(np.floor((np.arcsin(sv) + 0.5 * np.pi) / (psi[1] - psi[0])).astype(int), 0, directions - 2)
+        s0, s1 = np.sin(psi[j0]), np.sin(psi[j0 + 1])
+        fs = (sine - s0) / (s1 - s0)
+        out = []
+        for q in range(table.shape[2]):
+            lo = table[i0, j0, q] + fu * (table[i1, j0, q] - table[i0, j0, q])
+            hi = table[i0, j0 + 1, q] + fu * (table[i1, j0 + 1, q] - table[i0, j0 + 1, q])
+            out.append(lo + fs * (hi - lo))
+        up, down = _value(out[3]) > 0.5, _value(out[4]) > 0.5
+        return out[0] * speed, out[1] * speed, out[2] * speed, up, down
+
+    def table_contacts(self, per_unit: int):
+        """The table's contact positions (``_table_position`` of them: 0, 1, 2, ...): contact points and inward
+        normals (object frame), per_unit per edge and per vertex of a polygon, per_unit in all for a disc."""
+        if self.outline.kind == "disc":
+            a = 2.0 * np.pi * np.arange(per_unit) / per_unit
+            n = np.stack([np.cos(a), np.sin(a)], -1)
+            return -self.outline.radius * n, n
+        verts, out = self._v, self._n
+        V = len(verts)
+        frac = np.arange(per_unit) / per_unit
+        pts, nrm = [], []
+        for k in range(V):
+            a, b = -out[k], -out[(k + 1) % V]
+            end = verts[(k + 1) % V]
+            pts.append(verts[k] + frac[:, None] * (end - verts[k]))
+            nrm.append(np.tile(a, (per_unit, 1)))
+            m = (1.0 - frac)[:, None] * a + frac[:, None] * b
+            pts.append(np.tile(end, (per_unit, 1)))
+            nrm.append(m / np.linalg.norm(m, axis=1, keepdims=True))
+        return np.concatenate(pts), np.concatenate(nrm)
 
     def _integrated_twist(self, contact, p, v, n, ops):
         """``integrated_contact_twist`` on the rows in contact (the others: no motion, no sliding)."""
@@ -247,3 +332,30 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         _, _, gap, _ = self._contact(c * dx + s * dy, c * dy - s * dx, np)
         return np.maximum(-gap, 0.0).reshape(x.shape[:-1])
 
+
+
+@lru_cache(maxsize=32)
+def _twist_table(outline: ConvexOutline, support_points: int, c_scale: float, mu_g: float, mu_p: float,
+                 contact_height: float) -> np.ndarray:
+    """(positions, directions, 5): the integrated limit surface's twist (t_x, t_y, omega per unit pusher speed, contact
+    frame) and its sliding masks (up, down as 0/1) at ``TABLE_POSITIONS`` contact positions round the outline and
+    ``TABLE_DIRECTIONS`` pusher directions (angle from the normal, -90..90 deg), by the direct solve. A contact's twist
+    depends on nothing else: its position, the pusher's direction, and the slider's outline, support and friction
+    (not its mass, not the step length), so one table serves every step, and sliders that share them share it."""
+    direct = QuasiStaticConvexSlider(outline, mass=1.0, mu_g=mu_g, mu_p=mu_p, pusher_radius=1e-3,
+                                     c_scale=c_scale, limit_surface="integrated", support_points=support_points,
+                                     tabulated=False, contact_height=contact_height)
+    units = 1 if outline.kind == "disc" else 2 * len(outline.vertices)
+    per_unit = max(1, -(-TABLE_POSITIONS // units))
+    pts, nrm = direct.table_contacts(per_unit * units if outline.kind == "disc" else per_unit)
+    psi = np.linspace(-0.5 * np.pi, 0.5 * np.pi, TABLE_DIRECTIONS)[1:-1]  # the ends (v_n = 0): no motion
+    P, D = len(pts), len(psi)
+    q = np.repeat(pts - direct._g, D, axis=0)
+    nx, ny = np.repeat(nrm[:, 0], D), np.repeat(nrm[:, 1], D)
+    vn, vt = np.tile(np.cos(psi), P), np.tile(np.sin(psi), P)
+    p_x, p_y = q[:, 0] * nx + q[:, 1] * ny, q[:, 1] * nx - q[:, 0] * ny
+    tx, ty, om, up, down = direct._integrated_twist(np.ones(P * D, dtype=bool), (p_x, p_y), (vn, vt), (nx, ny), np)
+    table = np.zeros((P, D + 2, 5))
+    table[:, 1:-1] = np.stack([tx, ty, om, up, down], -1).reshape(P, D, 5)
+    table.setflags(write=False)
+    return table

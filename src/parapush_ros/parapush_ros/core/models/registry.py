@@ -95,11 +95,12 @@ register_model("learned_ensemble", ".learned.ensemble:LearnedEnsembleModel.load"
 register_model("quasistatic", ".quasistatic_coarse:QuasiStaticCoarseModel", COARSE,
                "quasi-static pusher-slider with limit surface and motion cone (paper 003; one box slider only)")
 register_model("quasistatic_convex", ".quasistatic_coarse:QuasiStaticConvexCoarseModel", COARSE,
-               "quasi-static pusher-slider for any convex footprint (disc, box): limit surface of uniform pressure, "
-               "contact from the outline, motion cone; one object only",
+               "quasi-static pusher-slider for any convex footprint (disc, box, polygon, ellipse): limit surface of "
+               "its support, load transfer, contact from the outline, motion cone; one object only",
                {"limit_surface": ModelOption(
-                   DEFAULT_LIMIT_SURFACE, "limit surface of the quasistatic_convex model: ellipsoid (one c = m_max / "
-                   "f_max) | integrated (the friction summed over the support points, solved per contact)"),
+                   DEFAULT_LIMIT_SURFACE, "limit surface of the quasistatic_convex model: integrated (the friction "
+                   "summed over the support points, with load transfer; read from a table solved once per object) | "
+                   "ellipsoid (one c = m_max / f_max)"),
                 "support_points": ModelOption(
                     0, "support grid points per side of the integrated limit surface (2..9); 0 = the scene's support "
                        "grid (3 where its support is native)"),
@@ -126,17 +127,15 @@ def auto_coarse(scene: Scene, options: dict | None = None, slice_s: float | None
     """``coarse_model: auto``: (the coarse model for ``scene``, why), by this rule, chosen by measurement
     (docs/results/fidelity.md):
 
-    * one object: the quasi-static model for its shape: ``quasistatic`` (paper 003) for a box,
-      ``quasistatic_convex`` for any other convex footprint (on replayed pushes both are 5-20 times nearer the
-      recorded poses than ``analytical``, which is worse than predicting no motion);
+    * one object: ``quasistatic_convex``, the quasi-static model of its convex footprint, box included (its
+      integrated limit surface with load transfer is 1.5-5 times nearer replayed pushes than paper 003's box model
+      ``quasistatic`` and 10-15 times nearer than ``analytical``, which is worse than predicting no motion);
     * several objects: ``learned`` where its weights' training conditions fit the scene (objects, friction,
       support: ``learned.family.check_family``) and it can predict slices of ``slice_s`` (the planner's control
       duration; it predicts whole 1 s slices), else ``analytical``.
 
     ``options``: the models' factory options by name (``learned``'s ``path``)."""
     if len(scene.objects) == 1:
-        if scene.objects[0].shape == "box":
-            return "quasistatic", "one box: the quasi-static model of paper 003"
         return "quasistatic_convex", f"one {scene.objects[0].shape}: the quasi-static model of its convex footprint"
     from .learned.family import LearnedModelError  # noqa: PLC0415
     try:

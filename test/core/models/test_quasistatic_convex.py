@@ -331,7 +331,7 @@ def test_integrated_jacobians_are_exact_within_a_mode(outline, height):
 @pytest.mark.parametrize("outline,height", [(DISC.outline, 0.0), (HEX.outline, 0.01), (ELLIPSE, 0.01)],
                          ids=["disc", "hexagon-load-transfer", "ellipse-load-transfer"])
 def test_the_twist_table_matches_the_direct_solve_and_gives_its_own_jacobians(outline, height):
-    """The integrated limit surface is read from a table (the default: 10x cheaper per step) built by the direct
+    """The integrated limit surface is read from a table (the default: 7-11x cheaper per step) built by the direct
     solve: on random contacts, pusher directions and yaws the object's velocity is within 1 % of the direct solve's
     (median; a few % next to the motion cone's edges and the vertices, where the twist has kinks), and
     ``step_jacobians`` are the derivatives of what ``step`` computes (central differences, off the table's nodes)."""

@@ -88,7 +88,7 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
     # ``support_points`` grid points over the footprint, scaled by c_scale (``integrated_ls``)
     limit_surface: str = DEFAULT_LIMIT_SURFACE
     support_points: int = 3
-    # integrated only: the twist read from a table solved once per slider (``_twist_table``), 10-20x cheaper per
+    # integrated only: the twist read from a table solved once per slider (``_twist_table``), 7-11x cheaper per
     # step than solving every contact; False: the direct solve (the reference the table is built from)
     tabulated: bool = True
     # integrated only: the height (m) above the table at which the pusher's force acts; its tipping moment shifts
@@ -331,7 +331,6 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         dx, dy = flat[:, 3] - flat[:, 0], flat[:, 4] - flat[:, 1]
         _, _, gap, _ = self._contact(c * dx + s * dy, c * dy - s * dx, np)
         return np.maximum(-gap, 0.0).reshape(x.shape[:-1])
-
 
 
 @lru_cache(maxsize=32)

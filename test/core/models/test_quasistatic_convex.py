@@ -58,10 +58,17 @@ def test_a_box_outline_pushed_on_its_faces_moves_as_the_paper_003_box():
 
 
 def test_a_disc_pushed_through_its_centre_translates_and_off_centre_turns_away():
-    x = np.array([0.0, 0.0, 0.3, -0.0551, 0.0, 0.1, 0.0])
+    x = np.array([0.0, 0.0, 0.3, -0.0551, 0.0, 0.1, 0.0])  # 0.1 mm short of the disc, 1 mm closer per step
     nxt, feature, mode = DISC.step_info(x, np.zeros(2))
     assert mode == STICK and feature == 0
-    np.testing.assert_allclose(nxt[:3], [0.1 * DISC.dt, 0.0, 0.3], atol=1e-12)
+    # the pusher crosses the gap first and pushes for the rest of the step: the gap closes, it is not carried on
+    np.testing.assert_allclose(nxt[:3], [0.9 * 0.1 * DISC.dt, 0.0, 0.3], atol=1e-12)
+    np.testing.assert_allclose(nxt[3] - nxt[0], -0.055, atol=1e-12)
+    kept = replace(DISC, close_gap=False).step_info(x, np.zeros(2))[0]  # paper 003's rule: moved as if touched
+    np.testing.assert_allclose(kept[:3], [0.1 * DISC.dt, 0.0, 0.3], atol=1e-12)
+    x[3] = -0.0556  # 0.6 mm short, 1 mm closer: the share is 0.4
+    np.testing.assert_allclose(DISC.step_info(x, np.zeros(2))[0][0], 0.4 * 0.1 * DISC.dt, atol=1e-12)
+    x[3] = -0.0551
     x[4] = 0.02  # above the centre, pushed in +x: the disc turns clockwise
     x[3] = -np.sqrt(0.0551 ** 2 - 0.02 ** 2)
     nxt, _, mode = DISC.step_info(x, np.zeros(2))
@@ -78,7 +85,7 @@ def test_jacobians_are_exact_within_a_mode(model):
     pts, nrm = model.outline.contact_samples(7)
     interior = np.flatnonzero(np.isin(np.arange(len(pts)) % 7, (1, 2, 3, 4, 5)))  # off the edge-vertex kinks
     pick = rng.choice(interior, 12, replace=False)
-    p = pts[pick] - nrm[pick] * (model.pusher_radius + 0.001)
+    p = pts[pick] - nrm[pick] * (model.pusher_radius + 0.0004)  # short of the outline: crossed within the step
     th = rng.uniform(-np.pi, np.pi, 12)
     c, s = np.cos(th), np.sin(th)
     pw = np.stack([c * p[:, 0] - s * p[:, 1], s * p[:, 0] + c * p[:, 1]], -1) + [0.02, 0.01]
@@ -86,6 +93,9 @@ def test_jacobians_are_exact_within_a_mode(model):
     v = 0.1 * nw + rng.normal(0, 0.02, (12, 2))
     x = np.concatenate([np.tile([0.02, 0.01], (12, 1)), th[:, None], pw, v], 1)
     u = rng.normal(0, 0.5, (12, 2))
+    crossed = np.linalg.norm(model.step(x, u)[:, :2] - x[:, :2], axis=1)
+    touched = np.linalg.norm(replace(model, close_gap=False).step(x, u)[:, :2] - x[:, :2], axis=1)
+    assert np.all((crossed > 0.0) & (crossed < 0.9 * touched))  # every push crosses the gap, then pushes
     assert_jacobians_match_central_differences(model, x, u)
 
 
@@ -218,14 +228,15 @@ def _friction(model, x, nxt):
     return np.stack([fx, fy], -1), m, (vx, vy, om), sp.min(1)
 
 
-def _pushes(model, n, speed_t, seed=0):
+def _pushes(model, n, speed_t, seed=0, gap=-5e-4):
     """``n`` pushes from contacts of the outline, along the inward normal at 0.1 m/s plus up to ``speed_t`` m/s along
-    the contact, the object at yaw 0: (x, u, contact points, inward normals) (object frame)."""
+    the contact, the object at yaw 0: (x, u, contact points, inward normals) (object frame). ``gap`` < 0: the pusher
+    overlaps the outline that much, pushing for the whole step (a gap is crossed first: ``close_gap``)."""
     rng = np.random.default_rng(seed)
     pts, nrm = model.outline.contact_samples(9)
     interior = np.flatnonzero(np.isin(np.arange(len(pts)) % 9, range(1, 8)))
     pick = rng.choice(interior, n, replace=len(interior) < n)
-    p = pts[pick] - nrm[pick] * (model.pusher_radius + 0.001)
+    p = pts[pick] - nrm[pick] * (model.pusher_radius + gap)
     tang = np.stack([-nrm[pick, 1], nrm[pick, 0]], -1)
     v = 0.1 * nrm[pick] + speed_t * tang * rng.uniform(-1.0, 1.0, (n, 1))
     x = np.concatenate([np.zeros((n, 3)), p, v], 1)
@@ -298,7 +309,7 @@ def test_integrated_disc_turns_at_the_exact_uniform_pressure_rate():
             mid = 0.5 * (lo + hi)
             lo, hi = (lo, mid) if moment_about_contact(mid) > 0 else (mid, hi)
         exact = 0.5 * (lo + hi)
-        p = q * (R + DISC.pusher_radius + 0.001) / R
+        p = q * (R + DISC.pusher_radius - 0.0005) / R
         x = np.array([[0.0, 0.0, 0.0, *p, *w]])
         om = {}
         for name, model in (("integrated", integrated), ("ellipsoid", ellipsoid)):

@@ -70,7 +70,8 @@ def test_the_registry_is_the_one_list_of_models():
     params = parameter_descriptions()
     assert set(params) == {"coarse_model", "fine_model", "learned_weights", "learned_ensemble_weights", "threads",
                            "parareal_variance_threshold", "quasistatic_convex_limit_surface",
-                           "quasistatic_convex_support_points", "quasistatic_convex_contact_height"}
+                           "quasistatic_convex_support_points", "quasistatic_convex_contact_height",
+                           "quasistatic_convex_close_gap"}
     assert "analytical | learned | learned_ensemble" in params["coarse_model"][1]
     assert "parareal<K>" in model_description()
     with pytest.raises(ValueError, match="not a free model name"):

@@ -121,13 +121,14 @@ class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
     has it; 3 where the scene's support is ``native``), both scaled by ``fine_c_scale``; ``contact_height`` (m,
     integrated only): where the pusher's force acts above the table, for the load it shifts over the support
     (negative: the middle of the side the pusher and the object share, where the fine model's pusher touches;
-    0: none)."""
+    0: none); ``close_gap``: a gap within the contact tolerance is closed, not kept (``QuasiStaticConvexSlider``)."""
 
     name = "quasistatic_convex"
 
     def __init__(self, scene: Scene, limit_surface: str = DEFAULT_LIMIT_SURFACE, support_points: int = 0,
-                 contact_height: float = DEFAULT_CONTACT_HEIGHT, **kw):
+                 contact_height: float = DEFAULT_CONTACT_HEIGHT, close_gap: bool = True, **kw):
         self.limit_surface = str(limit_surface)
+        self.close_gap = bool(close_gap)
         self._requested_height = float(contact_height)
         self.contact_height = (pusher_contact_height(scene, scene.objects[0]) if contact_height < 0.0
                                else float(contact_height))
@@ -140,11 +141,12 @@ class QuasiStaticConvexCoarseModel(QuasiStaticCoarseModel):
 
     def slider_options(self) -> dict:
         return {"limit_surface": self.limit_surface, "support_points": self.support_points,
-                "contact_height": self.contact_height if self.limit_surface == "integrated" else 0.0}
+                "contact_height": self.contact_height if self.limit_surface == "integrated" else 0.0,
+                "close_gap": self.close_gap}
 
     def factory_options(self) -> dict:
         return {"limit_surface": self.limit_surface, "support_points": self._requested_points,
-                "contact_height": self._requested_height}
+                "contact_height": self._requested_height, "close_gap": self.close_gap}
 
     @staticmethod
     def check_scene(scene: Scene) -> None:

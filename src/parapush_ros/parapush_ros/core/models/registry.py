@@ -107,7 +107,10 @@ register_model("quasistatic_convex", ".quasistatic_coarse:QuasiStaticConvexCoars
                 "contact_height": ModelOption(
                     DEFAULT_CONTACT_HEIGHT, "integrated limit surface: height (m) above the table at which the "
                     "pusher's force acts, for the load it shifts over the support; negative = the middle of the "
-                    "side the pusher and the object share; 0 = no load transfer")})
+                    "side the pusher and the object share; 0 = no load transfer"),
+                "close_gap": ModelOption(
+                    True, "a gap up to the contact tolerance (5 mm) is crossed before the object moves (true) or kept "
+                    "while the object moves as if touched (false: paper 003's rule)")})
 register_model("fine", ".fine:FineModel", FINE, "MuJoCo, 2 ms CG steps of the 1 ms reference physics, resting "
                                                  "bodies asleep",
                {"threads": ModelOption(0, "threads for the fine model; 0 = all cores", parameter="threads")})
@@ -273,10 +276,16 @@ def parse_model_options(items) -> dict:
             raise ValueError(f"--model-option: model {name!r} has no option {option!r} (known: "
                              f"{', '.join(e.options) or 'none'})")
         kind = type(e.options[option].default)
+        text = value.strip()
+        if kind is bool:  # bool("false") is True: spell it out
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"--model-option: {item!r}: {text!r} is not true or false")
+            out.setdefault(name, {})[option] = text.lower() == "true"
+            continue
         try:
-            out.setdefault(name, {})[option] = kind(value.strip())
+            out.setdefault(name, {})[option] = kind(text)
         except ValueError:
-            raise ValueError(f"--model-option: {item!r}: {value.strip()!r} is not a {kind.__name__}") from None
+            raise ValueError(f"--model-option: {item!r}: {text!r} is not a {kind.__name__}") from None
     return out
 
 

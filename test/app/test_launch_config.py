@@ -134,9 +134,12 @@ def test_launch_file_is_the_shared_launch_description(mode):
 SECTIONS = ("/**", "mpc_planner", "/mpc_planner", "/*", "other_node", "/**/mpc_planner", "/ns/mpc_planner")
 
 
-def _rclpy_parameters(tmp_path, files: list, node_name: str = "mpc_planner") -> dict:
-    """What rclpy itself gives a node from these ``--params-file`` files (a real rcl parse and match)."""
-    import rclpy
+def _rclpy_parameters(context, tmp_path, files: list, node_name: str = "mpc_planner") -> dict:
+    """What rclpy itself gives a node from these ``--params-file`` files (a real rcl parse and match).
+
+    The files are the node's own arguments in the session's one context: rcl parses and matches them as it does
+    a process's, and no DDS participant is made and torn down per case (Fast DDS 2.14's participant teardown,
+    ``set_listener``, can spin forever in one of some hundreds: once it hung this test)."""
     from rclpy.node import Node
 
     args = ["--ros-args"]
@@ -144,43 +147,39 @@ def _rclpy_parameters(tmp_path, files: list, node_name: str = "mpc_planner") -> 
         path = tmp_path / f"p{i}.yaml"
         path.write_text(yaml.safe_dump({name: {"ros__parameters": v} for name, v in sections}, sort_keys=False))
         args += ["--params-file", str(path)]
-    context = rclpy.Context()
-    rclpy.init(args=args, context=context)
+    node = Node(node_name, context=context, cli_args=args, use_global_arguments=False, enable_rosout=False,
+                start_parameter_services=False, automatically_declare_parameters_from_overrides=True)
     try:
-        node = Node(node_name, context=context, automatically_declare_parameters_from_overrides=True)
-        try:
-            builtin = ("use_sim_time", "start_type_description_service")
-            return {k: p.value for k, p in node.get_parameters_by_prefix("").items() if k not in builtin}
-        finally:
-            node.destroy_node()
+        builtin = ("use_sim_time", "start_type_description_service")
+        return {k: p.value for k, p in node.get_parameters_by_prefix("").items() if k not in builtin}
     finally:
-        rclpy.shutdown(context=context)
+        node.destroy_node()
 
 
-def test_merge_like_rcl_gives_what_rclpy_gives(tmp_path):
+def test_merge_like_rcl_gives_what_rclpy_gives(ros_context, tmp_path):
     """bringup.merge_like_rcl (what ``parapush sim`` and the launch files hand the nodes) against rcl's own parse of
     the same files: 200 random sets of 1-4 files with 1-3 sections each, names with and without a slash,
     wildcards, other nodes, one parameter set in several places."""
     import random
-
-    pytest.importorskip("rclpy")
 
     rng = random.Random(7)
     for case in range(200):
         files = [[(rng.choice(SECTIONS), {"a": f"{case}.{i}.{j}", "b": rng.randint(0, 9)})
                   for j in range(rng.randint(1, 3))] for i in range(rng.randint(1, 4))]
         files = [list(dict(f).items()) for f in files]  # one section name once per file, as YAML has it
-        assert bringup.merge_like_rcl(files, "mpc_planner") == _rclpy_parameters(tmp_path, files), files
+        assert bringup.merge_like_rcl(files, "mpc_planner") == _rclpy_parameters(ros_context, tmp_path, files), \
+            files
 
 
-def test_merge_like_rcl_keeps_rcls_order_of_first_appearance(tmp_path):
+def test_merge_like_rcl_keeps_rcls_order_of_first_appearance(ros_context, tmp_path):
     """The case that once kept launch arguments from the nodes: a node section in a file applied after a ``/**``
     section still loses to a ``/**`` name that appeared first and a later file's ``/**`` values win over it."""
-    pytest.importorskip("rclpy")
     files = [[("/**", {})], [("mpc_planner", {"scene": "a"})], [("/**", {"scene": "b"})]]
-    assert bringup.merge_like_rcl(files, "mpc_planner") == {"scene": "a"} == _rclpy_parameters(tmp_path, files)
+    assert bringup.merge_like_rcl(files, "mpc_planner") == {"scene": "a"} == _rclpy_parameters(ros_context, tmp_path,
+                                                                                               files)
     files = [[("mpc_planner", {"scene": "a"})], [("/**", {"scene": "b"})]]
-    assert bringup.merge_like_rcl(files, "mpc_planner") == {"scene": "b"} == _rclpy_parameters(tmp_path, files)
+    assert bringup.merge_like_rcl(files, "mpc_planner") == {"scene": "b"} == _rclpy_parameters(ros_context, tmp_path,
+                                                                                               files)
 
 
 def test_a_planners_defaults_reach_the_nodes_and_lose_to_arguments():

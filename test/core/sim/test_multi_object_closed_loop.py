@@ -78,7 +78,7 @@ def test_the_planner_goes_round_an_object_in_the_lane_to_the_goal_rather_than_dr
     """The multi-object task's known failure: a push straight through another cylinder that lies on the line to the
     goal drives it ahead to the goal's edge, where it may not be pushed in and blocks the target. With the cost of
     an object in the target's lane to the goal (``other_on_path``, the default) the target goes round it; without
-    (0) the same planner drives it ahead into the goal and times out. The scene is random clutter scene 21 of seed
+    (0) the same planner drives it ahead into the goal. The scene is random clutter scene 21 of seed
     0; the learned model plans with a 2 s horizon, as the 10 Hz planner does (not timed)."""
     base = load_scene("clutter_push")
     scene = base.with_poses(pusher_start=(-0.2331, 0.049),
@@ -102,6 +102,7 @@ def test_the_planner_goes_round_an_object_in_the_lane_to_the_goal_rather_than_dr
     inside = 0.05 + 0.05115  # cylinder_1's centre this near the goal's centre: in the goal, in the target's way
     assert runs[default].outcome is Outcome.REACHED, runs[default].reason
     assert nearest[default].min() > inside  # 10.7 cm
-    # straight: cylinder_1 driven from 19 cm of the goal into it (5.0 cm), and the target stuck behind it
-    assert runs[0.0].outcome is Outcome.TIMEOUT, runs[0.0].reason
+    # straight: cylinder_1 driven from 19 cm of the goal into it (5.0 cm), the target stuck behind it (timeout) or
+    # the run ended as it entered (other_in_goal: with the learned model retrained on the corrected physics)
+    assert runs[0.0].outcome in (Outcome.TIMEOUT, Outcome.OTHER_IN_GOAL), runs[0.0].reason
     assert nearest[0.0][-1] < inside - 0.03 and nearest[default].min() > nearest[0.0][-1] + 0.04

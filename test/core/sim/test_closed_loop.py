@@ -10,6 +10,7 @@ import pytest
 from parapush_ros import bringup
 from parapush_ros.cli import main
 from parapush_ros.core.config import ConfigError
+from parapush_ros.core.planning.fast_mpc import FastConfig
 from parapush_ros.core.planning.planner import MPCPlanner, PlannerConfig
 from parapush_ros.core.sim.closed_loop import run_closed_loop
 from parapush_ros.core.sim.world import SimWorld, WorldConfig, perturbed_scene
@@ -218,6 +219,26 @@ def test_bench_mpc_fast_parareal_in_clutter_with_coarse_auto(tmp_path):
     assert set(res["summary"]) == {"nominal/parareal1@10Hz"}
     (run,) = res["runs"]
     assert run["cycle_times_s"] and all(k == 1 for k in run["parareal_iterations"])
+
+
+def test_bench_mpc_fast_settings_reach_the_planner_and_bad_ones_are_named(tmp_path):
+    """``--fast NAME=VALUE`` sets the fast planner as its node parameter ``fast.NAME`` would: the run plans with it
+    (a 1 s horizon scored every 0.5 s: 2 scored states per cycle), and a bad name or value is named."""
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--planners", "fast", "--scenes", "1",
+                 "--models", "fine", "--max-actions", "1", "--dt", "0.5", "--no-timing", "--fast", "horizon=1.0",
+                 "--fast", "cost_interval=0.5", "--out", str(out)]) == 0
+    res = json.loads((out / "bench_mpc.json").read_text())
+    assert res["fast"]["horizon"] == 1.0 and res["fast"]["cost_interval"] == 0.5
+    assert res["fast"]["candidates"] == FastConfig.candidates  # the rest keep their defaults
+    for setting, words in (("horizon=-1", r"--fast horizon: must be a positive multiple"),
+                           ("horizn=4", r"--fast: 'horizn=4' is not NAME=VALUE"),
+                           ("replan_rate=5", r"--fast: replan_rate is --replan-rate's")):
+        with pytest.raises(ValueError, match=words):
+            main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--planners", "fast", "--scenes", "1",
+                  "--no-timing", "--fast", setting, "--out", str(out)])
+    with pytest.raises(ValueError, match="--fast: sets the fast planner"):
+        main(["bench", "mpc", "--scenes", "1", "--no-timing", "--fast", "horizon=4.0", "--out", str(out)])
 
 
 @pytest.mark.parametrize("K", [0, 1])

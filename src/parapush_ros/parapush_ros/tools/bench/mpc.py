@@ -42,9 +42,10 @@ import time
 from dataclasses import asdict, replace
 
 import numpy as np
+import yaml
 
 from ...core.models.fine import default_threads
-from ...core.config import ConfigError
+from ...core.config import ConfigError, from_values, knobs
 from ...core.planning.optimisers import OPTIMISERS, SamplingConfig
 from ...core.planning.planner import MPCPlanner, PlannerConfig
 from ...core.sim.closed_loop import WorldIO, run_closed_loop
@@ -345,6 +346,25 @@ def _shove(world: SimWorld, goal, shove, out: dict) -> None:
         out["why"] = str(e)
 
 
+def fast_config(rate: float, settings: list) -> FastConfig:
+    """The fast planner's settings: ``rate`` (``--replan-rate``) and ``settings`` (``--fast NAME=VALUE``, each
+    VALUE read as YAML, as a ROS parameter file would give it); a bad one is named as the user spelt it."""
+    values = {"replan_rate": rate}
+    for item in settings:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or name not in knobs(FastConfig):
+            raise ValueError(f"--fast: {item!r} is not NAME=VALUE with NAME one of {', '.join(knobs(FastConfig))}")
+        if name == "replan_rate":
+            raise ValueError("--fast: replan_rate is --replan-rate's")
+        values[name] = yaml.safe_load(text)
+    try:
+        return from_values(FastConfig, values)
+    except ConfigError as e:
+        flag = "--replan-rate" if e.name == "replan_rate" else f"--fast {e.name}"
+        raise ValueError(f"{flag}: {str(e)[len(e.name) + 2:]}") from None
+
+
 def fast_key(model: str, rate: float) -> str:
     """The summary's model name of the fast planner re-scoring with ``model`` at ``rate`` Hz."""
     return f"{model}@{rate:g}Hz"
@@ -560,15 +580,14 @@ def run(args) -> dict:
     if args.replan_rate is not None:
         if not args.realtime:
             raise ValueError("--replan-rate: the fast planner plans while the pusher moves; add --realtime")
-        try:
-            fast = FastConfig(replan_rate=args.replan_rate)
-        except ConfigError as e:
-            raise ValueError(f"--replan-rate: {str(e)[len(e.name) + 2:]}") from None
+        fast = fast_config(args.replan_rate, args.fast)
         for m in models:
             kind = ModelSpec.parse(m).kind
             if kind not in ("fine", "parareal"):
                 raise ValueError(f"--models: the fast planner re-scores with fine or parareal<K>, not {m!r} "
                                  f"(with --replan-rate)")
+    elif args.fast:
+        raise ValueError("--fast: sets the fast planner, which runs with --replan-rate HZ")
     planners = [p.strip() for p in (args.planners or ("mpc,fast" if fast is not None else "mpc")).split(",")]
     for name in planners:
         if name not in ("mpc", "fast"):
@@ -828,6 +847,9 @@ def add_parser(sub, parent):
                    help="--realtime: also run the fast planner (planner 'fast': anytime re-planning at HZ, the "
                         "candidates screened on a coarse model, the best re-scored with each model) on the same "
                         "scenes, side by side with the 1 Hz planner; summary keys <world>/<model>@<HZ>Hz")
+    p.add_argument("--fast", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting of the fast planner (its node parameter fast.NAME, e.g. --fast horizon=4.0 "
+                        "--fast screen_substep=0.05; VALUE read as YAML); default: FastConfig's")
     p.add_argument("--planners", default=None, metavar="NAME,...",
                    help="which planners run: mpc (the 1 Hz planner), fast (needs --replan-rate); default mpc, and "
                         "with --replan-rate both, side by side (a study run with one resumes with the other)")

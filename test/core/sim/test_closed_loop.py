@@ -223,7 +223,7 @@ def test_bench_mpc_fast_parareal_in_clutter_with_coarse_auto(tmp_path):
 
 def test_bench_mpc_fast_settings_reach_the_planner_and_bad_ones_are_named(tmp_path):
     """``--fast NAME=VALUE`` sets the fast planner as its node parameter ``fast.NAME`` would: the run plans with it
-    (a 1 s horizon scored every 0.5 s: 2 scored states per cycle), and a bad name or value is named."""
+    (a 1 s horizon: 4 re-scored slices of 0.25 s, not the default 2 s's 8), and a bad name or value is named."""
     out = tmp_path / "out"
     assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--planners", "fast", "--scenes", "1",
                  "--models", "fine", "--max-actions", "1", "--dt", "0.5", "--no-timing", "--fast", "horizon=1.0",
@@ -231,6 +231,7 @@ def test_bench_mpc_fast_settings_reach_the_planner_and_bad_ones_are_named(tmp_pa
     res = json.loads((out / "bench_mpc.json").read_text())
     assert res["fast"]["horizon"] == 1.0 and res["fast"]["cost_interval"] == 0.5
     assert res["fast"]["candidates"] == FastConfig.candidates  # the rest keep their defaults
+    assert res["runs"][0]["rescore_slices"] == 4
     for setting, words in (("horizon=-1", r"--fast horizon: must be a positive multiple"),
                            ("horizn=4", r"--fast: 'horizn=4' is not NAME=VALUE"),
                            ("replan_rate=5", r"--fast: replan_rate is --replan-rate's")):

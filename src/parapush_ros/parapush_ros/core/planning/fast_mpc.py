@@ -37,9 +37,9 @@ Task costs are written for a few slices of a long horizon (paper 000: 4 x 1 s), 
 scored every ``cost_interval`` s (4 states over a 2 s horizon at 0.5 s), with the spline's mean velocity over each
 scored interval as its control. In clutter the 1 Hz MPC's 4 s scored every 1 s (``horizon: 4.0``, ``cost_interval:
 1.0``) moves the other objects less: their squared displacements shrink with the square of the time scored,
-progress to the goal only linearly. It is not the default because on one object it does not fit the cycle: the
-quasi-static screen and the fine re-scoring both cost twice as much, and nearly every re-scoring is abandoned
-(docs/results/fast_mpc.md, "A 4 s horizon").
+progress to the goal only linearly. It is not the default because it doubles the cycle's work (the quasi-static
+screen and the fine re-scoring): on one object on a slower 2-core machine nearly every fine re-scoring was
+abandoned at the budget (docs/results/fast_mpc.md, "A 4 s horizon").
 """
 from __future__ import annotations
 

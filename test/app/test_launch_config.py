@@ -210,6 +210,25 @@ def test_params_file_and_bad_arguments(tmp_path):
             bringup.check_arguments("sim", bad)
 
 
+def test_the_shipped_clutter_settings_of_the_fast_planner_reach_it_and_build():
+    """config/fast_clutter.yaml (a params_file the README names) sets fast.* of mpc_planner, and the planner builds
+    from them on the clutter scene: a 4 s horizon, its first second re-scored on the planner's model."""
+    from parapush_ros.core.planning.fast_mpc import build_fast
+    from parapush_ros.core.scene.spec import load_scene
+    args = {"scene": "clutter_push", "planner": "fast", "params_file": str(ROOT / "config" / "fast_clutter.yaml")}
+    bringup.check_arguments("sim", args)
+    planner = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", args)
+    assert {k: planner[f"fast.{k}"] for k in ("horizon", "cost_interval", "rescore_horizon")} == \
+        {"horizon": 4.0, "cost_interval": 1.0, "rescore_horizon": 1.0}
+    _check_parameters(ROOT / "config" / "fast_clutter.yaml", "mpc_planner", bringup.spec("mpc_planner").param_spec())
+    strategy = build_fast(load_scene("clutter_push"), {**{k: v.default for k, v in params.PLANNER.items()}, **planner})
+    try:
+        assert strategy.planner.config.horizon == 4.0 and strategy.planner.n_fine == 4
+        assert strategy.planner.screen.kind == "learned"
+    finally:
+        strategy.close()
+
+
 def test_lifecycle_flag_matches_the_node_classes():
     pytest.importorskip("rclpy")
     from rclpy.lifecycle import LifecycleNode

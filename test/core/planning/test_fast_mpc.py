@@ -78,6 +78,10 @@ def test_settings_are_checked_naming_the_setting():
         FastConfig(horizon=0.3)  # not whole knot intervals
     with pytest.raises(ConfigError, match=r"^rescore: "):
         FastConfig(rescore=0)
+    with pytest.raises(ConfigError, match=r"^rescore_horizon: "):
+        FastConfig(rescore_horizon=3.0)  # longer than the horizon
+    with pytest.raises(ConfigError, match=r"^rescore_horizon: "):
+        FastConfig(rescore_horizon=0.3)  # not whole slices
     scene = load_scene("cylinder_slider")
     params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True}  # as config/mpc_planner.yaml
     with pytest.raises(ValueError, match=r"parameter fast\.replan_rate"):
@@ -86,6 +90,10 @@ def test_settings_are_checked_naming_the_setting():
         build_fast(scene, {**params, "realtime": False})
     with pytest.raises(ValueError, match=r"parameter fast\.screen_model"):
         build_fast(scene, {**params, "fast.screen_model": "nope"})
+    from parapush_ros.core.scene.clutter import clutter_scenes
+    clutter = clutter_scenes(1, 0)[0]  # screened on the learned model, which predicts 1 s slices
+    with pytest.raises(ValueError, match=r"parameter fast\.rescore_horizon: 0\.5 s must be whole slices"):
+        build_fast(clutter, {**params, "model": "fine", "coarse_model": "auto", "fast.rescore_horizon": 0.5})
     assert PLANNERS["fast"].config is FastConfig
 
 
@@ -271,5 +279,31 @@ def test_a_re_scoring_past_the_budget_is_abandoned_for_the_best_screened_candida
         planner.rng = np.random.default_rng(7)
         one = planner.plan(x, u0, None, deadline=ticking() + 150.0, clock=ticking)
         assert not one.abandoned and one.rescored == 1 and np.allclose(one.knots, gone.knots)
+    finally:
+        predictor.close()
+
+
+def test_a_re_scoring_shorter_than_the_horizon_goes_on_from_its_end_on_the_screening_model():
+    """``rescore_horizon``: the planner's model predicts the first part of each re-scored candidate, the screening
+    model the rest from where it ended; the plan's prediction is both, and only the first part counts as fine
+    work."""
+    from parapush_ros.core.models.base import rollout
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        config = FastConfig(candidates=8, horizon=2.0, rescore_horizon=1.0)
+        planner = FastPlanner(scene, config, PushTask(scene), predictor, "fine")
+        x = scene.initial_state()
+        plan = planner.plan(x, np.zeros(2))
+        assert not plan.abandoned and plan.dt == planner.screen_dt == config.slice_duration
+        assert plan.states.shape[0] == planner.n_slices + 1 and len(plan.controls) == planner.n_slices
+        assert plan.fine_fraction == pytest.approx(2 * 1.0 / (8 * 2.0))  # 2 re-scored x 1 s of 8 x 2 s
+        head = predictor.predict(x, plan.controls[:4], config.slice_duration, model="fine").states
+        np.testing.assert_allclose(plan.states[:5], head, atol=1e-9)  # the fine model up to 1 s
+        tail = rollout(planner.screen_model, plan.states[4], plan.controls[4:], planner.screen_dt)
+        np.testing.assert_allclose(plan.states[4:], tail, atol=1e-9)  # the screening model from there
+        assert np.isfinite(plan.cost)
+        assert plan.cost == pytest.approx(float(planner._score(plan.states[None], plan.controls[None],
+                                                               plan.dt, np.zeros(2))[0]))
     finally:
         predictor.close()

@@ -26,7 +26,9 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      after each slice): the plan is then the best screened candidate with the screening model's prediction. Where
      only one candidate fits, that is the plan the re-scoring would have chosen anyway, so an expensive moment (a
      push into clutter) costs a cycle its fine prediction, not its deadline. (Parareal-K re-scores in one call and
-     is not abandoned.)
+     is not abandoned.) With ``rescore_horizon`` shorter than the horizon the planner's model predicts only its
+     first ``rescore_horizon`` s and the screening model goes on from there (multi-fidelity in time: the near
+     future is executed, the far end only shapes the cost and is re-planned many times before it runs).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
   whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A host too
@@ -37,9 +39,11 @@ Task costs are written for a few slices of a long horizon (paper 000: 4 x 1 s), 
 scored every ``cost_interval`` s (4 states over a 2 s horizon at 0.5 s), with the spline's mean velocity over each
 scored interval as its control. In clutter the 1 Hz MPC's 4 s scored every 1 s (``horizon: 4.0``, ``cost_interval:
 1.0``) moves the other objects less: their squared displacements shrink with the square of the time scored,
-progress to the goal only linearly. It is not the default because it doubles the cycle's work (the quasi-static
-screen and the fine re-scoring): on one object on a slower 2-core machine nearly every fine re-scoring was
-abandoned at the budget (docs/results/fast_mpc.md, "A 4 s horizon").
+progress to the goal only linearly. Re-scored over the whole 4 s it doubles the cycle's fine work; with
+``rescore_horizon: 1.0`` (the first second on the planner's model, the rest on the learned screen) a clutter cycle
+costs no more than with the defaults: ``config/fast_clutter.yaml``. It is not the default: on one object the
+quasi-static screen of 4 s costs twice that of 2 s, and the 4 s horizon was not measured there with a 1 s re-scoring
+(docs/results/fast_mpc.md, "A 4 s horizon").
 """
 from __future__ import annotations
 
@@ -86,6 +90,9 @@ class FastConfig:
     candidates: int = knob(32, "knot sequences per cycle rolled out in one batch on the screening model")
     rescore: int = knob(2, "best screened sequences re-scored per cycle with the planner's model (fine or "
                            "parareal<K>; the warm start always one of them), as many as the budget allows, >= 1")
+    rescore_horizon: float = knob(0.0, "seconds of a re-scored sequence rolled out with the planner's model; the "
+                                       "rest of the horizon goes on from there on the screening model (0: the "
+                                       "whole horizon)")
     screen_model: str = knob("auto", "coarse model that screens the candidates: a coarse model of the registry, or "
                                      "auto (the node's coarse_model rule: quasi-static for one object, learned or "
                                      "analytical for several)")
@@ -114,6 +121,11 @@ class FastConfig:
                                          f"cost_interval ({self.cost_interval} s)")
         require(self.horizon > 1.0 / self.replan_rate, "horizon", self.horizon,
                 f"longer than the re-plan period 1/replan_rate = {1.0 / self.replan_rate:g} s")
+        require(finite(self.rescore_horizon) and 0.0 <= self.rescore_horizon <= self.horizon
+                and (self.rescore_horizon == 0.0 or _multiple(self.rescore_horizon, self.slice_duration)),
+                "rescore_horizon", self.rescore_horizon,
+                f"0 (the whole horizon) or a multiple of slice_duration ({self.slice_duration} s) up to horizon "
+                f"({self.horizon} s)")
         require(whole(self.candidates) and self.candidates >= 4, "candidates", self.candidates, "an integer >= 4")
         require(whole(self.rescore) and 1 <= self.rescore <= self.candidates, "rescore", self.rescore,
                 "an integer in [1, candidates]")
@@ -130,6 +142,11 @@ class FastConfig:
     @property
     def period(self) -> float:
         return 1.0 / self.replan_rate
+
+    @property
+    def fine_horizon(self) -> float:
+        """Seconds of a re-scored sequence on the planner's model."""
+        return self.rescore_horizon or self.horizon
 
     @property
     def n_knots(self) -> int:
@@ -220,7 +237,7 @@ class FastPlan:
     screened: int = 0  # candidates rolled out on the screening model
     rescored: int = 0  # candidates rolled out on the re-scoring model
     screen_time: float = 0.0
-    rescore_time: float = 0.0
+    rescore_time: float = 0.0  # on the planner's model (a screened tail, rescore_horizon, not counted)
     variance: np.ndarray | None = None
     iterations: int = 1
     abandoned: bool = False  # the re-scoring ran past the budget: the screening model's best and prediction
@@ -266,9 +283,15 @@ class FastPlanner:
                                            f"only {coarse.slice_s:g} s slices, cannot re-score the fast planner's "
                                            f"{config.slice_duration:g} s slices (fast.slice_duration): re-score "
                                            f"with fine, or give Parareal a coarse model without a fixed slice")
+        if config.fine_horizon < config.horizon and not _multiple(config.fine_horizon, self.screen_dt):
+            raise ConfigError("rescore_horizon", f"{config.rescore_horizon} s must be whole slices of the screening "
+                                                 f"model {self.screen.kind!r} ({self.screen_dt:g} s), which goes on "
+                                                 f"from there")
         self.rng = np.random.default_rng(config.seed)
         self.n_slices = int(round(config.horizon / config.slice_duration))
+        self.n_fine = int(round(config.fine_horizon / config.slice_duration))  # slices on the planner's model
         self._rescore_cost = None  # plan-clock seconds per re-scored candidate (running estimate)
+        self._tail_cost = 0.0  # plan-clock seconds of the screened tail of the re-scored candidates (estimate)
 
     def set_task(self, task: PushTask):
         self.task = task
@@ -301,6 +324,27 @@ class FastPlanner:
         else:  # the model's slices are longer than cost_interval: score them as they are
             scored, ctrl = states, controls
         return self.task.cost(scored, ctrl, u0, variance)
+
+    def _screen_tail(self, knots, pred: Prediction) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The re-scored candidates ``knots`` (M, K, 2) over the whole horizon where the planner's model predicted
+        only ``fine_horizon`` (``pred``): its states every ``screen_dt``, then the screening model's from its last
+        one. Returns (states (M, n+1, D), slice controls (M, n, 2), variance or None), n slices of ``screen_dt``.
+        Why: the far end of the horizon matters for the cost (the other objects' motion, a detour's length) but is
+        re-planned many times before it runs, so it need not be predicted with fine physics."""
+        c, dt = self.config, self.screen_dt
+        stride = int(round(dt / c.slice_duration))
+        head = pred.states[:, ::stride]
+        ctrl = spline_means(knots, c.knot_interval, dt, int(round(c.horizon / dt)))
+        tail_ctrl = ctrl[:, head.shape[1] - 1:]
+        if isinstance(self.screen_model, UncertainPropagator):
+            tail, tail_var = rollout_with_variance(self.screen_model, head[:, -1], tail_ctrl, dt)
+            head_var = np.zeros_like(head) if pred.variance is None else pred.variance[:, ::stride]
+            tail_var = tail_var + head_var[:, -1:]  # the tail's spread adds to where it starts from
+            variance = np.concatenate([head_var, tail_var[:, 1:]], axis=1)
+        else:
+            tail = rollout(self.screen_model, head[:, -1], tail_ctrl, dt)
+            variance = None
+        return np.concatenate([head, tail[:, 1:]], axis=1), ctrl, variance
 
     def proposals(self, x, u0, warm) -> np.ndarray:
         """Knot sequences (C, K, 2): the warm start, the task's proposals, noise around the warm start."""
@@ -350,10 +394,19 @@ class FastPlanner:
         chosen = [0] if warm is not None and n >= 2 else []
         chosen += [i for i in order if i not in chosen][:n - len(chosen)]
         t = clock()
-        ctrl = spline_means(knots[chosen], c.knot_interval, c.slice_duration, self.n_slices)
-        fine, done = self._rescore(X0[:len(chosen)], ctrl, deadline, clock)
+        ctrl = spline_means(knots[chosen], c.knot_interval, c.slice_duration, self.n_fine)
+        tail = self.n_fine < self.n_slices  # the rest of the horizon goes on on the screening model
+        # a re-scoring whose screened tail would not fit after it is abandoned early: the tail is not abandoned
+        fine_deadline = None if deadline is None else deadline - (self._tail_cost if tail else 0.0)
+        fine, done = self._rescore(X0[:len(chosen)], ctrl, fine_deadline, clock)
         rescore_time = clock() - t
-        per = rescore_time * self.n_slices / max(done, 1) / len(chosen)  # a whole candidate's, where abandoned
+        dt = c.slice_duration
+        if fine is not None and tail:
+            t = clock()
+            fine_states, ctrl, fine_variance = self._screen_tail(knots[chosen], fine)
+            fine, dt = replace(fine, states=fine_states, variance=fine_variance), self.screen_dt
+            self._tail_cost = max(clock() - t, 0.5 * self._tail_cost)  # a spike is remembered, then decays
+        per = rescore_time * self.n_fine / max(done, 1) / len(chosen)  # a whole candidate's, where abandoned
         self._rescore_cost = per if self._rescore_cost is None else 0.5 * (self._rescore_cost + per)
         total_s = C * c.horizon
         if fine is None:  # past the budget: the best screened candidate, on the screening model's prediction
@@ -363,17 +416,17 @@ class FastPlanner:
                             fine_fraction=len(chosen) * done * c.slice_duration / total_s, dt=self.screen_dt,
                             screened=C, rescored=len(chosen), screen_time=screen_time, rescore_time=rescore_time,
                             variance=None if variance is None else variance[i].copy(), abandoned=True)
-        fine_costs = self._score(fine.states, ctrl, c.slice_duration, u0, fine.variance)
+        fine_costs = self._score(fine.states, ctrl, dt, u0, fine.variance)
         if not np.any(np.isfinite(fine_costs)):
             raise ValueError(f"the {fine.model} model gave none of the {len(chosen)} re-scored candidates a "
                              f"finite cost")
         b = int(np.argmin(np.where(np.isfinite(fine_costs), fine_costs, np.inf)))
         # fine work: the fine model's simulated seconds (Parareal-K: K fine sweeps of the horizon) per candidate
         # second evaluated (1.0: every candidate rolled out once with the fine model, as the 1 Hz MPC does)
-        fine_s = len(chosen) * c.horizon * (1 if self.model.kind != PARAREAL else max(1, fine.iterations or 0))
+        fine_s = len(chosen) * c.fine_horizon * (1 if self.model.kind != PARAREAL else max(1, fine.iterations or 0))
         return FastPlan(knots=knots[chosen[b]].copy(), controls=ctrl[b].copy(), states=fine.states[b].copy(),
                         cost=float(fine_costs[b]), model=fine.model, spec=fine.spec, plan_time=clock() - c0,
-                        fine_fraction=fine_s / total_s, dt=c.slice_duration, screened=C, rescored=len(chosen),
+                        fine_fraction=fine_s / total_s, dt=dt, screened=C, rescored=len(chosen),
                         screen_time=screen_time,
                         rescore_time=rescore_time,
                         variance=None if fine.variance is None else fine.variance[b].copy())

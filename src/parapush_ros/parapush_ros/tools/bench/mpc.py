@@ -382,7 +382,7 @@ def _cycles(planner, io: WorldIO, config: PlannerConfig, threads: int) -> dict:
                 "handover_jump_max": float(max(log.handover_jumps, default=0.0)),
                 "rescore_times_s": log.rescore_times, "rescored": log.rescored, "parareal_iterations": log.iterations,
                 "abandoned": log.abandoned, "cycles_abandoned": int(sum(log.abandoned)),
-                "rescore_slices": int(round(planner.config.horizon / planner.config.slice_duration)),
+                "rescore_slices": planner.planner.n_fine,  # on the planner's model (rescore_horizon)
                 "threads": threads}
     # the 1 Hz MPC: a cycle per plan (its switch), all of its predictions made by the planner's model
     pr, N = planner.predictor, config.sampling.horizon

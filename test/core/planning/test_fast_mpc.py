@@ -305,5 +305,9 @@ def test_a_re_scoring_shorter_than_the_horizon_goes_on_from_its_end_on_the_scree
         assert np.isfinite(plan.cost)
         assert plan.cost == pytest.approx(float(planner._score(plan.states[None], plan.controls[None],
                                                                plan.dt, np.zeros(2))[0]))
+        # the screened tail is not abandoned: the fine part's deadline leaves it the time it took (here: all)
+        planner._tail_cost = 1e3
+        gone = planner.plan(x, np.zeros(2), None, deadline=100.0, clock=frozen_clock)
+        assert gone.abandoned and gone.model == planner.screen.name
     finally:
         predictor.close()

@@ -42,8 +42,8 @@ scored interval as its control. In clutter the 1 Hz MPC's 4 s scored every 1 s (
 progress to the goal only linearly. Re-scored over the whole 4 s it doubles the cycle's fine work; with
 ``rescore_horizon: 1.0`` (the first second on the planner's model, the rest on the learned screen) a clutter cycle
 costs no more than with the defaults: ``config/fast_clutter.yaml``. It is not the default: on one object the
-quasi-static screen of 4 s costs twice that of 2 s, and the 4 s horizon was not measured there with a 1 s re-scoring
-(docs/results/fast_mpc.md, "A 4 s horizon").
+quasi-static screen of 4 s costs twice that of 2 s and leaves the re-scoring no room (on a slower 2-core machine 99 %
+of them abandoned; docs/results/fast_mpc.md, "A 4 s horizon with 1 s of fine re-scoring").
 """
 from __future__ import annotations
 

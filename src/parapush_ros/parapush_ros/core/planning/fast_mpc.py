@@ -336,15 +336,20 @@ class FastPlanner:
         head = pred.states[:, ::stride]
         ctrl = spline_means(knots, c.knot_interval, dt, int(round(c.horizon / dt)))
         tail_ctrl = ctrl[:, head.shape[1] - 1:]
-        if isinstance(self.screen_model, UncertainPropagator):
-            tail, tail_var = rollout_with_variance(self.screen_model, head[:, -1], tail_ctrl, dt)
+        tail, tail_var = self._screen_rollout(head[:, -1], tail_ctrl)
+        variance = None
+        if tail_var is not None:
             head_var = np.zeros_like(head) if pred.variance is None else pred.variance[:, ::stride]
             tail_var = tail_var + head_var[:, -1:]  # the tail's spread adds to where it starts from
             variance = np.concatenate([head_var, tail_var[:, 1:]], axis=1)
-        else:
-            tail = rollout(self.screen_model, head[:, -1], tail_ctrl, dt)
-            variance = None
         return np.concatenate([head, tail[:, 1:]], axis=1), ctrl, variance
+
+    def _screen_rollout(self, X0, ctrl) -> tuple[np.ndarray, np.ndarray | None]:
+        """The screening model's states (M, n+1, D) over slices ``ctrl`` (M, n, 2) of ``screen_dt``, and their
+        variance where it predicts one (else None)."""
+        if isinstance(self.screen_model, UncertainPropagator):
+            return rollout_with_variance(self.screen_model, X0, ctrl, self.screen_dt)
+        return rollout(self.screen_model, X0, ctrl, self.screen_dt), None
 
     def proposals(self, x, u0, warm) -> np.ndarray:
         """Knot sequences (C, K, 2): the warm start, the task's proposals, noise around the warm start."""
@@ -377,10 +382,7 @@ class FastPlanner:
         t = clock()
         n_screen = int(round(c.horizon / self.screen_dt))
         ctrl_screen = spline_means(knots, c.knot_interval, self.screen_dt, n_screen)
-        if isinstance(self.screen_model, UncertainPropagator):
-            states, variance = rollout_with_variance(self.screen_model, X0, ctrl_screen, self.screen_dt)
-        else:
-            states, variance = rollout(self.screen_model, X0, ctrl_screen, self.screen_dt), None
+        states, variance = self._screen_rollout(X0, ctrl_screen)
         costs = self._score(states, ctrl_screen, self.screen_dt, u0, variance)
         costs = np.where(np.isfinite(costs), costs, np.inf)
         screen_time = clock() - t

@@ -90,6 +90,31 @@ def test_projection_separates_and_respects_tolerance():
         project_feasible(scene, x, tolerance=1e-4)
 
 
+@pytest.mark.parametrize("name", ["four_cylinders", "obstacle_push", "hexagon_slider", "box_slider"])
+def test_a_batch_moves_each_state_as_it_would_alone(name):
+    """The model skips objects out of every row's reach and the projection pairs whose bounding circles no row
+    overlaps (their cost in clutter): decided for the whole batch, so a state among others far from it must come out
+    as it does alone, penetrating or not (to rounding: a polygon's matrix products round by batch size)."""
+    scene = load_scene(name)
+    L, rng = scene.layout, np.random.default_rng(21)
+    x = np.repeat(scene.initial_state()[None], 40, 0)
+    poses = L.object_poses(x)
+    poses[..., :2] += rng.normal(0.0, 0.03, poses[..., :2].shape)
+    poses[..., 2] += rng.normal(0.0, 1.0, poses[..., 2].shape)
+    target = rng.integers(0, L.n_objects, len(x))
+    L.pusher_pos(x)[...] = poses[np.arange(len(x)), target, :2] + rng.normal(0.0, 0.05, (len(x), 2))
+    projected, changed = project_feasible(scene, x)
+    assert changed.any() and not changed.all()
+    u = rng.normal(0.0, 0.08, (len(x), 2))
+    model = AnalyticalCoarseModel(scene)
+    pushed = model.propagate(projected, u, 0.5)
+    for i in range(len(x)):
+        alone, was_changed = project_feasible(scene, x[i])
+        assert was_changed == changed[i]
+        np.testing.assert_allclose(alone, projected[i], rtol=0.0, atol=1e-12)
+        np.testing.assert_allclose(model.propagate(projected[i], u[i], 0.5)[0], pushed[i], rtol=0.0, atol=1e-12)
+
+
 def test_k_omega_comes_from_the_scene_file_everywhere():
     """Issue 15: K_omega is a scene parameter (``coarse: {k_omega: ...}``), validated, and every entry point that
     builds the analytical model from the scene (Predictor, benches, nodes) uses it."""

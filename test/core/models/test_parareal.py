@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.models.analytical import AnalyticalCoarseModel
-from parapush_ros.core.models.base import rollout
+from parapush_ros.core.models.base import PredictionAbandoned, rollout
 from parapush_ros.core.models.fine import FineModel
 from parapush_ros.core.models.parareal import Parareal
 from parapush_ros.core.scene.projection import max_penetration
@@ -116,6 +116,34 @@ def test_pipelined_schedule_equals_batched_bitwise(models, name):
         assert (b.iterations, b.fine_slices, b.coarse_slices) == (a.iterations, a.fine_slices, a.coarse_slices)
         assert b.position_change == a.position_change and b.yaw_change == a.yaw_change
         assert b.exact_slices[0] == k and bool(b.converged[0]) == (k == 6)
+
+
+def test_a_stop_abandons_between_pieces_of_fine_work_and_changes_nothing_else(models):
+    """An anytime caller's ``stop`` (issue 29: the fast planner's deadline): the fine sweep goes in pieces of as
+    many slices as the fine model has threads, asked between them once some work is done and again before the
+    correction; never asked to stop, the result is the one-call sweep's, bitwise."""
+    scene, pr, fine = models["cylinder_slider"]
+    rng = np.random.default_rng(3)
+    x0 = sideways_starts(scene, rng, 3, 0.04)
+    U = rng.uniform(-0.01, 0.04, (3, 4, 2))
+    for k in (1, 2):
+        a = pr.solve(x0, U, 0.5, max_iterations=k)
+        b = pr.solve(x0, U, 0.5, max_iterations=k, stop=lambda: False)
+        assert np.array_equal(a.states, b.states) and (a.fine_slices, a.iterations) == (b.fine_slices, b.iterations)
+    with pytest.raises(PredictionAbandoned) as now:
+        pr.solve(x0, U, 0.5, max_iterations=1, stop=lambda: True)
+    assert now.value.slices == fine.threads == 2  # the first piece is always done: the work has a measured cost
+    asked = []
+
+    def after_the_sweep():  # true once every piece of the first sweep (3 x 4 slices in pieces of 2) has run
+        asked.append(1)
+        return len(asked) > 5
+
+    with pytest.raises(PredictionAbandoned) as late:
+        pr.solve(x0, U, 0.5, max_iterations=1, stop=after_the_sweep)
+    assert late.value.slices == 12 and len(asked) == 6  # asked before pieces 2-6 and before the correction
+    with pytest.raises(ValueError, match="stop needs schedule 'batched'"):
+        pr.solve(x0[0], U[0], 0.5, max_iterations=1, schedule="pipelined", stop=lambda: False)
 
 
 def test_bad_arguments_are_named(models):

@@ -283,6 +283,34 @@ def test_a_re_scoring_past_the_budget_is_abandoned_for_the_best_screened_candida
         predictor.close()
 
 
+def test_a_parareal_re_scoring_past_the_budget_is_abandoned_between_its_pieces_of_fine_work():
+    """Parareal-K re-scores all candidates in one call, its fine sweep spread over the threads: it too stops at the
+    deadline (asked between pieces of fine work), so a slow moment costs the cycle its prediction, not its deadline;
+    the fine slices it spent count as fine work, in the cycle and in the predictor's total."""
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8), PushTask(scene), predictor, "parareal1")
+        x, u0 = scene.initial_state(), np.zeros(2)
+        whole = planner.plan(x, u0)
+        assert not whole.abandoned and whole.spec.kind == "parareal" and whole.spec.iterations == 1
+        calls = iter(range(10**6))
+
+        def ticking():  # one plan-clock second per reading
+            return float(next(calls))
+
+        before = predictor.fine_slices
+        gone = planner.plan(x, u0, None, deadline=ticking() + 6.0, clock=ticking)
+        spent = predictor.fine_slices - before
+        assert gone.abandoned and gone.model == planner.screen.name and gone.dt == planner.screen_dt
+        assert 0 < spent < planner.config.rescore * planner.n_slices  # some of the sweep's slices, not all
+        assert gone.fine_fraction == pytest.approx(spent * planner.config.slice_duration
+                                                   / (8 * planner.config.horizon))
+        assert np.all(np.isfinite(gone.states)) and np.isfinite(gone.cost)
+    finally:
+        predictor.close()
+
+
 def test_a_re_scoring_shorter_than_the_horizon_goes_on_from_its_end_on_the_screening_model():
     """``rescore_horizon``: the planner's model predicts the first part of each re-scored candidate, the screening
     model the rest from where it ended; the plan's prediction is both, and only the first part counts as fine

@@ -11,6 +11,7 @@ Register a model in ``core/models/registry.py`` (one line) and every part of par
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -52,6 +53,15 @@ class ModelDiverged(RuntimeError):
         super().__init__(f"{what} diverged{where}: {reason}")
 
 
+class PredictionAbandoned(RuntimeError):
+    """A prediction given up because its caller's ``stop`` said so (an anytime planner's deadline), checked between
+    slices: ``slices`` of the propagator (Parareal: of the fine model) done before it stopped, the work spent."""
+
+    def __init__(self, slices: int):
+        self.slices = int(slices)
+        super().__init__(f"prediction abandoned after {self.slices} slice(s)")
+
+
 def batch_arguments(x, u, dim: int, who: str) -> tuple[np.ndarray, np.ndarray]:
     """A propagator's arguments as float copies: states (B, D) and controls (B, 2) (one state and control may come
     without the batch axis); a ValueError naming ``who`` if the shapes do not fit."""
@@ -62,21 +72,23 @@ def batch_arguments(x, u, dim: int, who: str) -> tuple[np.ndarray, np.ndarray]:
     return x, u
 
 
-def rollout(model: Propagator, x0, controls, dt: float) -> np.ndarray:
+def rollout(model: Propagator, x0, controls, dt: float, stop: Callable[[], bool] | None = None) -> np.ndarray:
     """Chain ``model`` over the controls: ``x0`` (D,) with ``controls`` (N, 2) -> (N+1, D) states, or a batch,
-    ``x0`` (M, D) with ``controls`` (M, N, 2) -> (M, N+1, D); each time step is one batched call of M slices."""
-    states, _ = _rollout(model, x0, controls, dt, with_variance=False)
+    ``x0`` (M, D) with ``controls`` (M, N, 2) -> (M, N+1, D); each time step is one batched call of M slices.
+    ``stop``: asked before every time step but the first; True raises ``PredictionAbandoned``."""
+    states, _ = _rollout(model, x0, controls, dt, with_variance=False, stop=stop)
     return states
 
 
-def rollout_with_variance(model: UncertainPropagator, x0, controls, dt: float) -> tuple[np.ndarray, np.ndarray]:
+def rollout_with_variance(model: UncertainPropagator, x0, controls, dt: float,
+                          stop: Callable[[], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``rollout`` plus the predicted variance of every state (same shape; zero at the start state). Along the
     rollout the slices' pose variances add up (independent slice errors, first order: the spread a slice's error
     causes downstream is not propagated); velocity variances are the last slice's."""
-    return _rollout(model, x0, controls, dt, with_variance=True)
+    return _rollout(model, x0, controls, dt, with_variance=True, stop=stop)
 
 
-def _rollout(model, x0, controls, dt, with_variance):
+def _rollout(model, x0, controls, dt, with_variance, stop=None):
     x0 = np.asarray(x0, dtype=float)
     controls = np.asarray(controls, dtype=float)
     single = x0.ndim == 1
@@ -90,6 +102,8 @@ def _rollout(model, x0, controls, dt, with_variance):
     variance = np.zeros_like(states) if with_variance else None
     nq = StateLayout((x0.shape[1] - 4) // 6).n_q  # the pose coordinates, whose variance accumulates
     for n in range(controls.shape[1]):
+        if n and stop is not None and stop():
+            raise PredictionAbandoned(n * x0.shape[0])
         if with_variance:
             states[:, n + 1], slice_var = model.propagate_with_variance(states[:, n], controls[:, n], dt)
             variance[:, n + 1] = slice_var

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..scene.projection import DEFAULT_PROJECTION_TOLERANCE, project_feasible
 from ..scene.spec import Scene
+from .base import PredictionAbandoned
 
 
 @dataclass
@@ -73,7 +75,8 @@ class Parareal:
 
     def solve(self, x0, controls, dt: float, max_iterations: int, tolerance: float = 0.0,
               yaw_tolerance: float | None = None, keep_history: bool = False,
-              schedule: str = "batched", variance_threshold: float = 0.0) -> PararealResult:
+              schedule: str = "batched", variance_threshold: float = 0.0,
+              stop: Callable[[], bool] | None = None) -> PararealResult:
         """Solve one trajectory (x0 (D,), controls (N, 2)) or a batch (x0 (M, D), controls (M, N, 2)).
 
         ``tolerance`` (m) and ``yaw_tolerance`` (rad, default: tolerance / 0.05 m, i.e. the same arc length at
@@ -81,6 +84,9 @@ class Parareal:
         ``schedule``: "batched" (a barrier after each fine sweep) or "pipelined" (see the module docstring).
         ``variance_threshold`` (m, needs a coarse model with ``propagate_with_variance``): uncertainty-aware
         stopping, see "Uncertainty-aware Parareal" in the module docstring; 0 = off.
+        ``stop`` (an anytime caller's deadline): asked between pieces of fine work once some is done (each fine
+        sweep then goes as calls of as many slices as the fine model has threads, so no thread idles) and before
+        each correction sweep; True raises ``PredictionAbandoned`` with the fine slices spent.
         """
         if variance_threshold:
             if schedule != "batched":
@@ -91,6 +97,8 @@ class Parareal:
             if not variance_threshold > 0.0:
                 raise ValueError(f"parareal: variance_threshold must be >= 0 m, got {variance_threshold}")
         if schedule == "pipelined":
+            if stop is not None:
+                raise ValueError("parareal: stop needs schedule 'batched'")
             return self._solve_pipelined(x0, controls, dt, max_iterations, tolerance, yaw_tolerance, keep_history)
         if schedule != "batched":
             raise ValueError(f"parareal: schedule must be 'batched' or 'pipelined', got {schedule!r}")
@@ -138,8 +146,19 @@ class Parareal:
             # one batched fine sweep over every unconverged slice of every trajectory
             mm = np.concatenate([np.full(N - start[m], m) for m in active])
             nn = np.concatenate([np.arange(start[m], N) for m in active])
-            Fv[mm, nn] = self.fine.propagate(X[mm, nn], controls[mm, nn], dt)
-            result.fine_slices += mm.size
+            if stop is None:
+                Fv[mm, nn] = self.fine.propagate(X[mm, nn], controls[mm, nn], dt)
+                result.fine_slices += mm.size
+            else:  # the same slices (each independent of the others), in thread-sized calls, abandonable between
+                chunk = max(1, int(getattr(self.fine, "threads", 1)))
+                for a in range(0, mm.size, chunk):
+                    if result.fine_slices and stop():
+                        raise PredictionAbandoned(result.fine_slices)
+                    m_, n_ = mm[a:a + chunk], nn[a:a + chunk]
+                    Fv[m_, n_] = self.fine.propagate(X[m_, n_], controls[m_, n_], dt)
+                    result.fine_slices += m_.size
+                if stop():
+                    raise PredictionAbandoned(result.fine_slices)
             X_old = X.copy()
             # serial-in-time correction, batched across trajectories
             for n in range(N):

@@ -15,13 +15,14 @@ import importlib
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
 
 from ..scene.spec import Scene
-from .base import Propagator, UncertainPropagator, rollout, rollout_with_variance
+from .base import PredictionAbandoned, Propagator, UncertainPropagator, rollout, rollout_with_variance
 from .parareal import Parareal
 from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE
 
@@ -406,9 +407,11 @@ class Predictor:
 
     def predict(self, x0, controls, dt: float, model="parareal", iterations: int | None = None,
                 tolerance: float | None = None, coarse: str | None = None,
-                keep_history: bool = False) -> Prediction:
+                keep_history: bool = False, stop: Callable[[], bool] | None = None) -> Prediction:
         """Predict the states after each control. ``x0`` (D,) or (M, D); ``controls`` (N, 2) or (M, N, 2);
-        ``model`` a ModelSpec or its text."""
+        ``model`` a ModelSpec or its text. ``stop`` (an anytime planner's deadline): asked between slices (Parareal:
+        between its fine work, ``Parareal.solve``) once some are done; True raises ``PredictionAbandoned``, whose
+        ``slices`` are the fine slices spent (0 for a coarse model)."""
         spec = self.resolve(ModelSpec.parse(model, coarse=coarse), iterations)
         x0 = np.asarray(x0, dtype=float)
         controls = np.asarray(controls, dtype=float)
@@ -424,19 +427,29 @@ class Predictor:
         if spec.kind == PARAREAL:
             solver = Parareal(self.scene, self.coarse_model(spec.coarse), self.model(spec.fine))
             tol = self.tolerance if tolerance is None else tolerance
-            r = solver.solve(x0, controls, dt, min(spec.iterations, controls.shape[1]), tol,
-                             keep_history=keep_history, variance_threshold=self.variance_threshold)
+            try:
+                r = solver.solve(x0, controls, dt, min(spec.iterations, controls.shape[1]), tol,
+                                 keep_history=keep_history, variance_threshold=self.variance_threshold, stop=stop)
+            except PredictionAbandoned as e:
+                self.fine_slices += e.slices
+                raise
             done = replace(spec, iterations=r.iterations)
             pred = Prediction(r.states, done.name, r.iterations, r.position_change, r.yaw_change,
                               fine_slices=r.fine_slices, spec=done, history=r.history, variance=r.variance)
         else:
             m = self.model(spec.kind)
             variance = None
-            if isinstance(m, UncertainPropagator):
-                states, variance = rollout_with_variance(m, x0, controls, dt)
-            else:
-                states = rollout(m, x0, controls, dt)
-            fine_slices = controls.shape[0] * controls.shape[1] if MODELS[spec.kind].role == FINE else 0
+            fine = MODELS[spec.kind].role == FINE
+            try:
+                if isinstance(m, UncertainPropagator):
+                    states, variance = rollout_with_variance(m, x0, controls, dt, stop=stop)
+                else:
+                    states = rollout(m, x0, controls, dt, stop=stop)
+            except PredictionAbandoned as e:
+                done = e.slices if fine else 0
+                self.fine_slices += done
+                raise PredictionAbandoned(done) from None
+            fine_slices = controls.shape[0] * controls.shape[1] if fine else 0
             pred = Prediction(states, m.name, fine_slices=fine_slices, spec=spec, variance=variance)
         pred.wall_time = time.perf_counter() - t0
         self.fine_slices += pred.fine_slices

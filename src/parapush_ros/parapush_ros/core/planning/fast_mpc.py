@@ -22,11 +22,12 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      (fine or Parareal-K), batched across the fine model's threads, as many as the budget still allows (at least
      one: then the best screened one, not the warm start); the cheapest on that prediction is the plan.
      ``fine_fraction`` = fine-model simulated seconds per candidate second evaluated in the cycle (the 1 Hz MPC
-     with the fine model: 1.0). A fine re-scoring still running at the budget's end is **abandoned** (checked
-     after each slice): the plan is then the best screened candidate with the screening model's prediction. Where
-     only one candidate fits, that is the plan the re-scoring would have chosen anyway, so an expensive moment (a
-     push into clutter) costs a cycle its fine prediction, not its deadline. (Parareal-K re-scores in one call and
-     is not abandoned.) With ``rescore_horizon`` shorter than the horizon the planner's model predicts only its
+     with the fine model: 1.0). A re-scoring still running at the budget's end is **abandoned** (checked after
+     each slice; Parareal-K after each thread-sized piece of its fine sweeps and before each correction sweep):
+     the plan is then the best screened candidate with the screening model's prediction. Where only one
+     candidate fits, that is the plan the re-scoring would have chosen anyway, so an expensive moment (a push
+     into clutter) costs a cycle its fine prediction, not its deadline. With ``rescore_horizon`` shorter than
+     the horizon the planner's model predicts only its
      first ``rescore_horizon`` s and the screening model goes on from there (multi-fidelity in time: the near
      future is executed, the far end only shapes the cost and is re-planned many times before it runs).
 
@@ -54,7 +55,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..config import ConfigError, finite, from_values, knob, require, whole
-from ..models.base import ModelDiverged, UncertainPropagator, rollout, rollout_with_variance
+from ..models.base import ModelDiverged, PredictionAbandoned, UncertainPropagator, rollout, rollout_with_variance
 from ..models.fine import FINE_TIMESTEP
 from ..models.mjcf import TIMESTEP
 from ..models.quasistatic_coarse import QuasiStaticCoarseModel
@@ -297,20 +298,16 @@ class FastPlanner:
         self.task = task
 
     # --- pieces
-    def _rescore(self, X0, ctrl, deadline: float | None, clock) -> tuple[Prediction | None, int]:
-        """The re-scoring model's prediction of ``ctrl`` (M, S, 2) from ``X0`` and the slices done; the fine model
-        slice by slice, (None, slices done) once ``deadline`` passes before the last slice (abandoned). Parareal-K:
-        one call."""
-        dt = self.config.slice_duration
-        if deadline is None or self.model.kind == PARAREAL:
-            return self.predictor.predict(X0, ctrl, dt, model=self.model), ctrl.shape[1]
-        states, pred = [X0], None
-        for k in range(ctrl.shape[1]):
-            if k and clock() > deadline:
-                return None, k
-            pred = self.predictor.predict(states[-1], ctrl[:, k:k + 1], dt, model=self.model)
-            states.append(pred.states[:, -1])
-        return replace(pred, states=np.stack(states, axis=1)), ctrl.shape[1]
+    def _rescore(self, X0, ctrl, deadline: float | None, clock) -> tuple[Prediction | None, float]:
+        """The re-scoring model's prediction of ``ctrl`` (M, S, 2) from ``X0`` and the slices done per candidate;
+        (None, slices done) once ``deadline`` passes with work left (abandoned: checked between slices, Parareal-K
+        between its thread-sized pieces of fine work, ``Predictor.predict``'s ``stop``)."""
+        dt, S = self.config.slice_duration, ctrl.shape[1]
+        stop = None if deadline is None else (lambda: clock() > deadline)
+        try:
+            return self.predictor.predict(X0, ctrl, dt, model=self.model, stop=stop), S
+        except PredictionAbandoned as e:
+            return None, e.slices / len(X0)
 
     def _score(self, states, controls, dt: float, u0, variance=None) -> np.ndarray:
         """Task cost (M,) of predicted ``states`` (M, n+1, D) under slice ``controls`` (M, n, 2) of ``dt`` s,

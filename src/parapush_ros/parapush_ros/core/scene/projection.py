@@ -38,32 +38,56 @@ def _separate(scene: Scene, x, tolerance: float, sweeps: int):
     poses = L.object_poses(x)  # view into x
     pusher = L.pusher_pos(x)
     feet = [o.footprint for o in scene.objects]
+    bounds = np.array([f.bounding_radius for f in feet])
+    obstacles = [(ob.footprint, np.asarray(ob.pose), ob.footprint.bounding_radius) for ob in scene.obstacles]
+    pairs = [(i, j) for i in range(len(feet)) for j in range(i + 1, len(feet))]
+
+    def centres():
+        return poses[..., :2].reshape(-1, len(feet), 2)
+
+    def near_pairs():
+        c = centres()
+        apart = np.linalg.norm(c[:, :, None] - c[:, None, :], axis=-1)  # (B, n, n)
+        return np.any(apart <= bounds[:, None] + bounds[None, :] + tolerance + 1e-9, axis=0)
+
     for _ in range(sweeps):
         moved_any = False
+        # broad phase: bounding circles that no state overlaps cannot penetrate (most pairs, most of the time);
+        # the narrow tests run for every state of the pairs left, on the poses as they are then, so the result
+        # is the same as testing every pair
+        near_pusher = np.any(np.linalg.norm(centres() - pusher.reshape(-1, 1, 2), axis=-1)
+                             <= bounds + scene.pusher.radius + tolerance + 1e-9, axis=0)
         for i, f in enumerate(feet):
-            depth, n = disc_penetration(pusher, scene.pusher.radius, f, poses[..., i, :])
-            hit = depth > tolerance
-            if np.any(hit):
-                poses[..., i, :2] -= np.where(hit[..., None], n * depth[..., None], 0.0)
-                changed |= hit
-                moved_any = True
-            for ob in scene.obstacles:
-                depth, n = pair_penetration(ob.footprint, np.asarray(ob.pose), f, poses[..., i, :])
+            if near_pusher[i]:
+                depth, n = disc_penetration(pusher, scene.pusher.radius, f, poses[..., i, :])
+                hit = depth > tolerance
+                if np.any(hit):
+                    poses[..., i, :2] -= np.where(hit[..., None], n * depth[..., None], 0.0)
+                    changed |= hit
+                    moved_any = True
+            for of, op, ob_bound in obstacles:
+                if not np.any(np.linalg.norm(poses[..., i, :2] - op[:2], axis=-1)
+                              <= ob_bound + bounds[i] + tolerance + 1e-9):
+                    continue
+                depth, n = pair_penetration(of, op, f, poses[..., i, :])
                 hit = depth > tolerance
                 if np.any(hit):
                     poses[..., i, :2] += np.where(hit[..., None], n * depth[..., None], 0.0)
                     changed |= hit
                     moved_any = True
-        for i in range(len(feet)):
-            for j in range(i + 1, len(feet)):
-                depth, n = pair_penetration(feet[i], poses[..., i, :], feet[j], poses[..., j, :])
-                hit = depth > tolerance
-                if np.any(hit):
-                    shift = np.where(hit[..., None], 0.5 * n * depth[..., None], 0.0)
-                    poses[..., i, :2] -= shift
-                    poses[..., j, :2] += shift
-                    changed |= hit
-                    moved_any = True
+        near = near_pairs() if pairs else None
+        for i, j in pairs:
+            if not near[i, j]:
+                continue
+            depth, n = pair_penetration(feet[i], poses[..., i, :], feet[j], poses[..., j, :])
+            hit = depth > tolerance
+            if np.any(hit):
+                shift = np.where(hit[..., None], 0.5 * n * depth[..., None], 0.0)
+                poses[..., i, :2] -= shift
+                poses[..., j, :2] += shift
+                changed |= hit
+                moved_any = True
+                near = near_pairs()  # the shift may bring i or j near an object further on
         if not moved_any:
             break
     return x, changed

@@ -34,8 +34,8 @@ only the order of the fine work differs. ``parapush bench speedup`` measures bot
 from __future__ import annotations
 
 import time
-from concurrent.futures import FIRST_COMPLETED, wait
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 
 import numpy as np

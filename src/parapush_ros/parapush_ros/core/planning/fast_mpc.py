@@ -27,9 +27,9 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      the plan is then the best screened candidate with the screening model's prediction. Where only one
      candidate fits, that is the plan the re-scoring would have chosen anyway, so an expensive moment (a push
      into clutter) costs a cycle its fine prediction, not its deadline. With ``rescore_horizon`` shorter than
-     the horizon the planner's model predicts only its
-     first ``rescore_horizon`` s and the screening model goes on from there (multi-fidelity in time: the near
-     future is executed, the far end only shapes the cost and is re-planned many times before it runs).
+     the horizon the planner's model predicts only its first ``rescore_horizon`` s and the screening model goes
+     on from there (multi-fidelity in time: the near future is executed, the far end only shapes the cost and is
+     re-planned many times before it runs).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
   whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A host too

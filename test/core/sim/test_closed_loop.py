@@ -218,7 +218,10 @@ def test_bench_mpc_fast_parareal_in_clutter_with_coarse_auto(tmp_path):
     res = json.loads((out / "bench_mpc.json").read_text())
     assert set(res["summary"]) == {"nominal/parareal1@10Hz"}
     (run,) = res["runs"]
-    assert run["cycle_times_s"] and all(k == 1 for k in run["parareal_iterations"])
+    assert run["cycle_times_s"] and run["outcome"] != "failed"
+    # every cycle re-scored with Parareal-1, or gave it up at the budget for the best screened candidate (a slow or
+    # loaded host: the plan clock here is the wall clock)
+    assert all(k == 1 or gone for k, gone in zip(run["parareal_iterations"], run["abandoned"], strict=True))
 
 
 def test_bench_mpc_fast_settings_reach_the_planner_and_bad_ones_are_named(tmp_path):

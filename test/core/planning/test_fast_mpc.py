@@ -283,6 +283,21 @@ def test_a_re_scoring_past_the_budget_is_abandoned_for_the_best_screened_candida
         predictor.close()
 
 
+def test_a_cycle_planned_while_stopping_ends_without_error():
+    """``FastMPCPush`` reads the plan clock as infinite once the push is stopping (Ctrl-C): the cycle in flight must
+    end (abandoned), not fail on the budget arithmetic (found under the real ``ros2 launch``)."""
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8), PushTask(scene), predictor, "fine")
+        x, u0 = scene.initial_state(), np.zeros(2)
+        planner.plan(x, u0)  # measures the cost of a re-score
+        plan = planner.plan(x, u0, None, deadline=1.0, clock=lambda: math.inf)
+        assert plan.abandoned and np.all(np.isfinite(plan.knots))
+    finally:
+        predictor.close()
+
+
 def test_a_parareal_re_scoring_past_the_budget_is_abandoned_between_its_pieces_of_fine_work():
     """Parareal-K re-scores all candidates in one call, its fine sweep spread over the threads: it too stops at the
     deadline (asked between pieces of fine work), so a slow moment costs the cycle its prediction, not its deadline;

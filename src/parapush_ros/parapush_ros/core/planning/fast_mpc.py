@@ -387,7 +387,8 @@ class FastPlanner:
         order = [int(i) for i in np.argsort(costs, kind="stable")]
         n = c.rescore
         if deadline is not None and self._rescore_cost:
-            n = max(1, min(n, int((deadline - clock()) / self._rescore_cost)))
+            room = (deadline - clock()) / self._rescore_cost  # candidates that still fit; -inf once stopping
+            n = n if room >= n else max(1, int(max(room, 0.0)))
         # the warm start is always one of two or more (plans stay consistent cycle to cycle); where only one fits it
         # is the best screened one (re-scoring only the warm start would never change the plan)
         chosen = [0] if warm is not None and n >= 2 else []

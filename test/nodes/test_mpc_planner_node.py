@@ -389,7 +389,8 @@ def fast_gil_handover():
     """The planner below iterates without pause until its simulated deadline, holding the GIL, while the world
     advances only once the planner's command timer has run: at Python's default 5 ms switch interval every world
     tick waits for several hand-overs (tens of seconds, minutes on a busy host). A 0.2 ms interval keeps the
-    test quick; it changes no outcome (the clock is simulated)."""
+    test quick. How many iterations fit before a simulated deadline depends on the host, so the plans do: the test
+    asserts what holds for any plan."""
     previous = sys.getswitchinterval()
     sys.setswitchinterval(2e-4)
     yield
@@ -421,11 +422,25 @@ def test_realtime_late_plans_neither_stop_the_pusher_nor_send_nan(ros_context, f
             # time-stamped plans, one per switch: starts DT apart after the first
             starts = [sec(f.latest_plan.header.stamp) for f in feedback]
             assert np.allclose(np.diff(starts[1:]) / DT, np.round(np.diff(starts[1:]) / DT), atol=1e-3)
-            # the pusher never stopped between its first and its last moving command, and nothing was NaN
-            cmds = [(m.twist.linear.x, m.twist.linear.y) for _, m in h.cmds]
-            assert all(math.isfinite(vx) and math.isfinite(vy) for vx, vy in cmds)
-            moving = [i for i, u in enumerate(cmds) if u != (0.0, 0.0)]
-            assert moving and all(cmds[i] != (0.0, 0.0) for i in range(moving[0], moving[-1] + 1))
+            # nothing was NaN, and between the first and the last moving command every command is the control of
+            # the plan in force or, while a late plan had not arrived, of the one before it: never a gap. A zero is
+            # sent only where a plan holds the pusher still (the optimiser's 'hold still' proposal may win; how many
+            # iterations fit before a simulated deadline depends on the host, so the plans do too).
+            cmds = [(t, np.array([m.twist.linear.x, m.twist.linear.y])) for t, m in h.cmds]
+            assert all(np.all(np.isfinite(u)) for _, u in cmds)
+            moving = [i for i, (_, u) in enumerate(cmds) if np.any(u != 0.0)]
+            assert moving
+            plans = sorted(((sec(p.header.stamp), np.array([[c.vx, c.vy] for c in p.controls])) for p in h.plans),
+                           key=lambda p: p[0])
+
+            def control(plan, t):
+                k = int(math.floor((t - plan[0]) / DT + 1e-6))
+                return plan[1][k] if 0 <= k < len(plan[1]) else np.zeros(2)
+
+            for t, u in cmds[moving[0]:moving[-1] + 1]:
+                in_force = [p for p in plans if p[0] <= t + 1e-9][-2:]
+                expected = [control(p, t) for p in in_force]
+                assert any(np.array_equal(u, c) for c in expected), (t, u, expected)
         finally:
             h.close()
 

@@ -546,10 +546,12 @@ class Monitor:
                     "status": [c for c in self.status_log if t - before <= c[0] <= t + after]}
 
     # --- from the soak
-    def stop_event(self, kind: str, t: float):
+    def stop_event(self, kind: str, t: float) -> dict:
+        """A stop asked for at sim time ``t``; the record is timed by the first zero output stamped after it."""
         with self.lock:
             self.stops.append({"kind": kind, "t": t})
             self.open_stops.append(self.stops[-1])
+            return self.stops[-1]
 
     def supersede(self, kinds, reason: str):
         """Untimed stop events of ``kinds`` are not timed any more: something commanded motion again first."""
@@ -752,15 +754,18 @@ class Soak:
             self.hide_intervals.append((t, t + a["duration"], a["bodies"]))
             label = a["variant"]
         elif ev.kind == "estop":
+            stop = None
             if a.get("again"):
                 label = "estop_again"
             else:
-                self.monitor.stop_event("estop", t)
+                stop = self.monitor.stop_event("estop", t)
             generation = self.estop_generation
 
             def latched(future):  # the commander zeroes inside the call: every later output must be zero
                 self._expect_success("e-stop")(future)
                 with self.monitor.lock:
+                    if stop is not None:  # how long the call took, as seen here (its zero came before the answer)
+                        stop["answer_s"] = self.now() - t
                     if generation == self.estop_generation and self.monitor.estop_from is None:
                         self.monitor.estop_from = self.now() + 1.0 / self.commander_p["rate"]
             self._call("estop", self.Trigger.Request(), latched, "e-stop")

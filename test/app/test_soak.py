@@ -99,21 +99,23 @@ def test_two_minute_soak(ros_context, tmp_path):
                  "sim_reload", "cancel", "goal_preempting", "goal_goal_pose"):
         assert s["events"].get(kind, 0) >= 1, (kind, s["events"])
 
-    # stop times, bounded by the commander's parameters: a planner zero (cancel, end of a push) is noticed at
-    # once and ramped down at max_acceleration from at most max_speed, plus a period of each node and the
+    # stop times, bounded by the commander's parameters: a planner zero (a cancel, the end of a push) is noticed
+    # at once and ramped down at max_acceleration from at most max_speed, plus a period of each node and the
     # delivery of the messages; an e-stop zeroes the output inside the service call, so its zero is out by the
-    # time the answer is (plus a period and the delivery of the zero). How long the call itself takes is the
-    # host's: on the simulated clock, which runs at real time here, it is the wall time until the commander's
-    # executor serves it (a bound on it alone failed a quiet run, 0.125 s against 0.12 s)
+    # time the answer is (plus a period and the delivery of the zero). Both are timed from the answer (a cancel's:
+    # the planner sends its zero before it accepts; a push's end is timed from its result): how long a call takes
+    # is the host's, on the simulated clock that runs at real time here the wall time until the node's executor
+    # serves it (a bound from the request failed a quiet run: an e-stop zero 0.125 s after it against 0.12 s)
     com = bringup.node_parameters(bringup.spec("velocity_commander"), "sim", {})
     control_rate = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {})["control_rate"]
     ramp_bound = com["max_speed"] / com["max_acceleration"] + 2.0 / com["rate"] + 1.0 / control_rate + 2 * DELIVERY
     stops = s["stop_events"]["by_kind"]
     assert stops["estop"]["timed"] >= 1, stops
-    for e in s["stop_events"]["list"]:
-        if e["kind"] == "estop" and "stop_time_s" in e:
-            assert e["stop_time_s"] <= e["answer_s"] + 1.0 / com["rate"] + DELIVERY, e
     assert stops["cancel"]["timed"] + stops["goal_end"]["timed"] >= 2, stops
-    assert 0.0 < s["max_stop_time_s"] <= ramp_bound, (s["max_stop_time_s"], ramp_bound, stops)
+    bound = {"estop": 1.0 / com["rate"] + DELIVERY, "cancel": ramp_bound, "goal_end": ramp_bound}
+    for e in s["stop_events"]["list"]:
+        if "stop_time_s" in e:
+            assert e["stop_time_s"] - e.get("answer_s", 0.0) <= bound[e["kind"]], e
+    assert s["max_stop_time_s"] > 0.0, stops
 
     assert s["rss_growth_mb"] < 100.0, s["rss_samples"]

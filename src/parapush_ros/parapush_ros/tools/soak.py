@@ -747,8 +747,12 @@ class Soak:
             if rec is None or rec.get("handle") is None or "outcome" in rec:
                 label = "cancel_after_end"
             else:
-                self.monitor.stop_event("cancel", t)
-                self.pending.append((rec["handle"].cancel_goal_async(), lambda f: None, "cancel of a goal",
+                stop = self.monitor.stop_event("cancel", t)
+
+                def answered(future, stop=stop, t=t):  # the planner zeroes before it accepts a cancel
+                    with self.monitor.lock:
+                        stop["answer_s"] = self.now() - t
+                self.pending.append((rec["handle"].cancel_goal_async(), answered, "cancel of a goal",
                                      time.monotonic() + ANSWER_TIMEOUT))
         elif ev.kind == "hide":
             self.hide_intervals.append((t, t + a["duration"], a["bodies"]))

@@ -198,6 +198,11 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
         sim.set_parameters([Parameter("hidden_bodies", value="pusher")])
         wait_for(lambda: not state.msg.pusher_tracking_valid, timeout=5, what="pusher invalid")
         wait_for(lambda: commander._status == "no pusher state", timeout=5, what="commander stopped")
+        # the commander's zero reaches the sim over DDS (wall time, at 1x real time): judge from when it has
+        def halted():  # the sim's latest twist is zero, or stale (older than command_timeout: halted, as Servo)
+            cmd = sim._cmd
+            return cmd is None or not np.any(cmd[1]) or sim.time - cmd[0] > sim.p["command_timeout"]
+        wait_for(halted, timeout=5, what="the sim holding a zero command")
         x0 = sim.sim.planar_state()[0]
         wait_sim(lambda: sim.time, 0.3)
         assert sim.sim.planar_state()[0] == pytest.approx(x0, abs=3e-3)

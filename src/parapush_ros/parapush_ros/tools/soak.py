@@ -553,6 +553,11 @@ class Monitor:
             self.open_stops.append(self.stops[-1])
             return self.stops[-1]
 
+    def stop_answered(self, stop: dict):
+        """The request behind ``stop`` was answered now: its zero, sent before the answer, is judged from here."""
+        with self.lock:
+            stop["answer_s"] = self.now() - stop["t"]
+
     def supersede(self, kinds, reason: str):
         """Untimed stop events of ``kinds`` are not timed any more: something commanded motion again first."""
         with self.lock:
@@ -747,12 +752,9 @@ class Soak:
             if rec is None or rec.get("handle") is None or "outcome" in rec:
                 label = "cancel_after_end"
             else:
-                stop = self.monitor.stop_event("cancel", t)
-
-                def answered(future, stop=stop, t=t):  # the planner zeroes before it accepts a cancel
-                    with self.monitor.lock:
-                        stop["answer_s"] = self.now() - t
-                self.pending.append((rec["handle"].cancel_goal_async(), answered, "cancel of a goal",
+                stop = self.monitor.stop_event("cancel", t)  # the planner zeroes before it accepts a cancel
+                self.pending.append((rec["handle"].cancel_goal_async(),
+                                     lambda f, stop=stop: self.monitor.stop_answered(stop), "cancel of a goal",
                                      time.monotonic() + ANSWER_TIMEOUT))
         elif ev.kind == "hide":
             self.hide_intervals.append((t, t + a["duration"], a["bodies"]))
@@ -767,9 +769,9 @@ class Soak:
 
             def latched(future):  # the commander zeroes inside the call: every later output must be zero
                 self._expect_success("e-stop")(future)
+                if stop is not None:
+                    self.monitor.stop_answered(stop)
                 with self.monitor.lock:
-                    if stop is not None:  # how long the call took, as seen here (its zero came before the answer)
-                        stop["answer_s"] = self.now() - t
                     if generation == self.estop_generation and self.monitor.estop_from is None:
                         self.monitor.estop_from = self.now() + 1.0 / self.commander_p["rate"]
             self._call("estop", self.Trigger.Request(), latched, "e-stop")

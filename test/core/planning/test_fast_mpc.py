@@ -18,8 +18,8 @@ from parapush_ros.core.planning.tasks import PushTask
 from parapush_ros.core.scene.projection import deepest_penetration
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
-from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, reaction_time,
-                                         recovery_time)
+from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, pusher_clearance,
+                                         reaction_time, recovery_time)
 from parapush_ros.core.sim.world import SimWorld
 from parapush_ros.ros.params import PLANNER
 
@@ -168,8 +168,26 @@ def test_the_shove_is_drawn_per_seed_and_scene_and_moves_the_object_by_its_dista
         line = np.asarray(goal.position) - scene.layout.object_poses(before)[0, :2]
         cosine = abs(float(np.dot(shift, line))) / (np.linalg.norm(shift) * np.linalg.norm(line))
         assert cosine <= math.sin(math.radians(30.0)) + 1e-9  # sideways off the line to the goal
+        # the pusher's gap to the slider: centre distance less both radii, before and after
+        for x in (before, after):
+            gap = np.linalg.norm(scene.layout.pusher_pos(x) - scene.layout.object_poses(x)[0, :2]) - 0.0145 - 0.05115
+            assert pusher_clearance(scene, goal, x) == pytest.approx(gap, abs=1e-9)
+        assert pusher_clearance(scene, goal, after) > pusher_clearance(scene, goal, before)
         moved.append(delta)
     assert np.array_equal(moved[0], moved[1])
+
+
+def test_a_wider_shove_distance_changes_only_how_far():
+    """``--shove-distance``: the same instants, sides and angles as the issue's 2-4 cm, further; a bad range is an
+    error naming it."""
+    for seed, index in ((3, 1), (1127, 7)):
+        issue, wide = draw_shove(seed, index), draw_shove(seed, index, (0.07, 0.09))
+        assert (wide.time, wide.side, wide.angle) == (issue.time, issue.side, issue.angle)
+        assert 0.07 <= wide.distance <= 0.09
+    assert draw_shove(3, 1, (0.05, 0.05)).distance == 0.05
+    for bad in ((0.04, 0.02), (0.0, 0.02), (-0.01, 0.02)):
+        with pytest.raises(ValueError, match="shove distance"):
+            draw_shove(3, 1, bad)
 
 
 def test_recovery_time_counts_until_the_progress_lost_is_made_good():

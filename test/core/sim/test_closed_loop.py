@@ -166,21 +166,25 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
     out = tmp_path / "out"
     assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--shove", "--scenes", "1", "--models", "fine",
                  "--max-actions", "8", "--samples", "4", "--iterations", "1", "--dt", "0.5", "--no-timing",
-                 "--out", str(out)]) == 0
+                 "--shove-distance", "0.03,0.05", "--out", str(out)]) == 0
     res = json.loads((out / "bench_mpc.json").read_text())
     assert res["replan_rate"] == 10.0 and res["shove"] and set(res["summary"]) == {"nominal/fine", "nominal/fine@10Hz"}
+    assert res["shove_distance_m"] == [0.03, 0.05]
     for key, s in res["summary"].items():
         for name in ("replan_rate_hz", "cycle_time_p95_s", "fine_fraction", "time_to_goal_s",
-                     "disturbance_success_rate", "recovery_time_s", "reaction_time_s", "cycles_abandoned"):
+                     "disturbance_success_rate", "recovery_time_s", "reaction_time_s", "cycles_abandoned",
+                     "recovered_before_reaction", "shove_clearance_median_m"):
             assert name in s, (key, name)
         assert s["replan_rate_hz"] > 0.0 and s["cycle_time_p95_s"] > 0.0  # their values depend on the host's speed
+        assert 0 <= s["recovered_before_reaction"] <= s["recovered"]
     assert res["summary"]["nominal/fine@10Hz"]["fine_fraction"] < res["summary"]["nominal/fine"]["fine_fraction"]
     shoves = [r["shove"] for r in res["runs"]]
     assert len(shoves) == 2 and shoves[0]["time_s"] == shoves[1]["time_s"]  # the same shove for both planners
-    assert all(0.02 <= s["distance_m"] <= 0.04 for s in shoves)
+    assert all(0.03 <= s["distance_m"] <= 0.05 for s in shoves)
     for s in shoves:
         if s["applied"]:
             assert np.linalg.norm(s["delta_m"]) == pytest.approx(s["distance_m"])
+            assert -1e-3 < s["clearance_m"] < s["distance_m"] + 0.1  # the pusher's gap to the shoved object
     # a plan acts on the shove no sooner than one control (1 Hz: 0.5 s here) or one re-plan period (fast) after it
     for r in res["runs"]:
         if r["shove"]["applied"] and r["reaction_time_s"] is not None:
@@ -189,10 +193,21 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
     # --planners fast: the fast planner's units alone, resumed from the same study (one planner's runs at a time)
     assert main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--shove", "--scenes", "1", "--models", "fine",
                  "--max-actions", "8", "--samples", "4", "--iterations", "1", "--dt", "0.5", "--no-timing",
-                 "--planners", "fast", "--out", str(out), "--json", str(tmp_path / "fast.json")]) == 0
+                 "--shove-distance", "0.03,0.05", "--planners", "fast", "--out", str(out),
+                 "--json", str(tmp_path / "fast.json")]) == 0
     fast = json.loads((tmp_path / "fast.json").read_text())
     assert fast["planners"] == ["fast"] and set(fast["summary"]) == {"nominal/fine@10Hz"}
     assert fast["summary"]["nominal/fine@10Hz"] == res["summary"]["nominal/fine@10Hz"]
+    # another shove distance is another study: refused in the same --out, naming the setting
+    with pytest.raises(ValueError, match="shove_distance_m"):
+        main(["bench", "mpc", "--realtime", "--replan-rate", "10", "--shove", "--scenes", "1", "--models", "fine",
+              "--max-actions", "8", "--samples", "4", "--iterations", "1", "--dt", "0.5", "--no-timing",
+              "--planners", "fast", "--out", str(out)])
+    for extra, words in ((["--shove", "--shove-distance", "0.03"], "--shove-distance: expected LO,HI"),
+                         (["--shove", "--shove-distance", "0.05,0.03"], "--shove-distance: expected 0 < LO <= HI"),
+                         (["--shove-distance", "0.03,0.05"], "add --shove")):
+        with pytest.raises(ValueError, match=words):
+            main(["bench", "mpc", "--realtime", "--scenes", "1", "--no-timing", *extra, "--out", str(tmp_path / "bad")])
     for planners, words in (("fast", "--planners: fast needs --replan-rate"), ("mpc,mpc", "names a planner twice"),
                             ("judo", "'judo' is not a planner")):
         with pytest.raises(ValueError, match=words):

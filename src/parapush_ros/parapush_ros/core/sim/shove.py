@@ -1,11 +1,12 @@
-"""A disturbance mid-push: the pushed object shoved 2-4 cm by a hand (``parapush bench mpc --shove``).
+"""A disturbance mid-push: the pushed object shoved by a hand, 2-4 cm unless set (``parapush bench mpc --shove``).
 
 ``draw_shove(seed, index)`` draws, per seed and scene index, when (``SHOVE_WINDOW`` s after the push starts), how far
-(``SHOVE_DISTANCE`` m) and to which side of its path to the goal the target is shoved. ``apply_shove`` moves it there
-at once and leaves it at rest (``SimWorld.displace_object``: an impulse that ends within a physics step), sideways
-off the line to the goal, rotated by the drawn angle; where that would put it inside a body or off the table, the
-other side, then every 15 degrees round from the drawn direction. The displacement is exactly the drawn distance.
-Where no direction is free (``ValueError``) the bench records the shove as not applied.
+(``SHOVE_DISTANCE`` m, issue 29's 2-4 cm, which leaves the target in the pusher's way; ``distance`` sets another
+range, e.g. one that takes it off the pusher) and to which side of its path to the goal the target is shoved.
+``apply_shove`` moves it there at once and leaves it at rest (``SimWorld.displace_object``: an impulse that ends
+within a physics step), sideways off the line to the goal, rotated by the drawn angle; where that would put it inside
+a body or off the table, the other side, then every 15 degrees round from the drawn direction. The displacement is
+exactly the drawn distance. Where no direction is free (``ValueError``) the bench records the shove as not applied.
 
 ``recovery_time``: from the shove until the target's path length to the goal (around the obstacles, as the task
 cost measures it) is ``RECOVERY_PROGRESS`` below both its value just before the shove and just after it: whatever
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..planning.tasks import Goal
+from ..scene.geometry import disc_penetration
 from ..scene.projection import deepest_penetration
 from ..scene.queries import path_to_goal
 from ..scene.spec import Scene
@@ -42,11 +44,15 @@ class Shove:
     angle: float  # rad off the perpendicular
 
 
-def draw_shove(seed: int, index: int) -> Shove:
-    """The shove of scene ``index`` of seed ``seed`` (the same for every planner and model of a run)."""
+def draw_shove(seed: int, index: int, distance: tuple = SHOVE_DISTANCE) -> Shove:
+    """The shove of scene ``index`` of seed ``seed`` (the same for every planner and model of a run), ``distance``
+    (lo, hi) m drawn uniformly; instants, sides and angles do not depend on ``distance``."""
+    lo, hi = (float(v) for v in distance)
+    if not 0.0 < lo <= hi:
+        raise ValueError(f"shove distance: expected 0 < lo <= hi (m), got {lo:g}, {hi:g}")
     rng = np.random.default_rng([int(seed), int(index), 29])
     t = float(rng.uniform(*SHOVE_WINDOW))
-    d = float(rng.uniform(*SHOVE_DISTANCE))
+    d = float(rng.uniform(lo, hi))
     side = 1.0 if rng.uniform() < 0.5 else -1.0
     angle = float(rng.uniform(-SHOVE_MAX_ANGLE, SHOVE_MAX_ANGLE))
     return Shove(t, d, side, angle)
@@ -84,6 +90,16 @@ def apply_shove(world, goal: Goal, shove: Shove) -> np.ndarray:
             return delta
     raise ValueError(f"shove of {shove.distance * 1e3:.1f} mm: every direction puts "
                      f"{scene.objects[goal.object_index].name!r} inside a body or off the table")
+
+
+def pusher_clearance(scene: Scene, goal: Goal, state) -> float:
+    """Gap (m) between the pusher and the goal's object in ``state`` (< 0: overlapping): right after a shove, whether
+    it took the object off the pusher (the running plan may still push it on if it is in the pusher's way)."""
+    L = scene.layout
+    x = np.asarray(state, dtype=float)
+    depth, _ = disc_penetration(L.pusher_pos(x), scene.pusher.radius, scene.objects[goal.object_index].footprint,
+                                L.object_poses(x)[goal.object_index])
+    return float(-depth)
 
 
 def reaction_time(plans, shove_time: float) -> float | None:

@@ -72,8 +72,9 @@ def test_sim_publishes_clock_and_mocap_poses_and_moves_the_slider(ros_context, r
                         [m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w])
     np.testing.assert_allclose(p0[:2], [0.0, 0.0], atol=1e-4)  # the scene's start, through the transform
     assert 0.0 < p0[2] < 0.03
-    # latency: a pose is published after its stamp; the clock runs ahead of it
-    assert sec(clock.msg.clock) >= sec(m.header.stamp)
+    # latency: a pose is published (latency 0.01 s) after its stamp, a sim-time measurement time; the sim's own
+    # clock, not the /clock last received here (another topic, delivered in its own order), is the reference
+    assert 0.0 < sec(m.header.stamp) <= sim.time - 0.01 + 1e-9
 
     # push along table +x for ~1 s of sim time, stamping like a sim-time node, from a timer on the sim clock
     t_end = sim.time + 1.0
@@ -179,8 +180,9 @@ def test_closed_loop_sim_ingest_commander_and_dropout(ros_context, ros_executor,
     assert (s.pusher_x, s.pusher_y) == pytest.approx(scene.pusher.start, abs=2e-3)
     assert (s.objects[0].x, s.objects[0].y) == pytest.approx(scene.objects[0].pose[:2], abs=2e-3)
     assert s.objects[0].tracking_valid
-    # stamps are sim-time measurement times, behind the sim clock by about the latency
-    assert 0.0 < sim.time - sec(s.header.stamp) < 0.2
+    # stamps are sim-time measurement times (not wall time, not zero), at least the latency behind the sim's clock
+    # (how far behind depends on the delivery through the ingest, i.e. on the host: not bounded here)
+    assert 0.0 < sec(s.header.stamp) <= sim.time - 0.005 + 1e-9
 
     # planner stand-in (a 50 Hz timer on the sim clock) -> commander -> (servo twist) -> sim -> mocap -> ingest
     planner = io.create_timer(0.02, lambda: cmd.publish(twist(io, 0.05)))

@@ -470,6 +470,16 @@ def test_parameters_are_read_only_or_applied_at_once_through_a_parameter_client(
     r = set_param("max_speed", -1.0)
     assert not r.successful and r.reason == "parameter max_speed: must be > 0, got -1.0"
     assert h.node.get_parameter("max_speed").value == 0.02 and h.node.limits.max_speed == 0.02
+    # the output frame's yaw turns the arm's velocity at once: refused while it moves, applied once it stands still
+    r = set_param("table_yaw_in_output_frame", 0.5)
+    assert not r.successful and r.reason.startswith("parameter table_yaw_in_output_frame: not changed while the "
+                                                    "output moves (0.020, 0.000) m/s")
+    assert h.node.get_parameter("table_yaw_in_output_frame").value == 0.0
+    assert set_param("table_yaw_in_output_frame", 0.0).successful  # no change: nothing to refuse
+    h.command((0.0, 0.0))
+    h.wait_output(lambda m: speed(m) == 0.0, "standing still")
+    r = set_param("table_yaw_in_output_frame", 0.5)
+    assert r.successful and h.node.limits.table_yaw_in_output_frame == 0.5
 
 
 def test_the_estop_latch_survives_cleanup_and_configure(harness):

@@ -55,6 +55,8 @@ def test_spline_schedule_samples_the_knots_and_warm_starts_shifted_by_the_time_e
     assert s.at(2.0).tolist() == pytest.approx([0.01, 0.0]) and s.at(2.26).tolist() == pytest.approx([0.1, 0.01])
     assert s.velocity(2.125).tolist() == pytest.approx([0.05, 0.0])
     assert s.at(2.5).tolist() == [0.0, 0.0]  # past the last knot: stop
+    # and the spline's own value says so: a plan handed over there is pinned to rest, as the pusher is
+    assert s.velocity(2.5).tolist() == [0.0, 0.0] and s.velocity(2.49).tolist() == pytest.approx([0.1, 0.096])
     # a plan starting 0.1 s later starts from the spline there, and every knot is shifted by 0.1 s
     warm = s.shifted_knots(2.1, 3)
     assert np.allclose(warm, [[0.04, 0.0], [0.1, 0.04], [0.1, 0.1]])  # the last knot held past the end
@@ -142,6 +144,20 @@ def test_a_host_slower_than_the_rate_hands_over_further_ahead_and_keeps_pushing(
     rec = run_closed_loop(strategy, world, max_actions=12, realtime=True, io=io)
     log = strategy.log
     assert sum(log.late) == 1  # only the first cycle at the full rate was late; then plans are made 3 periods ahead
+    first = io.plans[0].start_ns * 1e-9
+    assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9)  # never a gap
+    assert rec.outcome is not Outcome.FAILED, rec.reason
+
+
+def test_a_host_slightly_slower_than_the_rate_drops_no_plan_after_the_first_late_one():
+    """Cycles of 1.1 periods: each hands the next plan over two periods after its start, so after the first late
+    cycle no plan is dropped (a tolerance of lateness like the 1 Hz planner's, whose late plans still take over,
+    would let every plan here arrive after its hand-over instant and be dropped, the running one running out)."""
+    strategy, world, io = fast_push(extra_latency=lambda k: 0.22 if k > 0 else 0.0)  # period 0.2 s
+    rec = run_closed_loop(strategy, world, max_actions=12, realtime=True, io=io)
+    log = strategy.log
+    assert len(log.late) >= 10 and sum(log.late) == 1
+    assert len(io.plans) == len(log.starts_ns) - 1  # every other plan handed over
     first = io.plans[0].start_ns * 1e-9
     assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9)  # never a gap
     assert rec.outcome is not Outcome.FAILED, rec.reason

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.robot.command_safety import (
+    STEP_INTERVAL_JITTER,
     CommandSafety,
     SafetyConfig,
     SafetyConfigError,
@@ -22,7 +23,7 @@ def make(**kw):
     cfg = SafetyConfig(**{"max_speed": 0.1, "max_acceleration": 100.0, "command_timeout": 0.2, "state_timeout": 0.2,
                           "workspace_margin": 0.01, "braking_horizon": 0.2, **kw})
     ws = Workspace((0.4, 0.5), 0.0145, [("obstacle", Footprint("cylinder", radius=0.04), (0.0, 0.0, 0.0))])
-    s = CommandSafety(cfg, ws)
+    s = CommandSafety(cfg, ws, output_period=PERIOD)
     s.step(-PERIOD)  # a first period has passed (the acceleration limit needs elapsed time)
     return s
 
@@ -176,7 +177,7 @@ def test_missing_invalid_or_stale_pusher_state_gives_zeros():
     s.command(0.31, 0.05, 0.0)
     assert s.step(0.31).status == "no pusher state"
     # without workspace enforcement the state is not needed
-    free = CommandSafety(SafetyConfig(enforce_workspace=False, max_acceleration=100.0))
+    free = CommandSafety(SafetyConfig(enforce_workspace=False, max_acceleration=100.0), output_period=PERIOD)
     free.command(0.0, 0.05, 0.0)
     free.step(0.0)
     assert free.step(0.01).vx == 0.05
@@ -194,7 +195,9 @@ def test_config_errors_name_the_parameter():
     with pytest.raises(SafetyConfigError, match="workspace_margin"):
         SafetyConfig(workspace_margin=-1.0)
     with pytest.raises(SafetyConfigError, match="enforce_workspace"):
-        CommandSafety(SafetyConfig())
+        CommandSafety(SafetyConfig(), output_period=PERIOD)
+    with pytest.raises(SafetyConfigError, match="output_period: must be > 0"):
+        CommandSafety(SafetyConfig(enforce_workspace=False), output_period=0.0)
     with pytest.raises(SafetyConfigError, match="singular"):
         joint_matrix([1.0, 1.0, 1.0, 1.0])
     with pytest.raises(SafetyConfigError, match="4 finite numbers"):
@@ -228,7 +231,7 @@ def test_pusher_stops_within_stop_travel_bound(fault):
     planner_period, commander_period, state_timeout, speed, decel = 0.05, 0.02, 0.5, 0.1, 0.5
     sim = SimWorld(load_scene("cylinder_slider"))
     safety = CommandSafety(SafetyConfig(max_speed=speed, max_acceleration=decel, command_timeout=0.2,
-                                        state_timeout=0.2, enforce_workspace=False))
+                                        state_timeout=0.2, enforce_workspace=False), output_period=commander_period)
     t_bad, steps_per_ms = 1.0, round(1e-3 / TIMESTEP)
     last_good, planner_cmd, path = 0.0, (0.0, speed), []
     for k in range(int(3.0 / 1e-3)):
@@ -290,12 +293,51 @@ def test_a_clock_that_jumps_forward_beyond_the_timeout_is_stale_and_ramps_from_i
     run(s, 0.0, 1.0, cmd=(0.05, 0.0))
     o = s.step(1000.0)  # the held command is now 999 s old
     assert o.zero and o.status == "watchdog" and "no command for 999.0" in o.detail
-    # a fresh command after a long gap: the velocity step is bounded by command_timeout of acceleration
+    # a fresh command after a long gap: the velocity step is what one (late) period allows, not the gap's worth
     s = make(max_acceleration=0.5)
     run(s, 0.0, 0.1, cmd=(0.0, 0.0))
     s.pusher_state(50.0, -0.2, 0.0, True)
     s.command(50.0, 0.1, 0.0)
-    assert s.step(50.0).vx == pytest.approx(0.5 * 0.2)
+    assert s.step(50.0).vx == pytest.approx(0.5 * STEP_INTERVAL_JITTER * PERIOD)
+
+
+def test_a_late_period_buys_no_larger_speed_up_than_a_punctual_one():
+    """The arm holds the last output until the next one: a tick 150 ms late (a starved host) may speed the
+    output up by at most what ``STEP_INTERVAL_JITTER`` periods of acceleration allow, not by 150 ms' worth."""
+    s = make(max_acceleration=0.5)
+    run(s, 0.0, 0.02, cmd=(0.0, 0.0))
+    s.pusher_state(0.02, -0.2, 0.0, True)
+    s.command(0.02, 0.1, 0.0)
+    first = s.step(0.02).vx
+    assert first == pytest.approx(0.5 * PERIOD)  # punctual: one period of acceleration
+    s.pusher_state(0.17, -0.2, 0.0, True)
+    s.command(0.17, 0.1, 0.0)
+    late = s.step(0.17).vx  # 150 ms after the last output
+    assert late - first == pytest.approx(0.5 * STEP_INTERVAL_JITTER * PERIOD)
+    # slowing down counts the time in full: a late period does not stretch a stop beyond the stated ramp
+    assert run(s, 0.18, 0.5, cmd=(0.1, 0.0))[-1][1].vx == pytest.approx(0.1)
+    s.pusher_state(0.64, -0.2, 0.0, True)
+    s.command(0.64, 0.0, 0.0)
+    assert s.step(0.64).vx == pytest.approx(0.1 - 0.5 * 0.15)  # 150 ms after the last output
+
+
+@pytest.mark.parametrize("reason", ["waiting for grasp", "waiting for servo settings"])
+def test_an_output_held_at_zero_outside_the_layer_ramps_the_next_command_from_rest(reason):
+    """The commander sends zero while the gripper closes or Servo's units are unknown, with the planner's command
+    arriving all along: once the hold ends the output ramps up from rest at max_acceleration, as the arm was sent
+    zeros (not from where a limiter ramping in the background would be)."""
+    s = make(max_acceleration=0.5)
+    for t in np.arange(0.0, 0.6, PERIOD):
+        s.pusher_state(t, -0.2, 0.0, True)
+        s.command(t, 0.1, 0.0)
+        o = s.step(t, hold=(reason, "test"))
+        assert o.zero and o.status == reason and o.detail == "test"
+    s.pusher_state(0.6, -0.2, 0.0, True)
+    s.command(0.6, 0.1, 0.0)
+    o = s.step(0.6)
+    assert o.status == "limited" and o.vx == pytest.approx(0.5 * PERIOD)
+    s.estop("test")
+    assert s.step(0.61, hold=(reason, "test")).status == "estop"  # an e-stop still says so first
 
 
 def test_teleop_has_priority_until_its_timeout():

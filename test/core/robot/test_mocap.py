@@ -266,6 +266,24 @@ def test_out_of_order_samples_are_dropped_without_invalidating():
     assert tr.estimate(0.05).valid
 
 
+def test_a_receive_clock_that_steps_back_loses_the_body_until_a_sample_on_the_new_timeline():
+    """The system clock stepped back 2 s (an NTP step) on a robot whose mocap driver stamps with that clock: the
+    last pose must not count as fresh for the 2 s, and the samples of the new timeline (stamps stepped back too)
+    start the track anew instead of being dropped as out of order."""
+    tr = BodyTracker("pusher", TrackingConfig(timeout=0.1, velocity_time_constant=0.0))
+    feed(tr, 100.0, 20, vx=0.2)  # moving at 0.2 m/s until 100.19 s
+    assert tr.estimate(100.19).valid
+    e = tr.estimate(98.2)  # the clock is now 2 s earlier, no sample yet
+    assert e.state == LOST and not e.valid and "receive clock went back 1.990 s" in e.reason
+    assert tr.update(98.21, 98.21, flat(0.3, 0.0)) is None  # the body moved meanwhile: accepted, not out of order
+    e = tr.estimate(98.21)
+    assert e.valid and e.x == 0.3 and e.vx == 0.0  # a new track: no velocity across the step
+    assert tr.update(98.22, 98.22, flat(0.302, 0.0)) is None
+    e = tr.estimate(98.22)
+    assert e.valid and e.vx == pytest.approx(0.2)
+    assert tr.rate(98.22) == pytest.approx(2.0)  # samples of the old timeline no longer count
+
+
 def test_tracking_config_is_validated():
     with pytest.raises(MocapConfigError, match="timeout"):
         TrackingConfig(timeout=0.0)

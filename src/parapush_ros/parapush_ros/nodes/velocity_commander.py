@@ -122,8 +122,15 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.add_on_set_parameters_callback(config_setter(lambda: self.limits, self._apply_limits))
 
     def _apply_limits(self, limits: SafetyConfig, names):
-        """A parameter set of the limits (already checked): in force from the next period on."""
+        """A parameter set of the limits (already checked): in force from the next period on. The output frame's
+        yaw is not changed while the output moves (it would turn the arm's velocity at once, past the acceleration
+        limit): the reason is returned and nothing changes."""
         with self._output_lock:
+            yaw_changes = limits.table_yaw_in_output_frame != self.limits.table_yaw_in_output_frame
+            if yaw_changes and any(self._last_out):
+                vx, vy = self._last_out
+                return (f"parameter table_yaw_in_output_frame: not changed while the output moves ({vx:.3f}, "
+                        f"{vy:.3f}) m/s; set it while the pusher stands still")
             self.limits = limits
             self.p.update(asdict(limits))
             if self.safety is not None:
@@ -139,7 +146,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         # simulated time is the world's clock; otherwise ages are steady-clock spans (immune to system clock steps)
         self._watch_clock = self.get_clock() if self._sim_time else self._steady
         with self._output_lock:
-            self.safety = CommandSafety(lim, Workspace.from_scene(self.scene))
+            self.safety = CommandSafety(lim, Workspace.from_scene(self.scene), output_period=1.0 / p["rate"])
             if self._latched:
                 self.safety.estop(self._latched)
                 self.get_logger().error(f"e-stop still latched ({self._latched}): zero output until ~/reset")
@@ -280,13 +287,14 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             if self.safety is None:  # cleaned up while this tick waited
                 return
             if self._active:
-                out = self.safety.step(self._now())
+                hold = None  # zero for a reason of this node's: the limiter then ramps the next command from rest
+                if self.p["require_grasp"] and self.grasp != "grasped":
+                    hold = ("waiting for grasp", f"gripper: {self.grasp}")
+                elif self.servo_gain is None:  # unknown units: no speed is safe
+                    hold = ("servo settings" if self.servo_problem else "waiting for servo settings",
+                            self.servo_problem or f"asking {self.p['servo_parameters_service']}")
+                out = self.safety.step(self._now(), hold=hold)
                 status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
-                if self.p["require_grasp"] and self.grasp != "grasped" and status not in ("estop",):
-                    status, detail, v = "waiting for grasp", f"gripper: {self.grasp}", np.zeros(2)
-                elif self.servo_gain is None and status not in ("estop",):  # unknown units: no speed is safe
-                    status, v = "servo settings" if self.servo_problem else "waiting for servo settings", np.zeros(2)
-                    detail = self.servo_problem or f"asking {self.p['servo_parameters_service']}"
                 self._send(v)
             else:
                 status, detail, v = "inactive", "output silent until activate", np.zeros(2)

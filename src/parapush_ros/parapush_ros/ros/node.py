@@ -162,7 +162,9 @@ def config_setter(config_getter, apply, ns: str = ""):
     ``declare_config(..., read_only=False)``: the settings in a set are checked by rebuilding the config with
     them (``dataclasses.replace``: its ``__post_init__`` is the one check), a bad value is refused with the
     ``ConfigError`` text ("parameter max_speed: must be > 0, got -1.0") and a good config is handed to
-    ``apply(config, changed names)`` at once. Other parameters (``use_sim_time``) pass through to ROS."""
+    ``apply(config, changed names)`` at once; ``apply`` may refuse it by returning the reason (a setting that
+    cannot change in the node's present state), having changed nothing. Other parameters (``use_sim_time``) pass
+    through to ROS."""
     import dataclasses  # noqa: PLC0415
 
     from rcl_interfaces.msg import SetParametersResult  # noqa: PLC0415
@@ -178,7 +180,9 @@ def config_setter(config_getter, apply, ns: str = ""):
             new = dataclasses.replace(config, **changes)
         except ConfigError as e:
             return SetParametersResult(successful=False, reason=f"parameter {e.within(ns)}")
-        apply(new, sorted(changes))
+        refused = apply(new, sorted(changes))
+        if refused:
+            return SetParametersResult(successful=False, reason=refused)
         return SetParametersResult(successful=True)
     return on_set
 

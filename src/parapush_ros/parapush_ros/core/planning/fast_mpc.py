@@ -32,9 +32,10 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      re-planned many times before it runs).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
-  whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A host too
-  slow for the rate (a cycle longer than ``1 + LATE_TOLERANCE`` periods) hands the next plan over that many periods
-  after its start instead (as ``MPCPush``'s lead), so plans keep arriving before the running one ends.
+  whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A cycle
+  longer than a period makes the next one hand its plan over as many whole periods after its start as it took,
+  so a host too slow for the rate (even slightly) gets its plans in before the running one ends instead of
+  dropping every one (``MPCPush`` tolerates a little lateness instead: its late plans still take over).
 
 Task costs are written for a few slices of a long horizon (paper 000: 4 x 1 s), so the predicted states are
 scored every ``cost_interval`` s (4 states over a 2 s horizon at 0.5 s), with the spline's mean velocity over each
@@ -64,7 +65,7 @@ from ..robot.command_safety import SafetyConfig
 from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .outcome import Outcome
-from .session import LATE_TOLERANCE, ControlSchedule, PlanView, PushSession, PushStop, PushStrategy, seconds_to_ns
+from .session import ControlSchedule, PlanView, PushSession, PushStop, PushStrategy, seconds_to_ns
 from .tasks import Goal, PushTask
 
 
@@ -207,10 +208,13 @@ class SplineSchedule(ControlSchedule):
         self.knots, self.knot_interval = knots, float(knot_interval)
 
     def velocity(self, t: float) -> np.ndarray:
-        """The spline's own value at session time ``t`` (before its start: the previous schedule's command)."""
+        """The spline's own value at session time ``t`` (before its start: the previous schedule's command; from
+        its end on zero, as the command timer sends: a plan pinned to it then starts from rest)."""
         if t < self.takeover - 1e-9 and self.previous is not None:
             prev = self.previous
             return prev.velocity(t) if isinstance(prev, SplineSchedule) else prev.at(t)
+        if t >= self.end - 1e-9:
+            return np.zeros(2)
         return spline_at(self.knots, self.knot_interval, t - self.start)[0]
 
     def shifted_knots(self, t: float, n: int) -> np.ndarray:
@@ -544,9 +548,10 @@ class FastMPCPush(PushStrategy):
                     break
                 late = arrival > handover
                 self._log(start, latency, late, plan)
-                # a host too slow for the rate (cycles longer than a period, not by jitter) hands over further
-                # ahead, so that its plans arrive before the running one ends (at most what it still covers)
-                lead = min(max(1, math.ceil(latency / c.period - LATE_TOLERANCE)), max(1, self.max_lead))
+                # a cycle longer than a period hands the next plan over as many periods after its start as it
+                # took (a late plan is dropped, so a host a little too slow for the rate would otherwise drop every
+                # one), at most what the running plan still covers
+                lead = min(max(1, -(-(arrival - start) // period_ns)), max(1, self.max_lead))
                 if late:  # the running plan covers the horizon: it keeps running, the next cycle starts now
                     s.status(f"cycle late by {(arrival - handover) * 1e-9:.3f} s: plan dropped, the running plan "
                              f"continues", "warning")

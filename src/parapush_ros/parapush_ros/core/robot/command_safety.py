@@ -9,14 +9,21 @@
    ``idle`` rather than ``watchdog``: same zeros, but not a fault. A clock that goes back (a /clock restart, an
    NTP step of the system clock) makes every age measured before it meaningless: the command, the pusher state
    and the teleop priority held are discarded and the next period is a zero (status ``clock jump``); a jump
-   forward ages them past their timeouts (stale, so zeros), and the acceleration limit never counts more than
-   ``command_timeout`` of elapsed time;
+   forward ages them past their timeouts (stale, so zeros);
 3. workspace enforcement needs the pusher position: no valid pusher state within ``state_timeout`` -> zeros;
 4. the command is limited to ``max_speed`` (direction kept), then to ``max_acceleration`` relative to the last
    output (a ``max_speed`` lowered while moving holds at once: the output never exceeds it, braking is not
    ramped), then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
    ``workspace_margin`` of clearance: the speed toward a boundary may be at most
    ``(clearance - margin) / braking_horizon`` (zero inside the margin; moving away is always allowed).
+
+The acceleration limit bounds the step between two consecutive outputs: between them the arm holds the earlier
+one (a forward velocity controller), so a period that comes late (a starved host, a clock jump forward) buys no
+larger speed-up than a punctual one: it counts at most ``STEP_INTERVAL_JITTER`` output periods of elapsed time.
+Slowing down counts the time elapsed in full (up to ``command_timeout``), so a late period never makes a stop
+take longer than the ramp ``stop_travel_bound`` assumes. An output held at zero for a reason outside this layer
+(``step(t, hold=...)``: the gripper has not grasped, Servo's units are unknown) is what the arm was sent, so the
+command after it ramps up from rest.
 
 Arbitration (``command(..., source=)``): a ``teleop`` command takes priority over the planner's for
 ``teleop_timeout`` after the last one (twist_mux style): planner commands are refused meanwhile.
@@ -128,10 +135,17 @@ class SafetyOutput:
         return self.vx == 0.0 and self.vy == 0.0
 
 
+STEP_INTERVAL_JITTER = 1.5  # output periods of elapsed time the acceleration limit counts at most per output
+
+
 class CommandSafety:
-    def __init__(self, config: SafetyConfig, workspace: Workspace | None = None):
+    def __init__(self, config: SafetyConfig, workspace: Workspace | None = None, *, output_period: float):
+        """``output_period``: the seconds between outputs (the commander's ``1 / rate``)."""
         if config.enforce_workspace and workspace is None:
             raise SafetyConfigError("enforce_workspace", "is true but no workspace was given")
+        if not (finite(output_period) and output_period > 0.0):
+            raise SafetyConfigError("output_period", f"must be > 0 (s), got {output_period!r}")
+        self.max_step_interval = STEP_INTERVAL_JITTER * float(output_period)
         self.cfg = config
         self.workspace = workspace
         self._cmd = None  # (t, v)
@@ -202,12 +216,16 @@ class CommandSafety:
         self._prev = np.zeros(2)
 
     # --- output
-    def step(self, t: float) -> SafetyOutput:
+    def step(self, t: float, hold: tuple[str, str] | None = None) -> SafetyOutput:
+        """The output for the period at ``t``. ``hold`` = (status, detail): send zero for a reason outside this
+        layer (an e-stop or a clock jump still says so first); the limiter counts the zero as sent."""
         t = self._clock(t)
-        # a gap longer than the watchdog's (a clock jump forward, a stalled host) buys no larger velocity step
+        # a late period (a clock jump forward, a stalled host): _step counts it in full only to slow down
         dt = 0.0 if self._prev_t is None else min(max(0.0, t - self._prev_t), self.cfg.command_timeout)
         self._prev_t = t
         out = self._step(t, dt)
+        if hold is not None and out.status not in ("estop", "clock jump"):
+            out = SafetyOutput(0.0, 0.0, *hold)
         self._prev = np.array([out.vx, out.vy])
         return out
 
@@ -241,7 +259,8 @@ class CommandSafety:
             limits.append(f"speed {speed:.3f} > {c.max_speed:g} m/s")
         dv = v - self._prev
         dv_norm = float(np.linalg.norm(dv))
-        max_dv = c.max_acceleration * dt
+        slowing = float(np.linalg.norm(v)) < float(np.linalg.norm(self._prev))
+        max_dv = c.max_acceleration * (dt if slowing else min(dt, self.max_step_interval))
         if dv_norm > max_dv + 1e-12:
             v = self._prev + dv * (max_dv / dv_norm)
             limits.append(f"acceleration (max {c.max_acceleration:g} m/s^2)")

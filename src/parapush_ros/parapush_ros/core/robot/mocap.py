@@ -320,6 +320,10 @@ class BodyTracker:
     Times: ``receive_time`` (the consumer's clock at reception) drives the dropout timeout and the rate; ``stamp``
     (the driver's measurement time) drives velocities and jump detection and is what a published state carries.
     A rejected sample never refreshes a body: a body whose samples are all rejected goes LOST after the timeout.
+    A receive clock that steps back (an NTP step of the system clock, a /clock restart) makes the ages measured on
+    it meaningless: the body is LOST until a sample comes on the new timeline, which starts the track afresh (its
+    stamp too will usually have stepped back, and a sample older than the last would otherwise be dropped as out
+    of order while the last pose counted as fresh).
     """
 
     def __init__(self, name: str, config: TrackingConfig):
@@ -346,6 +350,8 @@ class BodyTracker:
         s = self.stats
         s.received += 1
         s.latency = receive_time - stamp
+        if self._received is not None and receive_time < self._received:  # the receive clock stepped back
+            self._restart()
         lost = self._received is None or receive_time - self._received > self.cfg.timeout
         last_stamp = self._candidate[-1][0] if self._candidate else self._stamp
         if self._pose is not None and stamp <= last_stamp and not lost:
@@ -372,6 +378,13 @@ class BodyTracker:
         self._candidate.clear()
         self._accept(receive_time, stamp, pose)
         return None
+
+    def _restart(self):
+        """Forget the track (kept: the last pose, for reporting, and the counts): the next sample starts it anew."""
+        self.filter.reset()
+        self._received = None
+        self._candidate.clear()
+        self.stats.accept_times.clear()
 
     def _flagged(self, reason, pose, stamp):
         self._flag = reason
@@ -410,7 +423,7 @@ class BodyTracker:
     def state(self, now: float) -> str:
         if self._pose is None and self._flag_pose is None:
             return NEVER_SEEN
-        if self._received is None or now - self._received > self.cfg.timeout:
+        if self._received is None or not 0.0 <= now - self._received <= self.cfg.timeout:  # < 0: clock went back
             return LOST
         return INVALID if self._flag else TRACKING
 
@@ -432,8 +445,12 @@ class BodyTracker:
         else:
             p, stamp = self._pose, self._stamp
         if state == LOST:
-            age = "never accepted" if self._received is None else f"{now - self._received:.3f} s"
-            reason = f"lost: no valid sample for {age} (timeout {self.cfg.timeout:g} s)"
+            if self._received is not None and now < self._received:
+                reason = (f"lost: the receive clock went back {self._received - now:.3f} s past the last sample; "
+                          f"no sample since")
+            else:
+                age = "never accepted" if self._received is None else f"{now - self._received:.3f} s"
+                reason = f"lost: no valid sample for {age} (timeout {self.cfg.timeout:g} s)"
             if self._flag:
                 reason += f"; last sample: {self._flag}"
         else:

@@ -23,7 +23,7 @@ from parapush_ros.core.robot.natnet import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-VERSIONS = ["3.0", "3.1", "4.0", "4.1"]
+VERSIONS = ["3.0", "3.1", "4.0", "4.1", "4.2"]
 BODIES = (RigidBody(1, (0.5, -0.25, 0.75), (0.0, 0.0, 0.6, 0.8), 0.0005, True),
           RigidBody(2, (1.5, 2.0, 0.125), (0.5, 0.5, 0.5, 0.5), 0.001, True),
           RigidBody(3, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0), 0.0, False),  # untracked (Motive zeroes it)
@@ -61,13 +61,15 @@ def test_frame_round_trip(version):
     assert_bodies(frame.rigid_bodies, BODIES)
     assert [b.valid for b in frame.rigid_bodies] == [True, True, False, True]
     # 4.1 adds a byte count to each of the three sections
-    assert len(pkt) == 4 + 4 + 3 * 4 + 38 * len(BODIES) + (12 if version == "4.1" else 0)
+    assert len(pkt) == 4 + 4 + 3 * 4 + 38 * len(BODIES) + (12 if version >= "4.1" else 0)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_modeldef_round_trip(version):
     markers = (RigidBodyMarker((0.01, 0.0, 0.02), 11, "pusher_1"), RigidBodyMarker((-0.01, 0.0, 0.0), 0, "pusher_2"))
-    descs = (RigidBodyDescription("pusher", 1, -1, (0.0, 0.0, 0.05), markers), RigidBodyDescription("Slider 1", 2))
+    pivot = (0.0, 0.0, 0.6, 0.8)  # a rotated pivot: streamed from NatNet 4.2 on
+    descs = (RigidBodyDescription("pusher", 1, -1, (0.0, 0.0, 0.05), markers, pivot),
+             RigidBodyDescription("Slider 1", 2))
     defs = natnet.decode(natnet.pack_modeldef(descs, version), version)
     assert isinstance(defs, ModelDefinitions) and not defs.incomplete and defs.skipped == ()
     assert defs.names() == {1: "pusher", 2: "Slider 1"}
@@ -75,8 +77,9 @@ def test_modeldef_round_trip(version):
     assert (d.parent_id, d.offset) == (-1, pytest.approx((0.0, 0.0, 0.05)))
     assert [m.label for m in d.markers] == [11, 0]
     assert d.markers[0].position == pytest.approx((0.01, 0.0, 0.02))
-    # marker names exist from NatNet 4.0 on
+    # marker names exist from NatNet 4.0 on, the orientation offset from 4.2 on
     assert [m.name for m in d.markers] == (["pusher_1", "pusher_2"] if version >= "4.0" else ["", ""])
+    assert d.orientation == (pytest.approx(pivot) if version >= "4.2" else (0.0, 0.0, 0.0, 1.0))
 
 
 def test_server_info_and_requests():
@@ -162,6 +165,24 @@ def test_hand_assembled_modeldefs_skip_other_descriptions():
     defs = natnet.decode_modeldef(packet(5, payload_41), "4.1")
     assert defs.names() == {2: "Slider1"} and defs.skipped == ("asset", "type 99") and not defs.incomplete
     assert defs.rigid_bodies[0].markers == (RigidBodyMarker(pytest.approx((0, 0.02, 0)), 3, "s1"),)
+
+
+def test_hand_assembled_4_2_rigid_body_description_and_a_newer_layout_read_as_4_1():
+    """NatNet 4.2 adds the pivot's orientation offset (4 floats) after the position offset. Read as 4.2 every field
+    comes out; read as 4.1 (natnet_version left lower than the stream) the first float of a rotated pivot would be
+    the marker count: the description's byte count bounds it, and its name and id, which come first, are kept."""
+    rb_42 = b"".join([b"pusher\0", i32(1), i32(-1), f32(0, 0, 0.05), f32(0.6, 0.0, 0.0, 0.8), i32(1),
+                      f32(0.01, 0, 0), i32(7), b"p1\0"])
+    payload = i32(2) + i32(1) + i32(len(rb_42)) + rb_42 + i32(5) + i32(len(b"Cam\0") + 28) + b"Cam\0" + bytes(28)
+    defs = natnet.decode_modeldef(packet(5, payload), "4.2")
+    d = defs.rigid_bodies[0]
+    assert defs.names() == {1: "pusher"} and not defs.incomplete and defs.skipped == ("camera",)
+    assert d.orientation == pytest.approx((0.6, 0.0, 0.0, 0.8)) and d.offset == pytest.approx((0, 0, 0.05))
+    assert d.markers == (RigidBodyMarker(pytest.approx((0.01, 0, 0)), 7, "p1"),)
+    defs = natnet.decode_modeldef(packet(5, payload), "4.1")
+    assert defs.names() == {1: "pusher"} and defs.skipped == ("camera",)
+    assert defs.rigid_bodies[0].markers == ()
+    assert "rigid body 1 ('pusher'): only its name and id read" in defs.incomplete
 
 
 # ------------------------------------------------------------------------------------------------ (c) bad input
@@ -305,11 +326,54 @@ def test_bridge_publishes_tracked_bodies_and_survives_garbage(ros_context, ros_e
         wait_for(lambda: send(moved) or rec["pusher"].last().pose.position.x == 0.125, timeout=5.0, interval=0.02,
                  what="the pose sent after the garbage")
         assert rec["Hidden"].last() is None
+        # tracked by Motive's flag but not a pose (NaN, a zero quaternion): not published, counted
+        n_pusher = rec["pusher"].count()
+        nan = (RigidBody(1, (0.1, 0.2, 0.3), (float("nan"), 0.0, 0.0, 1.0), 0.0, True),
+               RigidBody(2, (0.1, 0.2, 0.3), (0.0, 0.0, 0.0, 0.0), 0.0, True))
+        wait_for(lambda: send(nan) or int(_diag_value(diags, "bad_poses") or 0) >= 2, timeout=5.0, interval=0.02,
+                 what="diagnostics counting the bad poses")
+        assert rec["pusher"].first_since(n_pusher, lambda m: m.pose.position.x != 0.125) is None
         errors = wait_for(lambda: int(_diag_value(diags, "parse_errors") or 0) >= 3 and diags.last(), timeout=5.0,
                           what="diagnostics counting the parse errors")
         assert errors.status[0].hardware_id == "natnet"
         assert "at byte" in _diag_value(diags, "last_parse_error")
         assert "pusher" in _diag_value(diags, "bodies") and "Hidden" not in _diag_value(diags, "bodies")
+    finally:
+        tx.close()
+
+
+def test_bridge_never_puts_two_bodies_on_one_topic(ros_context, ros_executor):
+    """'Rigid-Body' and 'Rigid_Body' (or Motive's 'Rigid Body') make one topic token: the first body seen keeps the
+    topic, the other is dropped (said once), instead of two bodies' poses interleaving on one topic."""
+    rclpy = pytest.importorskip("rclpy")
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.parameter import Parameter
+    from parapush_ros.ros.qos import SENSOR
+
+    from parapush_ros.nodes.natnet_bridge import NatNetBridgeNode
+
+    prefix, port = "/natnet_test_c", free_udp_port()
+    node = ros_executor.add(NatNetBridgeNode(parameter_overrides=[
+        Parameter("multicast_address", value=""), Parameter("local_address", value="127.0.0.1"),
+        Parameter("data_port", value=port), Parameter("natnet_version", value="4.1"),
+        Parameter("topic_template", value=prefix + "/{body}/pose"),
+        Parameter("body_names", value="1=Rigid-Body,2=Rigid_Body")]))
+    io = ros_executor.add(rclpy.create_node("natnet_test_io_c", context=ros_context))
+    rec = Recorder()
+    io.create_subscription(PoseStamped, f"{prefix}/Rigid_Body/pose", rec, SENSOR)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    bodies = (RigidBody(1, (0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), 0.0, True),
+              RigidBody(2, (-0.5, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0), 0.0, True))
+    try:
+        n = [0]
+
+        def send():
+            n[0] += 1
+            tx.sendto(natnet.pack_frame(n[0], bodies, "4.1"), ("127.0.0.1", port))
+
+        wait_for(lambda: send() or rec.count() >= 5, timeout=10.0, interval=0.02, what="poses on the shared topic")
+        assert all(m.pose.position.x == 0.5 for m in rec.msgs)  # body 1's only
+        assert node._clashes == {(f"{prefix}/Rigid_Body/pose", 2)}
     finally:
         tx.close()
 

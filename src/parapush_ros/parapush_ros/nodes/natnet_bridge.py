@@ -14,9 +14,11 @@ Publishes:
   mocap_ingest's ``up_axis``), stamped with the receive time of the packet. NatNet 3 and 4 stream no latency
   field (a latency would need the frame suffix's camera timestamps and the server's clock frequency, which this
   bridge does not decode), so the receive time is the best measurement time known. Untracked bodies are not
-  published, so mocap_ingest's ``timeout`` sees them as lost. Names come from ``body_names``, else the model
-  definitions; a body with neither is published as ``body_<id>`` with a warning. Characters other than letters,
-  digits and '_' in a name become '_' in its topic.
+  published, so mocap_ingest's ``timeout`` sees them as lost; nor are tracked ones whose pose is not one (a
+  non-finite value, a quaternion not of unit length: counted as ``bad_poses``). Names come from ``body_names``,
+  else the model definitions; a body with neither is published as ``body_<id>`` with a warning. Characters other
+  than letters, digits and '_' in a name become '_' in its topic; two bodies whose names make one topic are not
+  mixed on it: the first seen keeps it, the other is dropped with an error.
   ``/diagnostics`` (``diagnostic_msgs/DiagnosticArray``) once a second: packet rate, parse errors, bodies.
 Unparsable packets are counted, logged (throttled) and dropped; they never stop the bridge. The decoding lives in
 ``core.robot.natnet`` (tested without ROS); this node only moves packets and messages.
@@ -49,9 +51,11 @@ from ..core.robot.natnet import (
     request_modeldef_packet,
     topic_safe_name,
 )
-from ..ros.params import NATNET_BRIDGE_IO, declare_all
+from ..core.robot.mocap import check_pose
+from ..ros.params import MOCAP_INGEST_IO, NATNET_BRIDGE_IO, declare_all
 from ..ros.node import declare_config, node_main
 
+UNIT_QUATERNION_TOLERANCE = MOCAP_INGEST_IO["quaternion_tolerance"].default  # as mocap_ingest's default
 POLL_PERIOD = 0.1  # s: the receive thread checks for shutdown (and pending requests) this often
 RECV_BUFFER = 65536  # bytes: larger than any UDP datagram
 SOCKET_RCVBUF = 1 << 20  # bytes of kernel buffer asked for (model definitions can be large)
@@ -79,10 +83,13 @@ class NatNetBridgeNode(Node):
         self._modeldef_requested = -MODELDEF_RETRY  # time.monotonic() of the last request
         self._server_info = None
         self._pubs = {}  # topic -> publisher (None: the topic is invalid)
+        self._topic_owner = {}  # topic -> the rigid body id it carries (one body per topic; new names: anew)
+        self._clashes = set()  # (topic, id) of bodies dropped for a topic another body carries (logged once)
         self._published = {}  # body name -> poses published
         self._unnamed = set()  # ids published as body_<id>
         self._renamed = set()  # names changed to make topics
         self._packets = self._frames = self._parse_errors = self._untracked = self._missed_frames = 0
+        self._bad_poses = 0  # tracked bodies whose pose is non-finite or not a unit quaternion: not published
         self._bodies_in_frames = 0  # rigid bodies (tracked or not) in all frames
         self._last_error = ""
         self._last_frame_number = None
@@ -226,8 +233,15 @@ class NatNetBridgeNode(Node):
                 with self._lock:
                     self._untracked += 1
                 continue
+            # mocap_ingest rejects these too; RViz, TF or a recorder reading the topic would take them as poses
+            bad = check_pose(body.position, body.quaternion, "", "", UNIT_QUATERNION_TOLERANCE)
+            if bad:
+                with self._lock:
+                    self._bad_poses += 1
+                self.get_logger().warning(f"rigid body id {body.id}: not published: {bad}", throttle_duration_sec=1.0)
+                continue
             name = self._name(body.id)
-            pub = self._publisher(name) if name is not None else None
+            pub = self._publisher(name, body.id) if name is not None else None
             if pub is None:
                 continue
             msg = PoseStamped()
@@ -259,8 +273,19 @@ class NatNetBridgeNode(Node):
                 f"'{rid}=pusher') or server_address so that the model definitions are requested")
         return name
 
-    def _publisher(self, name: str):
+    def _publisher(self, name: str, rid: int):
+        """The publisher of body ``rid`` named ``name``; None where its topic is invalid or already carries another
+        body (two names that make one topic, e.g. 'Rigid Body 1' and 'Rigid_Body_1': the second is dropped)."""
         topic = self.p["topic_template"].replace("{body}", topic_safe_name(name))
+        owner = self._topic_owner.setdefault(topic, rid)
+        if owner != rid:
+            if (topic, rid) not in self._clashes:
+                self._clashes.add((topic, rid))
+                self.get_logger().error(
+                    f"rigid body id {rid} ({name!r}) would be published on {topic}, which carries rigid body id "
+                    f"{owner}: it is dropped; give the bodies names that make different topics (in Motive or "
+                    f"body_names)")
+            return None
         if topic in self._pubs:
             return self._pubs[topic]
         if topic_safe_name(name) != name and name not in self._renamed:
@@ -278,6 +303,7 @@ class NatNetBridgeNode(Node):
         names = defs.names()
         with self._lock:
             self._model_names = names
+            self._topic_owner.clear()  # a body renamed in Motive may leave its topic to another
             self._modeldef_received = True
             self._want_modeldef = False
             self._unnamed -= set(names)  # body_<id> topics of these ids get no more poses
@@ -318,6 +344,7 @@ class NatNetBridgeNode(Node):
                       "packets": str(packets), "frames": str(frames),
                       "missed_frames": str(self._missed_frames), "parse_errors": str(errors),
                       "last_parse_error": self._last_error, "untracked_samples": str(self._untracked),
+                      "bad_poses": str(self._bad_poses),
                       "model_definitions": "received" if self._modeldef_received else
                       ("requested" if self.server else "not requested (no server_address)"),
                       "unnamed_ids": ", ".join(map(str, unnamed))}

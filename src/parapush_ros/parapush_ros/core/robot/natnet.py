@@ -3,8 +3,9 @@
 Decodes the frame of data up to and including the rigid bodies, the model definitions (rigid-body names), the
 server info, and encodes the same subset (``pack_frame``, ``pack_modeldef``, ``pack_server_info``) so tests can
 synthesise packets. Written from the NatNet protocol as the NatNet SDK documents it (PacketClient sample, SDK
-headers); versions 3.0, 3.1, 4.0 and 4.1 (Motive 2.0 streams 3.0, Motive 2.1-2.3 3.1, Motive 3.0 4.0, Motive 3.1
-and later 4.1). Every malformed or truncated packet raises ``NatNetError`` (a ``ValueError``) that says what was
+headers, and the SDK's current sample client); versions 3.0, 3.1, 4.0, 4.1 and 4.2 (Motive 2.0 streams 3.0, Motive
+2.1-2.3 3.1, Motive 3.0 4.0, Motive 3.1 4.1, newer Motive releases 4.2 and later; later 4.x minor versions are read
+like 4.2). Every malformed or truncated packet raises ``NatNetError`` (a ``ValueError``) that says what was
 being read and at which byte offset from the start of the packet; nothing else escapes the decoders.
 
 Byte layout (all little-endian; ``i32``/``i16`` signed, ``u16`` unsigned, ``f32`` IEEE float, ``str`` a
@@ -34,8 +35,9 @@ NUL-terminated UTF-8 string; ``[4.1]`` marks a field present from NatNet 4.1 on)
                     i32 type, [4.1] i32 description bytes (after this field), description:
                 type 0 marker set   str name, i32 marker count, count * str marker name
                 type 1 rigid body   str name, i32 id, i32 parent id, f32 offset x, y, z,
-                                    i32 marker count, count * (f32 x, y, z) marker offsets, count * i32 marker
-                                    labels, [4.0+] count * str marker names
+                                    [4.2] f32 orientation offset qx, qy, qz, qw, i32 marker count,
+                                    count * (f32 x, y, z) marker offsets, count * i32 marker labels,
+                                    [4.0+] count * str marker names
                 type 2 skeleton     str name, i32 id, i32 bone count, bone count * rigid body description
                 type 3 force plate  i32 id, str serial, f32 width, length, f32 origin x, y, z, 12 * 12 f32
                                     calibration matrix, 4 * 3 f32 corners, i32 plate type, i32 channel data type,
@@ -45,8 +47,9 @@ NUL-terminated UTF-8 string; ``[4.1]`` marks a field present from NatNet 4.1 on)
                 type 5 camera       str name, f32 x, y, z, f32 qx, qy, qz, qw
                 type 6 asset        [4.1 only] skipped by its byte count
                 4.1: every description except rigid bodies is skipped by its byte count, so any type can be
-                skipped; before 4.1 an unknown type cannot be skipped and decoding stops there, keeping the rigid
-                bodies read so far (``ModelDefinitions.incomplete`` says why)
+                skipped, and a rigid body whose markers do not decode keeps its name and id (they come first;
+                ``ModelDefinitions.incomplete`` says so); before 4.1 an unknown type cannot be skipped and
+                decoding stops there, keeping the rigid bodies read so far (``incomplete`` says why)
 
   server info (NAT_SERVERINFO payload, the reply to NAT_CONNECT)
                 char[256] application name (NUL padded), u8[4] application version, u8[4] NatNet version, then
@@ -94,7 +97,8 @@ _RB_DESC_FIXED = struct.Struct("<ii3f")  # id, parent id, offset
 _VEC3 = struct.Struct("<3f")
 _SERVER_NAME_BYTES = 256
 _SERVER_INFO = struct.Struct("<256s4B4B")
-SUPPORTED_VERSIONS = "3.0, 3.1, 4.0, 4.1; later 3.x / 4.x minor versions are read like 3.1 / 4.1"
+_QUAT = struct.Struct("<4f")
+SUPPORTED_VERSIONS = "3.0, 3.1, 4.0, 4.1, 4.2; later 3.x / 4.x minor versions are read like 3.1 / 4.2"
 
 
 class NatNetError(ValueError):
@@ -146,6 +150,12 @@ class Version:
         """Rigid-body descriptions list their markers' names (NatNet 4.0 and later)."""
         return self.major >= 4
 
+    @property
+    def description_orientation(self) -> bool:
+        """Rigid-body descriptions carry an orientation offset after the position offset (NatNet 4.2 and
+        later)."""
+        return (self.major, self.minor) >= (4, 2)
+
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
 
@@ -180,13 +190,14 @@ class RigidBodyDescription:
     parent_id: int = -1
     offset: tuple = (0.0, 0.0, 0.0)
     markers: tuple = ()  # RigidBodyMarker, NatNet 3.0 and later
+    orientation: tuple = (0.0, 0.0, 0.0, 1.0)  # the pivot's orientation offset (x, y, z, w), NatNet 4.2 and later
 
 
 @dataclass(frozen=True)
 class ModelDefinitions:
     rigid_bodies: tuple = ()  # top-level RigidBodyDescription (skeleton bones are not listed)
     skipped: tuple = ()  # type names of the other descriptions, in order
-    incomplete: str = ""  # why decoding stopped before the last description ("" = all read)
+    incomplete: str = ""  # what was not read, and why ("" = all read)
 
     def names(self) -> dict:
         """{rigid body id: name}."""
@@ -329,12 +340,13 @@ def decode_frame(packet: bytes, version) -> Frame:
 def _rigid_body_description(r: _Reader, v: Version, what: str) -> RigidBodyDescription:
     name = r.string(f"{what} name")
     rid, parent, ox, oy, oz = r.unpack(_RB_DESC_FIXED, f"{what} id, parent and offset")
+    orientation = r.unpack(_QUAT, f"{what} orientation offset") if v.description_orientation else (0.0, 0.0, 0.0, 1.0)
     n = r.count(f"{what} marker count", _VEC3.size + 4 + (1 if v.marker_names else 0))
     positions = [r.unpack(_VEC3, f"{what} marker {k} offset") for k in range(n)]
     labels = [r.int32(f"{what} marker {k} label") for k in range(n)]
     names = [r.string(f"{what} marker {k} name") for k in range(n)] if v.marker_names else [""] * n
     markers = tuple(RigidBodyMarker(p, lab, nm) for p, lab, nm in zip(positions, labels, names))
-    return RigidBodyDescription(name, rid, parent, (ox, oy, oz), markers)
+    return RigidBodyDescription(name, rid, parent, (ox, oy, oz), markers, tuple(orientation))
 
 
 def _strings(r: _Reader, what: str):
@@ -379,7 +391,7 @@ def decode_modeldef(packet: bytes, version) -> ModelDefinitions:
     v = Version.parse(version)
     _, r = _payload(packet, NAT_MODELDEF)
     n = r.count("description count", 4)
-    bodies, skipped = [], []
+    bodies, skipped, partial = [], [], []
     for i in range(n):
         at = r.pos
         kind = r.int32(f"description {i} type")
@@ -388,9 +400,15 @@ def decode_modeldef(packet: bytes, version) -> ModelDefinitions:
         if v.section_sizes:
             _, end = r.section(what, v)
             if kind == DESC_RIGID_BODY:
-                outer_end, r.end = r.end, end
+                outer_end, r.end, start = r.end, end, r.pos
                 try:
                     bodies.append(_rigid_body_description(r, v, what))
+                except NatNetError as e:  # a layout this version does not know: name and id come first
+                    r.pos = start
+                    name = r.string(f"{what} name")
+                    rid, parent, ox, oy, oz = r.unpack(_RB_DESC_FIXED, f"{what} id, parent and offset")
+                    bodies.append(RigidBodyDescription(name, rid, parent, (ox, oy, oz)))
+                    partial.append(f"rigid body {rid} ({name!r}): only its name and id read ({e})")
                 finally:
                     r.end = outer_end
             else:
@@ -404,8 +422,8 @@ def decode_modeldef(packet: bytes, version) -> ModelDefinitions:
         else:
             reason = (f"description {i} at byte {at} has unknown type {kind}, which NatNet {v} descriptions "
                       f"(no byte counts) do not allow skipping; {n - i} of {n} descriptions not read")
-            return ModelDefinitions(tuple(bodies), tuple(skipped), reason)
-    return ModelDefinitions(tuple(bodies), tuple(skipped))
+            return ModelDefinitions(tuple(bodies), tuple(skipped), "; ".join([*partial, reason]))
+    return ModelDefinitions(tuple(bodies), tuple(skipped), "; ".join(partial))
 
 
 def decode_server_info(packet: bytes) -> ServerInfo:
@@ -484,7 +502,8 @@ def pack_modeldef(descriptions, version) -> bytes:
     payload = _I32.pack(len(descriptions))
     for d in descriptions:
         markers = tuple(d.markers)
-        body = (_cstr(d.name) + _RB_DESC_FIXED.pack(d.id, d.parent_id, *d.offset) + _I32.pack(len(markers))
+        body = (_cstr(d.name) + _RB_DESC_FIXED.pack(d.id, d.parent_id, *d.offset)
+                + (_QUAT.pack(*d.orientation) if v.description_orientation else b"") + _I32.pack(len(markers))
                 + b"".join(_VEC3.pack(*m.position) for m in markers)
                 + b"".join(_I32.pack(m.label) for m in markers)
                 + (b"".join(_cstr(m.name) for m in markers) if v.marker_names else b""))
@@ -550,8 +569,9 @@ class BridgeConfig:
                                                    "empty = unicast (Motive transmission type Unicast)")
     data_port: int = knob(1511, "UDP port of the frame data (Motive: Data Port); 0 = any free port (tests)")
     command_port: int = knob(1510, "Motive's command port, where requests are sent (Motive: Command Port)")
-    natnet_version: str = knob("4.1", "NatNet bitstream version the server streams, major.minor: 3.0, 3.1, 4.0 or "
-                                      "4.1 (Motive 2.0: 3.0, Motive 2.1-2.3: 3.1, Motive 3.0: 4.0, Motive 3.1+: 4.1)")
+    natnet_version: str = knob("4.1", "NatNet bitstream version the server streams, major.minor: 3.0, 3.1, 4.0, "
+                                      "4.1 or 4.2 (Motive 2.0: 3.0, Motive 2.1-2.3: 3.1, Motive 3.0: 4.0, Motive "
+                                      "3.1: 4.1, newer: 4.2 or later, as the server info reports)")
     topic_template: str = knob("/{body}/pose", "PoseStamped topic per rigid body, '{body}' = its name (natnet_ros2 "
                                                "convention, mocap_ingest's default)")
     body_names: str = knob("", "rigid-body id -> name pairs 'id=name', comma separated (e.g. "

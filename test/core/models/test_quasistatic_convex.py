@@ -388,6 +388,9 @@ def test_the_limit_surface_is_a_model_option():
         m = p.coarse_model()
         assert m.model.limit_surface == "integrated" and m.model.support_points == scene.support.points
         assert m.with_substep(0.01).model.limit_surface == "integrated"
+        from parapush_ros.core.models.quasistatic_coarse import QuasiStaticConvexCoarseModel
+        scaled = QuasiStaticConvexCoarseModel(scene, c_scale=1.7)  # an explicit scale survives a re-substep
+        assert scaled.with_substep(0.01).model.c == pytest.approx(scaled.model.c)
         x0 = scene.initial_state()
         out = p.predict(x0, np.array([[0.05, 0.0]] * 4), 0.25, model="coarse").states
         assert np.all(np.isfinite(out))

@@ -10,6 +10,11 @@ where ``c`` is the contact point and ``o`` the slider centre: the torque of a pu
 the lever arm squared. It is zero for a central push, continuous in the offset, and zero for zero control
 (no NaN). The slice can be split into ``substeps`` so the contact geometry follows the turning slider.
 
+As in the paper there is no friction cone: a pusher that only grazes an object (moving nearly along its surface)
+carries it at the full pusher velocity, where a quasi-static model moves it a fraction of a millimetre. One reason
+why the coarse-model rule (``models.registry``) takes the quasi-static model for one object and the learned one
+where it fits for several; Parareal's fine sweeps correct it where it is used.
+
 Two deliberate departures from the paper, both toward the fine model: the slider keeps the pusher's velocity
 only while still in contact at the end of the slice (otherwise table friction stops it within milliseconds, so
 its velocity is zero, not "unchanged"); and penetration left by the kinematic update is projected away.

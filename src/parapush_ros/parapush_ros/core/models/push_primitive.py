@@ -2,9 +2,13 @@
 
 State: the box pose s = (x, y, yaw) in the table frame (the box at rest between pushes). Action: a push in the
 *object* frame, a = (phi, c): ``phi`` the push direction (angle of the unit vector d = (cos phi, sin phi)) and ``c``
-in [0, 1] the contact location along the box face the push enters through (0 and 1: the face's ends, less a
-pusher radius). The face is the one whose outward normal is most opposed to d; ``phi`` is kept within
-``MAX_OBLIQUE`` of that face's inward normal (a push closer to a corner diagonal would slide off the corner).
+in [0, 1] where the pusher centre's straight path crosses the box face the push enters through (0 and 1: the
+face's ends, less a pusher radius). The pusher disc first touches the face r tan(psi) before that point, on the
+side it comes from (psi the angle between d and the face's inward normal; up to 12 mm at 40 deg, so an oblique
+push at c = 0 or 1 may touch within a few millimetres of the corner): the learned models' data and weights use this
+parameterisation, so it stays as it is. The face is the one whose outward normal is most opposed to d; ``phi`` is
+kept within ``MAX_OBLIQUE`` of that face's inward normal (a push closer to a corner diagonal would slide off the
+corner).
 The push: the pusher starts ``CONTACT_GAP`` outside the contact point and moves along d at ``PUSH_SPEED`` for
 ``PUSH_DURATION`` (MuJoCo, the fine model of the ``box_slider`` scene, pusher already at speed so there is no
 servo lag). The outcome is the change of pose in the object frame at the start, (dx, dy, dyaw), which is what the
@@ -93,7 +97,8 @@ def valid_action(actions) -> np.ndarray:
 
 
 def contact_point(actions, half_size, pusher_radius: float) -> np.ndarray:
-    """Object-frame start position (..., 2) of the pusher centre for valid actions (..., 2)."""
+    """Object-frame start position (..., 2) of the pusher centre for valid actions (..., 2): on the line along d
+    through the face point of ``c``, ``CONTACT_GAP`` short of touching the face."""
     a = np.asarray(actions, dtype=float)
     n = face_normal_angle(a[..., 0])
     inward = np.stack([np.cos(n), np.sin(n)], -1)  # the push enters along +inward: the face is at -inward

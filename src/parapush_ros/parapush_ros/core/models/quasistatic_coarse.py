@@ -57,6 +57,7 @@ class QuasiStaticCoarseModel:
         self.layout = scene.layout
         self.max_substep = float(max_substep)
         self.projection_tolerance = projection_tolerance
+        self.c_scale = c_scale  # as given (None: the fine fit), so that with_substep builds the same model
         scale = fine_c_scale(scene) if c_scale is None else float(c_scale)
         self.model = self.slider(scene, dt=self.max_substep, c_scale=scale, **self.slider_options())
         self._by_dt = {}
@@ -67,8 +68,8 @@ class QuasiStaticCoarseModel:
 
     def with_substep(self, max_substep: float):
         """The same model (scene, limit surface) integrated in sub-steps of at most ``max_substep`` s."""
-        return type(self)(self.scene, max_substep=max_substep, projection_tolerance=self.projection_tolerance,
-                          **self.factory_options())
+        return type(self)(self.scene, c_scale=self.c_scale, max_substep=max_substep,
+                          projection_tolerance=self.projection_tolerance, **self.factory_options())
 
     def factory_options(self) -> dict:
         return {}

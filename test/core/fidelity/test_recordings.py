@@ -114,3 +114,33 @@ def test_mcap_errors_say_sample_and_only_reader_failures_are_unreadable_bags(tmp
     (tmp_path / "foreign.mcap").write_bytes(b"not an mcap file at all")
     with pytest.raises(RecordingError, match=r"foreign.mcap: not a readable MCAP bag"):
         read_mcap(tmp_path / "foreign.mcap", scene, topics)
+
+
+def test_an_object_dropout_or_a_pose_that_is_not_one_is_never_read_as_measured(tmp_path, scene):
+    """natnet_ros2 publishes nothing for a body that lost tracking: a 0.6 s hole in the box's stream (the pusher
+    streaming on) would be interpolated into invented poses; it is a dropout, named with its topic. A NaN or
+    zero quaternion is not a sample (as in mocap_ingest): one alone leaves a gap well under the limit."""
+    topics = MocapTopics(transform=MocapToTable.from_params([0.0, 0.0, 0.0], [0.0], "z"), body_map="box=Box7")
+
+    def bag(name, box_sample):
+        with McapPoseWriter(tmp_path / name) as b:
+            for k in range(150):
+                t = 100.0 + 0.01 * k
+                b.write(topics.topic("pusher"), t, "world", [-0.1 + 0.0005 * k, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+                sample = box_sample(k)
+                if sample is not None:
+                    b.write("/Box7/pose", t, "world", [0.0005 * k, 0.0, 0.0], sample)
+        return tmp_path / name
+
+    hole = bag("hole.mcap", lambda k: None if 60 <= k < 120 else [0.0, 0.0, 0.0, 1.0])
+    with pytest.raises(RecordingError, match=r"hole.mcap: topic /Box7/pose: sample \d+: 0.610 s since the previous "
+                                             r"sample \(at most 0.1 s: a tracking dropout\)"):
+        read_mcap(hole, scene, topics)
+    bad = {40: [float("nan"), 0.0, 0.0, 1.0], 80: [0.0, 0.0, 0.0, 0.0]}
+    rec = read_mcap(bag("nan.mcap", lambda k: bad.get(k, [0.0, 0.0, 0.0, 1.0])), scene, topics)
+    assert np.all(np.isfinite(rec.objects)) and len(rec.times) == 150
+    assert rec.objects[40, 0, 0] == pytest.approx(0.0005 * 40)  # interpolated over one missing sample
+    lost = {k: [0.0, 0.0, 0.0, 0.0] for k in range(30, 50)}  # 0.2 s of zero quaternions: a dropout too
+    with pytest.raises(RecordingError, match=r"zeros.mcap: topic /Box7/pose: .*a tracking dropout"):
+        read_mcap(bag("zeros.mcap", lambda k: lost.get(k, [0.0, 0.0, 0.0, 1.0])), scene, topics)
+

@@ -11,7 +11,10 @@ Every problem is an error naming the file, the row (1 = the header) and the colu
 MCAP (a ROS 2 bag, readable by ``ros2 bag`` and Foxglove): the mocap ``geometry_msgs/PoseStamped`` topics of the
 pusher and the scene objects (natnet_ros2 or vrpn_mocap names, as ``config/mocap_ingest.yaml`` sets them), in the
 mocap frame; ``MocapToTable`` (core/robot/mocap.py, the one place of that transform) maps them to the table. Read
-with ``mcap-ros2-support`` (PyPI, no ROS install needed). ``parapush sim --record FILE`` writes such bags.
+with ``mcap-ros2-support`` (PyPI, no ROS install needed). ``parapush sim --record FILE`` writes such bags. As in
+mocap_ingest, a pose that is not one (non-finite, a quaternion not of unit length) is not a sample; every body,
+not only the pusher, must be sampled at 50 Hz or faster without a dropout (a gap over 0.1 s) while the push is
+read, since the objects are interpolated to the pusher's stamps and a gap would be filled with invented poses.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..robot.mocap import MocapToTable, parse_body_map, pose_topic, yaw_from_quaternion
+from ..robot.mocap import MocapToTable, check_pose, parse_body_map, pose_topic, yaw_from_quaternion
 from ..scene.spec import Scene
 
 MIN_RATE_HZ = 50.0  # rows per second at least (mean), and ...
@@ -119,7 +122,10 @@ def _check_samples(rec: Recording, name: str, row_offset: int, unit: str = "row"
     """Time order and sampling rate; ``row_offset`` turns a sample index into the file's row number. The messages
     call a sample ``unit`` (a CSV file's "row", a bag's "sample") and the times ``column`` ("" where the file has
     no columns)."""
-    t = rec.times
+    _check_times(rec.times, name, row_offset, unit, column)
+
+
+def _check_times(t, name: str, row_offset: int, unit: str, column: str) -> None:
     at = f", {column}" if column else ""
     if len(t) < 2:
         raise RecordingError(f"{name}: needs at least 2 samples, got {len(t)}")
@@ -239,10 +245,14 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
         raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001 - only the mcap reader runs here: its errors mean a truncated or foreign file
         raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+    from ...ros.params import MOCAP_INGEST_IO  # noqa: PLC0415
+    tolerance = MOCAP_INGEST_IO["quaternion_tolerance"].default
     for _schema, channel, _message, msg in messages:
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
         quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
+        if check_pose(pos, quat, "", "", tolerance):  # not a pose: no sample (a gap it leaves is judged below)
+            continue
         p, q = topics.transform.to_table(pos, quat)
         series[channel.topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
     arrays = {}
@@ -264,6 +274,10 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
                     pusher=np.stack([np.interp(times, pusher[:, 0], pusher[:, k]) for k in (1, 2)], -1),
                     objects=objects)
     _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
+    for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
+        st = arrays[t][:, 0]
+        lo, hi = max(0, np.searchsorted(st, times[0]) - 1), np.searchsorted(st, times[-1], side="right") + 1
+        _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
     return rec
 
 

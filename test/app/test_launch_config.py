@@ -210,6 +210,40 @@ def test_params_file_and_bad_arguments(tmp_path):
             bringup.check_arguments("sim", bad)
 
 
+@pytest.mark.parametrize("output, interface, topic", [
+    ("servo", "twist", "/servo_node/delta_twist_cmds"), ("ur_twist", "twist", "/twist_controller/twist"),
+    ("joint_velocity", "joint_velocity", "/forward_velocity_controller/commands")])
+def test_the_simulated_arm_listens_where_the_commander_sends(tmp_path, output, interface, topic):
+    """sim.launch.py output:=ur_twist (or joint_velocity): before, the commander sent on the UR topic and the sim
+    still listened on Servo's, so no push ever moved. A lab's commander frame and yaw reach the sim too."""
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("velocity_commander:\n  ros__parameters:\n    output_frame_id: base\n"
+                   "    table_yaw_in_output_frame: 0.5\n    joint_matrix: [0.0, 1.0, -1.0, 0.0]\n")
+    args = {"output": output, "params_file": str(lab)}
+    sim = bringup.node_parameters(bringup.spec("mujoco_sim"), "sim", args)
+    commander = bringup.node_parameters(bringup.spec("velocity_commander"), "sim", args)
+    assert (sim["command_interface"], sim["command_topic"]) == (interface, topic)
+    assert commander["output"] == output
+    assert (sim["command_frame_id"], sim["table_yaw_in_command_frame"], sim["joint_matrix"]) == \
+        ("base", 0.5, [0.0, 1.0, -1.0, 0.0])
+
+
+@pytest.mark.parametrize("mode, node", [("robot", "pose_recorder"), ("sim", "pose_recorder"), ("sim", "mujoco_sim")])
+def test_a_labs_mocap_ingest_section_reaches_the_nodes_that_inherit_it(tmp_path, mode, node):
+    """The recorder records, and the sim emulates, the topics and transform the ingest reads: a lab's params_file
+    that sets them in its mocap_ingest section reaches them too (before, the recorder stored the shipped transform
+    in its bags and listened on the shipped topics)."""
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("mocap_ingest:\n  ros__parameters:\n    table_origin_in_mocap: [0.1, 0.2, 0.8]\n"
+                   "    body_map: slider=Slider1\n    pusher_body: Pusher7\n")
+    args = {"params_file": str(lab), "record": str(tmp_path / "push.mcap")}
+    ingest = bringup.node_parameters(bringup.spec("mocap_ingest"), mode, args)
+    got = bringup.node_parameters(bringup.spec(node), mode, args)
+    for key in ("table_origin_in_mocap", "body_map", "pusher_body"):
+        assert got[key] == ingest[key], key
+    assert got["table_origin_in_mocap"] == [0.1, 0.2, 0.8] and got["pusher_body"] == "Pusher7"
+
+
 def test_the_shipped_clutter_settings_of_the_fast_planner_reach_it_and_build():
     """config/fast_clutter.yaml (a params_file the README names) sets fast.* of mpc_planner, and the planner builds
     from them on the clutter scene: a 4 s horizon, its first second re-scored on the planner's model."""

@@ -172,6 +172,8 @@ def test_every_argument_reaches_every_node_as_parapush_sim_gives_it(launch, ros_
     ("mocap_driver:=bogus", r"mocap_ingest: cannot start: .*mocap_driver: unknown mocap driver 'bogus' "
                             r"\(expected natnet or vrpn\)"),
     ("rviz:=maybe", r"launch argument rviz: 'maybe' is not one of auto, true, false"),
+    # ros2 launch itself takes any name:=value: a misspelt argument would leave its setting at the default
+    ("ouput:=ur_twist", r"unknown launch argument\(s\) ouput \(did you mean output\?\) \(known: "),
 ])
 def test_a_bad_argument_stops_the_launch_naming_it(launch, argument, says):
     lt = launch("sim", argument)

@@ -19,6 +19,7 @@ launch then ends with a non-zero status.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import inspect
@@ -273,13 +274,16 @@ def argument_overrides(spec_: NodeSpec, arguments: dict) -> dict:
     return out
 
 
-def inherited_parameters(spec_: NodeSpec, mode: str, share=None) -> dict:
-    """What the files of ``spec_.inherit`` nodes set for parameters ``spec_`` declares as well."""
+def inherited_parameters(spec_: NodeSpec, mode: str, share=None, arguments: dict | None = None) -> dict:
+    """What the files of ``spec_.inherit`` nodes, and the user's ``params_file`` sections of them, set for
+    parameters ``spec_`` declares as well (a lab's transform or body map in its ``mocap_ingest:`` section reaches
+    the recorder and the sim too, so they record and emulate what the ingest reads)."""
     own = spec_.param_spec()
     out = {}
     for other in spec_.inherit:
         o = spec(other)
-        out.update({k: v for k, v in merge_like_rcl(parameter_files(o, mode, share), o.name).items() if k in own})
+        values = {**merge_like_rcl(parameter_files(o, mode, share), o.name), **_user_parameters(o, arguments or {})}
+        out.update({k: v for k, v in values.items() if k in own})
     return out
 
 
@@ -312,12 +316,31 @@ def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> 
     dict) and ``parapush sim`` gives it. In order, later wins: inherited values, the node's files merged as rcl
     merges them (``merge_like_rcl``), the planner's stack defaults, the launch arguments."""
     arguments, planner_params = planner_defaults(mode, arguments, share)
-    out = inherited_parameters(spec_, mode, share)
+    out = inherited_parameters(spec_, mode, share, arguments)
     out.update(merge_like_rcl(parameter_files(spec_, mode, share), spec_.name))
     out.update(planner_params.get(spec_.name, {}))
     out.update(_user_parameters(spec_, arguments))
     out.update(argument_overrides(spec_, arguments))
+    if spec_.name == "mujoco_sim":
+        out.update(sim_arm_parameters(mode, arguments, share))
     return out
+
+
+def sim_arm_parameters(mode: str, arguments: dict, share=None) -> dict:
+    """mujoco_sim is the arm the commander drives: it takes what the commander sends, where it sends it (output
+    servo, ur_twist or joint_velocity, the topic, frame, yaw and joint map), so an ``output:=`` of the sim or a
+    lab's commander settings cannot leave the simulated arm listening elsewhere."""
+    from .ros import topics  # noqa: PLC0415
+    c = spec("velocity_commander")
+    p = {k: v.default for k, v in c.param_spec().items()}
+    p.update(node_parameters(c, mode, arguments, share))
+    if p["output"] not in topics.COMMANDER_OUTPUTS:
+        return {}  # the commander refuses it at start, naming it
+    return {"command_interface": "joint_velocity" if p["output"] == "joint_velocity" else "twist",
+            "command_topic": p["output_topic"] or topics.COMMANDER_OUTPUTS[p["output"]],
+            "command_frame_id": p["output_frame_id"],
+            "table_yaw_in_command_frame": float(p["table_yaw_in_output_frame"]),
+            "joint_matrix": [float(v) for v in p["joint_matrix"]]}
 
 
 def _user_parameters(spec_: NodeSpec, arguments: dict) -> dict:
@@ -374,8 +397,19 @@ def _launch_actions(context, mode: str) -> list:
     share = share_dir()
     arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     check_arguments(mode, arguments)  # raises: the launch ends non-zero with the message, before anything starts
+    # ros2 launch takes any name:=value without complaint, and a launch file that includes this one may have
+    # arguments of its own: a name close to one of ours is a typo that would silently leave a setting at its
+    # default on the robot (ouput:=ur_twist, param_file:=lab.yaml), so it stops the launch; others are listed
+    others = sorted(k for k in context.launch_configurations if k not in LAUNCH_ARGUMENTS)
+    typos = {k: m[0] for k in others if (m := difflib.get_close_matches(k, LAUNCH_ARGUMENTS, n=1, cutoff=0.8))}
+    if typos:
+        raise ValueError("unknown launch argument(s) " + ", ".join(f"{k} (did you mean {m}?)" for k, m in typos.items())
+                         + f" (known: {', '.join(LAUNCH_ARGUMENTS)})")
     use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
     actions = []
+    if others:
+        actions.append(LogInfo(msg=f"launch arguments not parapush's, left to whoever declared them: "
+                                   f"{', '.join(others)}"))
     for s in nodes(mode, arguments):
         # one dict per node, merged by node_parameters (what parapush sim gives the node too): handing ROS the
         # files and the arguments separately would let rcl's section order decide which wins (merge_like_rcl)

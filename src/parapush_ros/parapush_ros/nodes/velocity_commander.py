@@ -69,8 +69,7 @@ from ..ros import qos, topics
 from ..ros.node import ManagedEntities, config_setter, declare_config, node_main, transition
 from ..ros.params import COMMANDER_IO, declare_all
 
-OUTPUTS = {"servo": topics.SERVO_TWIST, "ur_twist": topics.UR_TWIST,
-           "joint_velocity": topics.FORWARD_VELOCITY_COMMANDS}
+OUTPUTS = topics.COMMANDER_OUTPUTS
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
           "idle": DiagnosticStatus.OK, "inactive": DiagnosticStatus.OK,
           "watchdog": DiagnosticStatus.WARN, "clock jump": DiagnosticStatus.WARN,

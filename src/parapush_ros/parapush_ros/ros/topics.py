@@ -23,6 +23,8 @@ GRIPPER_ACTION = "/robotiq_gripper_controller/gripper_cmd"  # control_msgs/actio
 DIAGNOSTICS = "/diagnostics"  # diagnostic_msgs/DiagnosticArray
 CLOCK = "/clock"  # rosgraph_msgs/Clock, published by mujoco_sim for use_sim_time
 UR_TWIST = "/twist_controller/twist"  # geometry_msgs/TwistStamped, UR driver's twist controller (frame "base")
+# velocity_commanders output -> where it sends by default (and where mujoco_sim, the arm of the sim, listens)
+COMMANDER_OUTPUTS = {"servo": SERVO_TWIST, "ur_twist": UR_TWIST, "joint_velocity": FORWARD_VELOCITY_COMMANDS}
 MOCAP_MARKERS = "~/markers"  # visualization_msgs/MarkerArray of the tracked bodies (mocap_ingest/markers)
 COMMANDER_STATUS = "~/status"  # std_msgs/String, velocity_commander state (ok / limited / watchdog / estop ...)
 ESTOP_SERVICE = "~/estop"  # std_srvs/Trigger on velocity_commander: latch zero output

@@ -6,6 +6,7 @@ driver sees it, exit statuses from the launch's own report.
 Skipped, with one line, where no ``ros2`` with ``launch_ros`` is on the path; ``PARAPUSH_REQUIRE_LAUNCH=1`` (set by
 ``make test`` when the overlay is there, so on CI) makes that a failure instead.
 """
+import contextlib
 import importlib.util
 import os
 import re
@@ -242,6 +243,41 @@ def test_ctrl_c_mid_push_leaves_the_arm_at_zero_and_every_node_exits_0(launch, r
     last = wait_for(arm.last, what="the arm's input")  # every publisher's process has ended: nothing more comes
     assert _speed(last) == 0.0, f"last twist on the arm's input is not zero: {last.twist}"
     assert any(_speed(m) > 1e-3 for m in arm.msgs)  # it did move before
+
+
+def test_sigterm_to_the_launch_alone_mid_push_still_leaves_the_arm_at_zero(launch, ros_executor, tmp_path):
+    """``kill <pid of ros2 launch>`` (a supervisor, a script): launch exits on SIGTERM and leaves its processes
+    running ("using SIGTERM can result in orphaned processes"). Each of our nodes asked the kernel for SIGINT at its
+    parent's death, so every one still stops as on Ctrl-C and the arm's last twist is zero. (tf2's static transform
+    publisher, not ours, is left running by launch: harmless, and ended here.)"""
+    import psutil
+    import rclpy
+    from parapush_ros import bringup
+
+    slow = tmp_path / "slow_sim.yaml"
+    slow.write_text(SLOW_SIM)
+    lt = launch("sim", f"params_file:={slow}")
+    node = ros_executor.add(rclpy.create_node("launch_sigterm_watch"))
+    arm = _arm_input(node)
+    assert _send_readme_goal(lt, node).accepted
+    wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
+             what="the arm to move")
+    children = psutil.Process(lt.proc.pid).children(recursive=False)
+    executables = [s.executable for s in bringup.nodes("sim")]
+    ours = [p for p in children if any(f"/{e}" in " ".join(p.cmdline()) for e in executables)]
+    others = [p for p in children if p not in ours]
+    try:
+        assert len(ours) == len(executables), [p.cmdline() for p in children]
+        os.kill(lt.proc.pid, signal.SIGTERM)  # the launch process only, not its group
+        lt.proc.wait(60.0)
+        _gone, alive = psutil.wait_procs(ours, timeout=60.0)
+        assert not alive, f"still running after the launch died: {[p.pid for p in alive]}\n{lt.output()[-3000:]}"
+        last = wait_for(arm.last, what="the arm's input")
+        assert _speed(last) == 0.0, f"last twist on the arm's input is not zero: {last.twist}"
+    finally:
+        for p in others:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
 
 
 def _send_goal_cli(lt: Launch, goal: str, out: Path) -> str:

@@ -67,6 +67,23 @@ def exit_after(seconds: float, status: int) -> bool:
     return timer_settime(timer, 0, ctypes.byref(when), None) == 0
 
 
+def stop_with_parent(stop: threading.Event) -> None:
+    """Stop this node as on Ctrl-C when the process that started it dies. ``ros2 launch`` given SIGTERM (or
+    SIGQUIT, or killed) exits and leaves its processes running ("using SIGTERM can result in orphaned processes"):
+    a commander would go on driving the arm with a planner mid-push. On Linux the kernel sends this process
+    SIGINT when its parent dies (``prctl(PR_SET_PDEATHSIG)``); a parent already gone sets ``stop`` at once."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes  # noqa: PLC0415
+    parent = os.getppid()
+    pr_set_pdeathsig = 1
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGINT), 0, 0, 0) != 0:
+        print(f"{os.path.basename(sys.argv[0])}: cannot ask for a signal at the parent's death (errno "
+              f"{ctypes.get_errno()}): this node outlives a launch that is killed", file=sys.stderr, flush=True)
+    if os.getppid() != parent:  # it died before the request took effect
+        stop.set()
+
+
 def run_node(node_class, args=None, num_threads: int = 1):
     """The whole ``main()`` of a node executable: init, spin until SIGINT (Ctrl-C), SIGTERM or shutdown (on
     ``num_threads`` threads where the node runs callbacks concurrently), then the teardown of ``ros/spinning.py``'s
@@ -76,7 +93,8 @@ def run_node(node_class, args=None, num_threads: int = 1):
     context before the node could say anything, so a node that commands motion could not send its last zero
     (``Failed to publish: publisher's context is invalid``). Here a signal only ends the spin loop; the node's
     ``stop_activity`` then sends its zero on a live context, and only then is the node destroyed. A node that
-    cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2."""
+    cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2. One whose
+    parent process dies stops the same way (``stop_with_parent``)."""
     import rclpy  # noqa: PLC0415
     from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
 
@@ -86,6 +104,7 @@ def run_node(node_class, args=None, num_threads: int = 1):
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.set())
+    stop_with_parent(stop)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
         try:

@@ -33,3 +33,16 @@ def test_sim_stack_records_the_mocap_topics_to_a_bag(ros_context, tmp_path):
     L = sim.scene.layout
     np.testing.assert_allclose(rec.pusher.mean(0), L.pusher_pos(expected), atol=2e-3)
     np.testing.assert_allclose(rec.objects[:, 0, :2].mean(0), L.object_poses(expected)[0, :2], atol=2e-3)
+
+
+def test_an_existing_bag_is_never_overwritten(ros_context, tmp_path):
+    """record:=pushes.mcap given again for the next session: the node refuses to start, naming the file, and the
+    first session's bag is intact."""
+    from parapush_ros.nodes.pose_recorder import PoseRecorderNode
+    from rclpy.parameter import Parameter
+    bag = tmp_path / "pushes.mcap"
+    bag.write_bytes(b"the first session")
+    with pytest.raises(ValueError, match=r"parameter record: '.*pushes.mcap' exists \(a recording is never "
+                                         r"overwritten"):
+        PoseRecorderNode(parameter_overrides=[Parameter("record", value=str(bag))])
+    assert bag.read_bytes() == b"the first session"

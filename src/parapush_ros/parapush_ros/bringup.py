@@ -117,7 +117,8 @@ LAUNCH_ARGUMENTS = {
     "output": ({"sim": "", "robot": ""}, "arm interface of velocity_commander: servo | ur_twist | joint_velocity; "
                                          "empty = config/velocity_commander.yaml"),
     "record": ({"sim": "", "robot": ""}, "MCAP bag to record the mocap pose topics to (pose_recorder node; "
-                                         "parapush replay / calibrate read it); empty = no recording"),
+                                         "parapush replay / calibrate read it; an existing file is refused, never "
+                                         "overwritten); empty = no recording"),
     "params_file": ({"sim": "", "robot": ""}, "a ROS 2 parameter file of your own (sections per node name or /**) "
                                               "applied after the config files and the planner's defaults, before "
                                               "the other launch arguments: a lab's settings without editing the "

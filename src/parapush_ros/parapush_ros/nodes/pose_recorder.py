@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from pathlib import Path
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
@@ -33,6 +34,9 @@ class PoseRecorderNode(Node):
         p = declare_all(self, POSE_RECORDER)
         if not p["record"]:
             raise ValueError("pose_recorder: invalid parameter record: empty (the MCAP bag to write)")
+        if Path(p["record"]).exists():  # the same record:= for a second session would erase the first
+            raise ValueError(f"pose_recorder: invalid parameter record: {p['record']!r} exists (a recording is never "
+                             f"overwritten: give a new name, or move the old bag away)")
         scene = load_scene(p["scene"])
         _, _, self.topics = mocap_setup(self, p, scene)
         self._lock = threading.Lock()  # callbacks may run on several executor threads

@@ -210,6 +210,20 @@ def test_params_file_and_bad_arguments(tmp_path):
             bringup.check_arguments("sim", bad)
 
 
+def test_whole_numbers_in_a_labs_file_reach_double_parameters_as_doubles(tmp_path):
+    """``rate: 50`` and ``table_origin_in_mocap: [0, 0, 0.75]`` in a lab's file: rclpy refuses an integer for a
+    double parameter, so the nodes died at start; now they get 50.0 and [0.0, 0.0, 0.75]."""
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("velocity_commander:\n  ros__parameters:\n    rate: 50\n    max_acceleration: 1\n"
+                   "mocap_ingest:\n  ros__parameters:\n    table_origin_in_mocap: [0, 0, 0.75]\n")
+    args = {"params_file": str(lab)}
+    com = bringup.node_parameters(bringup.spec("velocity_commander"), "robot", args)
+    assert (com["rate"], com["max_acceleration"]) == (50.0, 1.0) and isinstance(com["rate"], float)
+    ingest = bringup.node_parameters(bringup.spec("mocap_ingest"), "robot", args)
+    assert ingest["table_origin_in_mocap"] == [0.0, 0.0, 0.75]
+    assert all(isinstance(v, float) for v in ingest["table_origin_in_mocap"])
+
+
 @pytest.mark.parametrize("output, interface, topic", [
     ("servo", "twist", "/servo_node/delta_twist_cmds"), ("ur_twist", "twist", "/twist_controller/twist"),
     ("joint_velocity", "joint_velocity", "/forward_velocity_controller/commands")])

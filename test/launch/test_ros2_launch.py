@@ -367,3 +367,14 @@ def test_a_node_run_alone_ends_cleanly_on_sigterm_and_sigint(sig, tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     assert not _node_tracebacks("[mocap_ingest-1] " + log.read_text().replace("\n", "\n[mocap_ingest-1] "))
+
+
+def test_a_value_of_the_wrong_type_stops_a_node_in_one_line(tmp_path):
+    """``-p max_speed:=fast`` (or a string in a lab's file where a double is declared): rclpy refuses it; the node
+    says so in one line naming the parameter and exits 2, no traceback."""
+    r = subprocess.run([shutil.which("velocity_commander") or "velocity_commander", "--ros-args", "-p",
+                        "max_speed:=fast"], capture_output=True, text=True, timeout=START_TIMEOUT)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert re.search(r"velocity_commander: cannot start: .*parameter 'max_speed' to 'fast'.*expecting type 'DOUBLE'",
+                     r.stderr), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr

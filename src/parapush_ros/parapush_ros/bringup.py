@@ -324,6 +324,25 @@ def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> 
     out.update(argument_overrides(spec_, arguments))
     if spec_.name == "mujoco_sim":
         out.update(sim_arm_parameters(mode, arguments, share))
+    return as_declared(spec_, out)
+
+
+def as_declared(spec_: NodeSpec, values: dict) -> dict:
+    """Whole numbers where a parameter is declared a double (``rate: 50`` or ``[0, 0, 0.75]`` in a lab's file) as
+    doubles: rclpy refuses an integer for a double parameter (the node died with a traceback in ``parapush sim``
+    and under ``ros2 launch`` alike). Anything else is left to the node, which names what it cannot take."""
+    pspec = spec_.param_spec()
+    out = dict(values)
+    for name, value in values.items():
+        if name not in pspec:
+            continue
+        default = pspec[name].default
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            out[name] = float(value)
+        elif (isinstance(default, list) and default and all(isinstance(v, float) for v in default)
+              and isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                   for v in value)):
+            out[name] = [float(v) for v in value]
     return out
 
 

@@ -96,6 +96,7 @@ def run_node(node_class, args=None, num_threads: int = 1):
     cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2. One whose
     parent process dies stops the same way (``stop_with_parent``)."""
     import rclpy  # noqa: PLC0415
+    from rclpy.exceptions import ParameterException  # noqa: PLC0415
     from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
 
     from ..core.scene.spec import SceneError  # noqa: PLC0415
@@ -109,7 +110,8 @@ def run_node(node_class, args=None, num_threads: int = 1):
     try:
         try:
             node = node_class()
-        except (ValueError, LookupError, ConfigError) as e:  # SceneError is a ValueError
+        except (ValueError, LookupError, ConfigError, ParameterException) as e:  # SceneError is a ValueError;
+            # ParameterException: a value of another type than declared (rclpy's text names the parameter)
             what = f"parameter scene: {e}" if isinstance(e, SceneError) else str(e)
             print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: cannot start: {what}", file=sys.stderr,
                   flush=True)

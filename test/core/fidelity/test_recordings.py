@@ -144,3 +144,27 @@ def test_an_object_dropout_or_a_pose_that_is_not_one_is_never_read_as_measured(t
     with pytest.raises(RecordingError, match=r"zeros.mcap: topic /Box7/pose: .*a tracking dropout"):
         read_mcap(bag("zeros.mcap", lambda k: lost.get(k, [0.0, 0.0, 0.0, 1.0])), scene, topics)
 
+
+
+def test_a_bag_whose_recorder_was_killed_is_read_up_to_where_it_stops(tmp_path, scene):
+    """The recorder SIGKILLed (power cut, launch's kill escalation): the bag has no summary, and mcap's readers read
+    nothing of it. Its complete chunks are read, with the transform stored at its start, and the Recording says so
+    (``parapush replay`` prints it); a chunk is 64 KiB, so little is lost."""
+    transform = MocapToTable.from_params([0.5, 0.0, 0.75], [0.2], "z")
+    topics = MocapTopics(transform=transform, driver="natnet", body_map="box=Box7")
+    mocap = {"table_origin_in_mocap": [0.5, 0.0, 0.75], "table_rotation_in_mocap": [0.2], "up_axis": "z",
+             "mocap_driver": "natnet", "pose_topic_template": "", "pusher_body": "pusher", "body_map": "box=Box7"}
+    path = tmp_path / "killed.mcap"
+    bag = McapPoseWriter(path, mocap=mocap)
+    n = 6000  # 60 s of two bodies at 100 Hz
+    for k in range(n):
+        t = 1000.0 + 0.01 * k
+        for topic, x in ((topics.topic("pusher"), -0.1 + 0.0005 * k), ("/Box7/pose", 0.0005 * k)):
+            p, q = transform.to_mocap([x, 0.0, 0.005], quat_from_yaw(0.0))
+            bag.write(topic, t, "world", p, q)
+    bag._file.flush()  # the process dies here: no finish(), no summary
+    rec = read_recording(path, scene)  # the transform and topics from the bag itself
+    assert "killed.mcap: the bag was not closed" in rec.note
+    assert 0.8 * n * 0.01 < rec.duration <= n * 0.01  # all but the last, unwritten chunk
+    np.testing.assert_allclose(rec.pusher[:, 0], -0.1 + 0.0005 * np.round((rec.times - 1000.0) / 0.01), atol=1e-6)
+    bag._file.close()

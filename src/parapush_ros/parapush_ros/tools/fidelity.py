@@ -54,7 +54,7 @@ def run_synth(args) -> None:
 # ------------------------------------------------------------------------------------------------------ replay
 def run_replay(args) -> dict:
     from .bench.common import output_paths, print_table, pyplot, save_figure, write_json  # noqa: PLC0415
-    from ..core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
+    from ..core.fidelity.recordings import MocapTopics  # noqa: PLC0415
     from ..core.fidelity.replay import NO_MOTION, no_motion_states, pose_errors, prepare, replay, summarise  # noqa: PLC0415
     from ..core.models.registry import ModelSpec, Predictor, parse_model_options  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
@@ -68,7 +68,8 @@ def run_replay(args) -> dict:
     if not args.slice > 0:
         raise ValueError(f"--slice: must be > 0, got {args.slice}")
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
-    cases = [prepare(scene, read_recording(p, scene, topics), args.slice) for p in expand_paths(args.recordings)]
+    recordings = _read_all(args.recordings, scene, topics)
+    cases = [prepare(scene, r, args.slice) for r in recordings]
     for c in cases:
         if c.start_warning:
             print(f"warning: {c.start_warning}", file=sys.stderr)
@@ -120,14 +121,14 @@ def run_replay(args) -> dict:
 def run_calibrate(args) -> dict:
     from .bench.common import print_table, write_json  # noqa: PLC0415
     from ..core.fidelity import calibrate as cal  # noqa: PLC0415
-    from ..core.fidelity.recordings import MocapTopics, expand_paths, read_recording  # noqa: PLC0415
+    from ..core.fidelity.recordings import MocapTopics  # noqa: PLC0415
     from ..core.fidelity.replay import prepare, summarise  # noqa: PLC0415
     scene = scene_with_overrides(args.scene, args.set)
     names = cal.check_names(scene, [n.strip() for n in args.fit.split(",") if n.strip()])
     if not args.control > 0:
         raise ValueError(f"--control: must be > 0, got {args.control}")
     topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
-    recordings = [read_recording(p, scene, topics) for p in expand_paths(args.recordings)]
+    recordings = _read_all(args.recordings, scene, topics)
     train, held = cal.split(recordings, args.holdout, args.seed)
     train_cases = [prepare(scene, r, args.control, invert_servo=True) for r in train]
     print(f"calibrate: fitting {', '.join(names)} of scene {scene.name!r} on {len(train)} recording(s), "
@@ -236,3 +237,14 @@ def add_parser(sub) -> None:
     p.add_argument("--max-evaluations", type=int, default=40, help="fine-model evaluations at most (default 40)")
     p.add_argument("--json", default=None, help="also write the result as JSON")
     p.set_defaults(func=run_calibrate)
+
+
+def _read_all(paths, scene, topics) -> list:
+    """The recordings of ``--recordings``; what a reader should know about one (a bag that was not closed) is said
+    on stderr."""
+    from ..core.fidelity.recordings import expand_paths, read_recording  # noqa: PLC0415
+    recordings = [read_recording(p, scene, topics) for p in expand_paths(paths)]
+    for r in recordings:
+        if r.note:
+            print(f"warning: {r.note}", file=sys.stderr)
+    return recordings

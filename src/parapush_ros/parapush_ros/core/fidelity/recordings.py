@@ -46,6 +46,7 @@ class Recording:
     times: np.ndarray
     pusher: np.ndarray
     objects: np.ndarray
+    note: str = ""  # what a reader should know (a bag that was not closed, read up to where its writer stopped)
 
     @property
     def duration(self) -> float:
@@ -200,12 +201,17 @@ class MocapTopics:
     def from_bag(cls, path) -> MocapTopics | None:
         """The parameters stored in a bag by ``McapPoseWriter`` (``parapush sim --record``), or None."""
         from mcap.reader import make_reader  # noqa: PLC0415
-        with Path(path).open("rb") as f:
-            for m in make_reader(f).iter_metadata():
-                if m.name == MOCAP_METADATA:
-                    values = {k: json.loads(v) for k, v in m.metadata.items()}
-                    if all(k in values for k in _MOCAP_KEYS):
-                        return cls.from_values(values)
+        try:
+            with Path(path).open("rb") as f:
+                found = [m.metadata for m in make_reader(f).iter_metadata() if m.name == MOCAP_METADATA]
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 - no summary: a bag whose writer was killed; its records up to there
+            found = [m for name, m in _salvage(Path(path))[0] if name == MOCAP_METADATA]
+        for metadata in found:
+            values = {k: json.loads(v) for k, v in metadata.items()}
+            if all(k in values for k in _MOCAP_KEYS):
+                return cls.from_values(values)
         return None
 
     @classmethod
@@ -238,23 +244,30 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     path = Path(path)
     wanted = [topics.topic(topics.pusher_body)] + topics.object_topics(scene)
     series = {t: [] for t in wanted}
+    note = ""
     try:
         with path.open("rb") as f:
-            messages = list(make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=wanted))
+            messages = [(channel.topic, msg) for _schema, channel, _message, msg in
+                        make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=wanted)]
     except OSError as e:
         raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001 - only the mcap reader runs here: its errors mean a truncated or foreign file
-        raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+        _metadata, messages, end = _salvage(path)
+        if not messages:
+            raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+        messages = [(topic, msg) for topic, msg in messages if topic in series]
+        note = (f"{path.name}: the bag was not closed (its recorder was killed?): read up to byte {end} of "
+                f"{path.stat().st_size}, where its writer stopped")
     from ...ros.params import MOCAP_INGEST_IO  # noqa: PLC0415
     tolerance = MOCAP_INGEST_IO["quaternion_tolerance"].default
-    for _schema, channel, _message, msg in messages:
+    for topic, msg in messages:
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
         quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
         if check_pose(pos, quat, "", "", tolerance):  # not a pose: no sample (a gap it leaves is judged below)
             continue
         p, q = topics.transform.to_table(pos, quat)
-        series[channel.topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
+        series[topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
     arrays = {}
     for t in wanted:
         if not series[t]:
@@ -272,13 +285,42 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
                         for t in wanted[1:]], axis=1)
     rec = Recording(name=path.stem, times=times,
                     pusher=np.stack([np.interp(times, pusher[:, 0], pusher[:, k]) for k in (1, 2)], -1),
-                    objects=objects)
+                    objects=objects, note=note)
     _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
     for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
         st = arrays[t][:, 0]
         lo, hi = max(0, np.searchsorted(st, times[0]) - 1), np.searchsorted(st, times[-1], side="right") + 1
         _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
     return rec
+
+
+def _salvage(path: Path) -> tuple[list, list, int]:
+    """The records of a bag that has no summary (its writer was killed before closing it), read in order up to
+    where they stop: ([(metadata name, dict)], [(topic, decoded message)], the byte where reading ended). Why not
+    mcap's readers: the seeking one needs the summary, the non-seeking one yields nothing from a file cut short."""
+    from mcap.records import Channel, Message, Metadata, Schema  # noqa: PLC0415
+    from mcap.stream_reader import StreamReader  # noqa: PLC0415
+    from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415
+    factory, schemas, channels, decoders = DecoderFactory(), {}, {}, {}
+    metadata, messages = [], []
+    with path.open("rb") as f:
+        try:
+            for r in StreamReader(f).records:
+                if isinstance(r, Schema):
+                    schemas[r.id] = r
+                elif isinstance(r, Channel):
+                    channels[r.id] = r
+                elif isinstance(r, Metadata):
+                    metadata.append((r.name, r.metadata))
+                elif isinstance(r, Message) and r.channel_id in channels:
+                    ch = channels[r.channel_id]
+                    if ch.id not in decoders:
+                        decoders[ch.id] = factory.decoder_for(ch.message_encoding, schemas.get(ch.schema_id))
+                    messages.append((ch.topic, decoders[ch.id](r.data)))
+        except Exception:  # noqa: BLE001 - the end of what was written (a record cut short, or nothing more)
+            pass
+        end = f.tell()
+    return metadata, messages, end
 
 
 def read_recording(path, scene: Scene, topics: MocapTopics | None = None) -> Recording:
@@ -322,7 +364,8 @@ class McapPoseWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("wb")
-        self._writer = Writer(self._file)
+        # 64 KiB chunks (about 2 s of three bodies at 100 Hz): what a killed recorder loses, unwritten
+        self._writer = Writer(self._file, chunk_size=64 * 1024)
         self._schema = self._writer.register_msgdef(POSE_DATATYPE, POSE_MSGDEF)
         if mocap:
             self._writer.add_metadata(MOCAP_METADATA, {k: json.dumps(v) for k, v in mocap.items()})

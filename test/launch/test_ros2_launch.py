@@ -378,3 +378,38 @@ def test_a_value_of_the_wrong_type_stops_a_node_in_one_line(tmp_path):
     assert re.search(r"velocity_commander: cannot start: .*parameter 'max_speed' to 'fast'.*expecting type 'DOUBLE'",
                      r.stderr), r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+
+
+def test_a_lab_launch_file_that_includes_ours_keeps_its_own_arguments(tmp_path):
+    """Run directly, our launch file refuses a name it does not know (``ouput:=``, above). Included by a lab's
+    launch file, the lab's own arguments are in the same configurations (``recording:=`` here, close to our
+    ``record``): the stack starts, warning about them, as nobody but the lab's file can say whether they are typos."""
+    from parapush_ros import bringup
+    lab = tmp_path / "lab.launch.py"
+    ours = str(bringup.share_dir() / "launch" / "sim.launch.py")
+    lab.write_text(
+        "import os\n"
+        "from launch import LaunchDescription\n"
+        "from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription\n"
+        "from launch.launch_description_sources import PythonLaunchDescriptionSource\n\n\n"
+        "def generate_launch_description():\n"
+        "    return LaunchDescription([DeclareLaunchArgument('recording', default_value='no'),\n"
+        f"        IncludeLaunchDescription(PythonLaunchDescriptionSource({ours!r}),\n"
+        "                                 launch_arguments={'rviz': 'false'}.items())])\n")
+    log = tmp_path / "lab_launch.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["ros2", "launch", str(lab), "recording:=yes"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(lambda: re.search(r"\[mpc_planner\]: active", log.read_text()) or proc.poll() is not None,
+                     timeout=START_TIMEOUT, interval=0.1, what="the included stack to come up")
+            text = log.read_text()
+            assert proc.poll() is None, text[-3000:]
+            assert re.search(r"WARNING: launch arguments not parapush's, left to the launch file that includes this "
+                             r"one: recording \(did you mean record\?\)", text), text[-3000:]
+            os.killpg(proc.pid, signal.SIGINT)
+            assert proc.wait(60) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -417,19 +417,21 @@ def _launch_actions(context, mode: str) -> list:
     share = share_dir()
     arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     check_arguments(mode, arguments)  # raises: the launch ends non-zero with the message, before anything starts
-    # ros2 launch takes any name:=value without complaint, and a launch file that includes this one may have
-    # arguments of its own: a name close to one of ours is a typo that would silently leave a setting at its
-    # default on the robot (ouput:=ur_twist, param_file:=lab.yaml), so it stops the launch; others are listed
+    # ros2 launch takes any name:=value without complaint: a typo (ouput:=ur_twist, param_file:=lab.yaml) would
+    # silently leave a setting at its default on the robot. Run as `ros2 launch parapush_ros <mode>.launch.py`,
+    # nobody else can have declared a name, so any other name stops the launch; included by a lab's launch file,
+    # whose own arguments are in the same configurations, the names close to ours are only warned about
     others = sorted(k for k in context.launch_configurations if k not in LAUNCH_ARGUMENTS)
-    typos = {k: m[0] for k in others if (m := difflib.get_close_matches(k, LAUNCH_ARGUMENTS, n=1, cutoff=0.8))}
-    if typos:
-        raise ValueError("unknown launch argument(s) " + ", ".join(f"{k} (did you mean {m}?)" for k, m in typos.items())
-                         + f" (known: {', '.join(LAUNCH_ARGUMENTS)})")
+    hints = {k: difflib.get_close_matches(k, LAUNCH_ARGUMENTS, n=1, cutoff=0.8) for k in others}
+    named = ", ".join(f"{k} (did you mean {hints[k][0]}?)" if hints[k] else k for k in others)
+    if others and _launched_directly(mode):
+        raise ValueError(f"unknown launch argument(s) {named} (known: {', '.join(LAUNCH_ARGUMENTS)})")
     use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
     actions = []
     if others:
-        actions.append(LogInfo(msg=f"launch arguments not parapush's, left to whoever declared them: "
-                                   f"{', '.join(others)}"))
+        actions.append(LogInfo(msg=f"WARNING: launch arguments not parapush's, left to the launch file that "
+                                   f"includes this one: {named}; a misspelt one of ours would leave its setting at "
+                                   f"the default"))
     for s in nodes(mode, arguments):
         # one dict per node, merged by node_parameters (what parapush sim gives the node too): handing ROS the
         # files and the arguments separately would let rcl's section order decide which wins (merge_like_rcl)
@@ -451,6 +453,12 @@ def _launch_actions(context, mode: str) -> list:
         actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
                             arguments=["-d", rviz_config(share)], parameters=[{"use_sim_time": use_sim_time}]))
     return actions
+
+
+def _launched_directly(mode: str) -> bool:
+    """Whether this process is ``ros2 launch ... <mode>.launch.py`` itself (not a launch file that includes it)."""
+    import sys  # noqa: PLC0415
+    return any(os.path.basename(a) == f"{mode}.launch.py" for a in sys.argv[1:])
 
 
 def _rviz_installed() -> bool:

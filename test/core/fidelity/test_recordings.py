@@ -143,6 +143,13 @@ def test_an_object_dropout_or_a_pose_that_is_not_one_is_never_read_as_measured(t
     lost = {k: [0.0, 0.0, 0.0, 0.0] for k in range(30, 50)}  # 0.2 s of zero quaternions: a dropout too
     with pytest.raises(RecordingError, match=r"zeros.mcap: topic /Box7/pose: .*a tracking dropout"):
         read_mcap(bag("zeros.mcap", lambda k: lost.get(k, [0.0, 0.0, 0.0, 1.0])), scene, topics)
+    # a hole in the box's stream after the pusher's last sample (same stamps: one frame) is outside the push
+    with McapPoseWriter(tmp_path / "after.mcap") as b:
+        for k in range(150):
+            b.write(topics.topic("pusher"), 100.0 + 0.01 * k, "world", [-0.1, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+        for k in [*range(150), *range(180, 200)]:
+            b.write("/Box7/pose", 100.0 + 0.01 * k, "world", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+    assert len(read_mcap(tmp_path / "after.mcap", scene, topics).times) == 150
 
 
 

@@ -321,6 +321,18 @@ def test_a_late_period_buys_no_larger_speed_up_than_a_punctual_one():
     assert s.step(0.64).vx == pytest.approx(0.1 - 0.5 * 0.15)  # 150 ms after the last output
 
 
+@pytest.mark.parametrize("cmd", [(-0.024, 0.0), (0.0, 0.024)], ids=["reversal", "turn"])
+def test_a_late_period_reverses_or_turns_no_faster_than_it_speeds_up(cmd):
+    """A slower command in another direction is not slowing down: 150 ms late, the output moves toward it by the
+    speed-up's cap (1.5 periods of acceleration), not by 150 ms' worth (a 0.05 m/s flip in one message)."""
+    s = make(max_acceleration=0.5)
+    assert run(s, 0.0, 0.5, cmd=(0.025, 0.0))[-1][1].vx == pytest.approx(0.025)
+    s.pusher_state(0.64, -0.2, 0.0, True)
+    s.command(0.64, *cmd)
+    o = s.step(0.64)
+    assert math.hypot(o.vx - 0.025, o.vy) == pytest.approx(0.5 * STEP_INTERVAL_JITTER * PERIOD)
+
+
 @pytest.mark.parametrize("reason", ["waiting for grasp", "waiting for servo settings"])
 def test_an_output_held_at_zero_outside_the_layer_ramps_the_next_command_from_rest(reason):
     """The commander sends zero while the gripper closes or Servo's units are unknown, with the planner's command

@@ -252,10 +252,9 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     except OSError as e:
         raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
     except Exception as e:  # noqa: BLE001 - only the mcap reader runs here: its errors mean a truncated or foreign file
-        _metadata, messages, end = _salvage(path)
+        _metadata, messages, end = _salvage(path, wanted)
         if not messages:
             raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
-        messages = [(topic, msg) for topic, msg in messages if topic in series]
         note = (f"{path.name}: the bag was not closed (its recorder was killed?): read up to byte {end} of "
                 f"{path.stat().st_size}, where its writer stopped")
     from ...ros.params import MOCAP_INGEST_IO  # noqa: PLC0415
@@ -289,15 +288,19 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
     for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
         st = arrays[t][:, 0]
-        lo, hi = max(0, np.searchsorted(st, times[0]) - 1), np.searchsorted(st, times[-1], side="right") + 1
+        # the samples the interpolation uses: from the last at or before the first time to the first at or after
+        # the last (bodies of one frame share a stamp: no sample beyond those, whose gap nothing was read across)
+        lo = max(0, int(np.searchsorted(st, times[0], side="right")) - 1)
+        hi = int(np.searchsorted(st, times[-1], side="left")) + 1
         _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
     return rec
 
 
-def _salvage(path: Path) -> tuple[list, list, int]:
+def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
     """The records of a bag that has no summary (its writer was killed before closing it), read in order up to
-    where they stop: ([(metadata name, dict)], [(topic, decoded message)], the byte where reading ended). Why not
-    mcap's readers: the seeking one needs the summary, the non-seeking one yields nothing from a file cut short."""
+    where they stop: ([(metadata name, dict)], [(topic, decoded message)] of ``topics``, the byte where reading
+    ended). Why not mcap's readers: the seeking one needs the summary, the non-seeking one yields nothing from a
+    file cut short."""
     from mcap.records import Channel, Message, Metadata, Schema  # noqa: PLC0415
     from mcap.stream_reader import StreamReader  # noqa: PLC0415
     from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415
@@ -312,11 +315,12 @@ def _salvage(path: Path) -> tuple[list, list, int]:
                     channels[r.id] = r
                 elif isinstance(r, Metadata):
                     metadata.append((r.name, r.metadata))
-                elif isinstance(r, Message) and r.channel_id in channels:
+                elif isinstance(r, Message) and r.channel_id in channels and channels[r.channel_id].topic in topics:
                     ch = channels[r.channel_id]
                     if ch.id not in decoders:
                         decoders[ch.id] = factory.decoder_for(ch.message_encoding, schemas.get(ch.schema_id))
-                    messages.append((ch.topic, decoders[ch.id](r.data)))
+                    if decoders[ch.id] is not None:  # another encoding: not a pose of ours
+                        messages.append((ch.topic, decoders[ch.id](r.data)))
         except Exception:  # noqa: BLE001 - the end of what was written (a record cut short, or nothing more)
             pass
         end = f.tell()

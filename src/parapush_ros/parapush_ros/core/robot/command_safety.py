@@ -20,8 +20,9 @@
 The acceleration limit bounds the step between two consecutive outputs: between them the arm holds the earlier
 one (a forward velocity controller), so a period that comes late (a starved host, a clock jump forward) buys no
 larger speed-up than a punctual one: it counts at most ``STEP_INTERVAL_JITTER`` output periods of elapsed time.
-Slowing down counts the time elapsed in full (up to ``command_timeout``), so a late period never makes a stop
-take longer than the ramp ``stop_travel_bound`` assumes. An output held at zero for a reason outside this layer
+Slowing down (a step along which the speed only falls: toward rest, not a reversal or a turn) counts the time
+elapsed in full (up to ``command_timeout``), so a late period never makes a stop take longer than the ramp
+``stop_travel_bound`` assumes. An output held at zero for a reason outside this layer
 (``step(t, hold=...)``: the gripper has not grasped, Servo's units are unknown) is what the arm was sent, so the
 command after it ramps up from rest.
 
@@ -259,7 +260,9 @@ class CommandSafety:
             limits.append(f"speed {speed:.3f} > {c.max_speed:g} m/s")
         dv = v - self._prev
         dv_norm = float(np.linalg.norm(dv))
-        slowing = float(np.linalg.norm(v)) < float(np.linalg.norm(self._prev))
+        # slowing down: every output on the way from the last to v is slower than the last (v = k * prev, 0 <= k <
+        # 1, give or take a little turn); a reversal or a turn at speed is not, and gets the speed-up's cap
+        slowing = float(v @ dv) <= 0.0
         max_dv = c.max_acceleration * (dt if slowing else min(dt, self.max_step_interval))
         if dv_norm > max_dv + 1e-12:
             v = self._prev + dv * (max_dv / dv_norm)

@@ -24,6 +24,7 @@ import functools
 import importlib
 import inspect
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,7 +316,9 @@ def planner_defaults(mode: str, arguments: dict, share=None) -> tuple:
 def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
     """All parameters a node gets in ``mode``: what ``ros2 launch`` hands it (the launch files pass exactly this
     dict) and ``parapush sim`` gives it. In order, later wins: inherited values, the node's files merged as rcl
-    merges them (``merge_like_rcl``), the planner's stack defaults, the launch arguments."""
+    merges them (``merge_like_rcl``), the planner's stack defaults, the user's ``params_file``, the launch
+    arguments; then the sim's arm settings taken from the commander's (``sim_arm_parameters``), and whole numbers
+    as doubles where declared so (``as_declared``)."""
     arguments, planner_params = planner_defaults(mode, arguments, share)
     out = inherited_parameters(spec_, mode, share, arguments)
     out.update(merge_like_rcl(parameter_files(spec_, mode, share), spec_.name))
@@ -457,7 +460,6 @@ def _launch_actions(context, mode: str) -> list:
 
 def _launched_directly(mode: str) -> bool:
     """Whether this process is ``ros2 launch ... <mode>.launch.py`` itself (not a launch file that includes it)."""
-    import sys  # noqa: PLC0415
     return any(os.path.basename(a) == f"{mode}.launch.py" for a in sys.argv[1:])
 
 

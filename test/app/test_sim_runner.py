@@ -155,3 +155,38 @@ def test_stack_tracks_every_object_of_a_clutter_scene(ros_context):
             assert (goal[0].pose.position.x, goal[0].pose.position.y) == pytest.approx(scene.goal.position)
     finally:
         stack.shutdown()
+
+
+def test_stack_publishes_the_launch_files_static_transform(ros_context, tmp_path):
+    """The launch files' static_transform_publisher (mocap frame -> table frame on /tf_static, latched): parapush
+    sim publishes the same transform itself, where tf2_msgs is installed (a ROS install, the launch overlay)."""
+    from parapush_ros.ros.static_tf import TF_AVAILABLE, TF_STATIC_QOS, TF_STATIC_TOPIC
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("mocap_ingest:\n  ros__parameters:\n    table_origin_in_mocap: [0.1, -0.2, 0.8]\n"
+                   "    table_rotation_in_mocap: [0.5]\n")
+    arguments = {"scene": "cylinder_slider", "params_file": str(lab)}
+    stack = SimStack(arguments, without=["mpc_planner", "parareal_predictor"], context=ros_context)
+    try:
+        t = stack.static_transform
+        assert (t.parent_frame, t.child_frame) == ("world", "table")
+        assert t.translation == pytest.approx((0.1, -0.2, 0.8))
+        assert t.rotation_xyzw == pytest.approx((0.0, 0.0, np.sin(0.25), np.cos(0.25)))  # yaw 0.5 rad about z
+        if not TF_AVAILABLE:
+            assert stack.static_tf_node is None
+            pytest.skip("tf2_msgs is not installed: parapush sim publishes no TF (it says so)")
+        from tf2_msgs.msg import TFMessage
+        stack.start()
+        with BackgroundExecutor(ros_context) as ex:
+            io = ex.add(rclpy.create_node("tf_reader", context=ros_context))
+            got = []
+            io.create_subscription(TFMessage, TF_STATIC_TOPIC, got.append, TF_STATIC_QOS)  # joins late: latched
+            wait_for(lambda: got, timeout=15, what="the latched /tf_static")
+        (msg,) = got[0].transforms
+        # exactly what ros2 launch hands tf2_ros' static_transform_publisher for the same arguments
+        kv = dict(zip(*[iter(bringup.mocap_static_transform_arguments("sim", arguments))] * 2))
+        assert (msg.header.frame_id, msg.child_frame_id) == (kv["--frame-id"], kv["--child-frame-id"])
+        tr, q = msg.transform.translation, msg.transform.rotation
+        assert [tr.x, tr.y, tr.z, q.x, q.y, q.z, q.w] == pytest.approx(
+            [float(kv[k]) for k in ("--x", "--y", "--z", "--qx", "--qy", "--qz", "--qw")])
+    finally:
+        stack.shutdown()

@@ -164,6 +164,18 @@ def test_every_argument_reaches_every_node_as_parapush_sim_gives_it(launch, ros_
     commander = _read_parameters(node, "/velocity_commander", ["output", "max_speed"])
     assert commander == {"output": "ur_twist", "max_speed": 0.25}  # the argument; dgoc's sim limit
     assert _read_parameters(node, "/mocap_ingest", ["rate"]) == {"rate": 40.0}  # the user's file
+    # the static transform mocap frame -> table frame, as tf2_ros' static_transform_publisher publishes it: what
+    # parapush sim publishes itself (test_sim_runner), read from /tf_static by a late subscriber
+    from parapush_ros.ros.static_tf import TF_STATIC_QOS, TF_STATIC_TOPIC
+    from tf2_msgs.msg import TFMessage
+    tf_static = []
+    node.create_subscription(TFMessage, TF_STATIC_TOPIC, tf_static.append, TF_STATIC_QOS)
+    wait_for(lambda: tf_static, timeout=60, what="the launch's latched /tf_static")
+    (msg,) = tf_static[0].transforms
+    t = bringup.mocap_static_transform("sim", arguments)
+    assert (msg.header.frame_id, msg.child_frame_id) == (t.parent_frame, t.child_frame)
+    tr, q = msg.transform.translation, msg.transform.rotation
+    assert [tr.x, tr.y, tr.z, q.x, q.y, q.z, q.w] == pytest.approx(list(t.translation + t.rotation_xyzw))
     assert lt.proc.poll() is None, lt.output()[-3000:]
 
 

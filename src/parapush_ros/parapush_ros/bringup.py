@@ -372,20 +372,39 @@ def _user_parameters(spec_: NodeSpec, arguments: dict) -> dict:
     return merge_like_rcl([extra], spec_.name) if extra else {}
 
 
-def mocap_static_transform_arguments(mode: str, arguments: dict, share=None) -> list:
-    """``static_transform_publisher`` arguments for the mocap frame -> table frame, from mocap_ingest's parameters
-    (the same transform the ingest applies and the sim inverts, so TF agrees with the scene state and the table
-    frame exists in TF for RViz)."""
+MOCAP_TF_NODE = "mocap_to_table_tf"  # the static_transform_publisher of mocap_static_transform
+
+
+@dataclass(frozen=True)
+class StaticTransform:
+    """One static TF transform: ``child_frame`` in ``parent_frame``, translation (m) and rotation (x, y, z, w)."""
+
+    parent_frame: str
+    child_frame: str
+    translation: tuple
+    rotation_xyzw: tuple
+
+
+def mocap_static_transform(mode: str, arguments: dict, share=None) -> StaticTransform:
+    """The mocap frame -> table frame transform, from mocap_ingest's parameters: the same transform the ingest
+    applies and the sim inverts, so TF agrees with the scene state and the table frame exists in TF for RViz. The
+    launch files publish it with tf2_ros' ``static_transform_publisher``, ``parapush sim`` itself."""
     from .core.robot.mocap import MocapToTable  # noqa: PLC0415
     s = spec("mocap_ingest")
     p = {k: v.default for k, v in s.param_spec().items()}
     p.update(node_parameters(s, mode, arguments, share))
     origin, q = MocapToTable.from_params(p["table_origin_in_mocap"], p["table_rotation_in_mocap"],
                                          p["up_axis"]).table_pose_in_mocap()
-    values = [("--x", origin[0]), ("--y", origin[1]), ("--z", origin[2]),
-              ("--qx", q[0]), ("--qy", q[1]), ("--qz", q[2]), ("--qw", q[3])]
-    out = [a for k, v in values for a in (k, repr(float(v)))]
-    return out + ["--frame-id", p["mocap_frame_id"] or "world", "--child-frame-id", p["frame_id"]]
+    return StaticTransform(p["mocap_frame_id"] or "world", p["frame_id"], tuple(float(v) for v in origin),
+                           tuple(float(v) for v in q))
+
+
+def mocap_static_transform_arguments(mode: str, arguments: dict, share=None) -> list:
+    """``static_transform_publisher`` arguments for ``mocap_static_transform``."""
+    t = mocap_static_transform(mode, arguments, share)
+    values = zip(("--x", "--y", "--z", "--qx", "--qy", "--qz", "--qw"), t.translation + t.rotation_xyzw)
+    out = [a for k, v in values for a in (k, repr(v))]
+    return out + ["--frame-id", t.parent_frame, "--child-frame-id", t.child_frame]
 
 
 def rviz_config(share=None) -> str:
@@ -445,7 +464,7 @@ def _launch_actions(context, mode: str) -> list:
         node = next(a for a in node_actions if getattr(a, "node_executable", None) == s.executable)
         actions.append(RegisterEventHandler(OnProcessExit(
             target_action=node, on_exit=functools.partial(_failed_node_ends_launch, s.name))))
-    actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name="mocap_to_table_tf",
+    actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name=MOCAP_TF_NODE,
                         output="screen", arguments=mocap_static_transform_arguments(mode, arguments, share),
                         parameters=[{"use_sim_time": use_sim_time}]))
     rviz = arguments["rviz"] or "auto"

@@ -21,6 +21,7 @@ from . import bringup
 from .core.models.registry import coarse_choices, spec_names
 from .core.planning.planners import planner_entry
 from .ros import topics
+from .ros.static_tf import TF_AVAILABLE, static_transform_node
 from .ros.spinning import SpinningNodes
 
 class SimStack:
@@ -71,6 +72,13 @@ class SimStack:
                 self.add_node(spec.name, node)
                 if spec.lifecycle:  # autostart: true (config/<node>.yaml) configures and activates it, as under
                     autostart(node)  # ros2 launch, where the node's own main() does it
+            # the launch file's static_transform_publisher: mocap frame -> table frame on /tf_static
+            self.static_transform = bringup.mocap_static_transform("sim", args, share)
+            self.static_tf_node = None
+            if TF_AVAILABLE:
+                self.static_tf_node = self.spinning.add(static_transform_node(
+                    bringup.MOCAP_TF_NODE, [self.static_transform], bringup.coerce(args["use_sim_time"], False,
+                                                                           "use_sim_time"), context))
         except BaseException:
             self.shutdown()
             raise
@@ -211,6 +219,11 @@ def run(args) -> dict:
     summary = {}
     print(f"parapush sim: nodes {', '.join(n for n in stack.nodes if n != 'parapush_sim_cli')}"
           + (f" (left out: {', '.join(args.without)})" if args.without else ""), flush=True)
+    t = stack.static_transform
+    print("parapush sim: " + (f"TF {t.parent_frame} -> {t.child_frame} on /tf_static ({bringup.MOCAP_TF_NODE})"
+                               if stack.static_tf_node is not None else
+                               f"no TF {t.parent_frame} -> {t.child_frame}: tf2_msgs is not installed (it comes with "
+                               f"a ROS 2 install; ros2 launch publishes it with tf2_ros)"), flush=True)
     stack.start()
     try:
         push = _PushClient(watch_node, stack, args) if args.push else None

@@ -202,7 +202,9 @@ def add_parser(sub) -> None:
     recorded.add_argument("--scene", required=True)
     recorded.add_argument("--recordings", nargs="+", required=True, help="CSV or MCAP files, or directories of them")
     recorded.add_argument("--mocap-config", default=None,
-                          help="mocap_ingest YAML for MCAP bags (default: the shipped config/mocap_ingest.yaml)")
+                          help="mocap_ingest YAML for MCAP bags, used instead of what each bag says it was recorded "
+                               "with (default: the bag's own mocap_ingest parameters, which parapush's recorder "
+                               "stores; for a bag without them the shipped config/mocap_ingest.yaml)")
     recorded.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scene override")
 
     p = sub.add_parser("replay", parents=[recorded], help="replay recorded pushes through the models; errors along "

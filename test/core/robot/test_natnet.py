@@ -391,7 +391,7 @@ def test_bridge_names_bodies_from_requested_model_definitions(ros_context, ros_e
     server.bind(("127.0.0.1", 0))
     server.settimeout(0.05)
     requests, stop = [], threading.Event()
-    modeldef = natnet.pack_modeldef([RigidBodyDescription("Box 5", 5), RigidBodyDescription("pusher", 6)], "3.1")
+    modeldef = [natnet.pack_modeldef([RigidBodyDescription("Box 5", 5), RigidBodyDescription("pusher", 6)], "3.1")]
 
     def serve():
         while not stop.is_set():
@@ -403,7 +403,7 @@ def test_bridge_names_bodies_from_requested_model_definitions(ros_context, ros_e
             if data[:2] == b"\x00\x00":
                 server.sendto(natnet.pack_server_info("Motive", (2, 3, 0, 0), (3, 1, 0, 0)), sender)
             elif data[:2] == b"\x04\x00":
-                server.sendto(modeldef, sender)
+                server.sendto(modeldef[0], sender)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -414,19 +414,33 @@ def test_bridge_names_bodies_from_requested_model_definitions(ros_context, ros_e
             Parameter("server_address", value="127.0.0.1"), Parameter("command_port", value=server.getsockname()[1]),
             Parameter("multicast_address", value=""), Parameter("local_address", value="127.0.0.1"),
             Parameter("data_port", value=port), Parameter("natnet_version", value="3.1"),
-            Parameter("topic_template", value=prefix + "/{body}/pose"), Parameter("qos", value="best_effort")]))
+            Parameter("topic_template", value=prefix + "/{body}/pose"), Parameter("qos", value="best_effort"),
+            Parameter("model_refresh_period", value=0.5)]))
         io = ros_executor.add(rclpy.create_node("natnet_test_io_b", context=ros_context))
-        rec = {name: Recorder() for name in ("Box_5", "pusher", "body_9")}
+        rec = {name: Recorder() for name in ("Box_5", "pusher", "body_9", "crate")}
         for name, r in rec.items():
             io.create_subscription(PoseStamped, f"{prefix}/{name}/pose", r, SENSOR)
         bodies = (RigidBody(5, (1.0, 0.0, 0.0)), RigidBody(6, (0.0, 1.0, 0.0)), RigidBody(9, (0.0, 0.0, 1.0)))
         wait_for(lambda: tx.sendto(natnet.pack_frame(1, bodies, "3.1"), ("127.0.0.1", port)) and
-                 all(r.last() for r in rec.values()), timeout=10.0, interval=0.02, what="poses named by Motive")
+                 all(rec[n].last() for n in ("Box_5", "pusher", "body_9")), timeout=10.0, interval=0.02,
+                 what="poses named by Motive")
+        assert not rec["crate"].msgs
         assert rec["Box_5"].last().pose.position.x == 1.0 and rec["body_9"].last().pose.position.z == 1.0
         assert rec["pusher"].last().header.frame_id == "world"
         # requests are bare headers; unicast: connect first, then keep-alives once a second
         wait_for(lambda: b"\x0a\x00\x00\x00" in requests, timeout=3.0, what="a keep-alive")
         assert requests[0] == natnet.connect_packet() and natnet.request_modeldef_packet() in requests
+        # renamed in Motive under the same id: the refreshed model definitions move its poses to the new topic
+        modeldef[0] = natnet.pack_modeldef([RigidBodyDescription("crate", 5), RigidBodyDescription("pusher", 6)],
+                                           "3.1")
+        def send_until_crate(n):
+            wait_for(lambda: tx.sendto(natnet.pack_frame(2, bodies, "3.1"), ("127.0.0.1", port)) and
+                     rec["crate"].count() >= n, timeout=10.0, interval=0.02, what="the renamed body's poses")
+        send_until_crate(5)
+        old_count = rec["Box_5"].count()  # (poses sent before the rename may still have been in flight)
+        send_until_crate(15)
+        assert rec["Box_5"].count() == old_count  # the old name's topic gets no more poses
+        assert rec["crate"].last().pose.position.x == 1.0
     finally:
         stop.set()
         thread.join(timeout=2.0)
@@ -445,6 +459,7 @@ def test_bridge_rejects_bad_parameters(ros_context):
                                ("body_names", "pusher", "entry 'pusher' is not of the form id=name"),
                                ("topic_template", "/pose", "{body}"), ("qos", "fast", "one of reliable"),
                                ("server_address", "motive.local", "not an IPv4 address"),
-                               ("data_port", 70000, "must be a UDP port")):
+                               ("data_port", 70000, "must be a UDP port"),
+                               ("model_refresh_period", -1.0, "a period >= 0 s")):
         with pytest.raises(ValueError, match=f"^parameter {name}: .*{re.escape(match)}"):
             NatNetBridgeNode(parameter_overrides=[Parameter(name, value=value)])

@@ -6,7 +6,9 @@ Receives (UDP, on a background thread that polls with a 0.1 s timeout so shutdow
   unicast when ``multicast_address`` is empty; and, when ``server_address`` is set, the server's replies on a
   command socket of its own: NAT_SERVERINFO (its NatNet version, checked against ``natnet_version``) and NAT_MODELDEF
   (rigid-body names). Both are requested from ``server_address:command_port`` at start, the model definitions
-  again while unnamed bodies stream; in unicast mode the bridge also connects and sends keep-alives once a second.
+  again while unnamed bodies stream and every ``model_refresh_period`` (a body renamed in Motive moves to its new
+  name's topic, with a warning that says so; its old topic gets no more poses, so mocap_ingest sees it lost); in
+  unicast mode the bridge also connects and sends keep-alives once a second.
   Model definitions arriving on the data port are used too.
 Publishes:
   ``topic_template`` (``/<name>/pose``) per rigid body whose tracking-valid flag is set: frame ``frame_id``,
@@ -169,10 +171,11 @@ class NatNetBridgeNode(Node):
             self._send(connect_packet(), "the connect request")
         elif not self.group:
             self._send(keepalive_packet(), "a keep-alive")
-        now = time.monotonic()
-        spacing = MODELDEF_RETRY if self._modeldef_received else 0.0
-        if self._want_modeldef and now - self._modeldef_requested >= spacing:
-            self._modeldef_requested = now
+        since = time.monotonic() - self._modeldef_requested
+        refresh = self.config.model_refresh_period
+        unnamed = self._want_modeldef and since >= (MODELDEF_RETRY if self._modeldef_received else 0.0)
+        if unnamed or (self._modeldef_received and 0.0 < refresh <= since):
+            self._modeldef_requested = time.monotonic()
             self._send(request_modeldef_packet(), "the model definition request")
 
     # ------------------------------------------------------------------------------------------ receiving
@@ -302,18 +305,38 @@ class NatNetBridgeNode(Node):
     def _on_modeldef(self, defs: ModelDefinitions):
         names = defs.names()
         with self._lock:
-            self._model_names = names
-            self._topic_owner.clear()  # a body renamed in Motive may leave its topic to another
+            old, first = self._model_names, not self._modeldef_received
+            if defs.incomplete:  # bodies not read this time keep the names they had
+                names = {**{i: n for i, n in old.items() if i not in names}, **names}
+            if names != old:
+                self._model_names = names
+                self._topic_owner.clear()  # a body renamed in Motive may leave its topic to another
             self._modeldef_received = True
             self._want_modeldef = False
             self._unnamed -= set(names)  # body_<id> topics of these ids get no more poses
-        listing = ", ".join(f"{i}={n}" for i, n in sorted(names.items())) or "none"
-        self.get_logger().info(f"model definitions: rigid bodies {listing}"
-                               + (f"; also {len(defs.skipped)} other description(s)" if defs.skipped else ""),
-                               throttle_duration_sec=5.0)
+        if first:
+            listing = ", ".join(f"{i}={n}" for i, n in sorted(names.items())) or "none"
+            self.get_logger().info(f"model definitions: rigid bodies {listing}"
+                                   + (f"; also {len(defs.skipped)} other description(s)" if defs.skipped else ""))
+        elif names != old:
+            self.get_logger().warning(f"model definitions changed in Motive: {self._changes(old, names)}")
         if defs.incomplete:
             self.get_logger().warning(f"model definitions only partly read: {defs.incomplete}",
-                                      throttle_duration_sec=5.0)
+                                      throttle_duration_sec=60.0)
+
+    def _changes(self, old: dict, new: dict) -> str:
+        """What changed between two id -> name maps, with the topics the poses move to (``body_names`` wins)."""
+        def topic(name):
+            return self.p["topic_template"].replace("{body}", topic_safe_name(name))
+
+        def fixed(rid):
+            return f" (body_names keeps it {self.body_names[rid]!r})" if rid in self.body_names else ""
+        out = [f"rigid body id {i} renamed {old[i]!r} -> {new[i]!r}{fixed(i)}" + (
+               "" if i in self.body_names else f": its poses move from {topic(old[i])} to {topic(new[i])}")
+               for i in sorted(set(old) & set(new)) if old[i] != new[i]]
+        out += [f"rigid body id {i} {old[i]!r} removed{fixed(i)}" for i in sorted(set(old) - set(new))]
+        out += [f"rigid body id {i} {new[i]!r} added{fixed(i)}" for i in sorted(set(new) - set(old))]
+        return "; ".join(out)
 
     def _on_server_info(self, info: ServerInfo):
         first = self._server_info is None

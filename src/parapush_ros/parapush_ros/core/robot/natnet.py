@@ -61,6 +61,7 @@ and sample decoders.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import struct
 from dataclasses import dataclass
@@ -580,6 +581,10 @@ class BridgeConfig:
                                "as body_<id>")
     qos: str = knob("reliable", "reliability of the pose publishers: reliable (as natnet_ros2) | best_effort "
                                 "(sensor data); mocap_ingest subscribes best effort and takes both")
+    model_refresh_period: float = knob(10.0, "s between model definition requests once some were received, so "
+                                             "that a rigid body renamed, added or removed in Motive is published "
+                                             "under its new name (logged); 0 = ask again only while unnamed bodies "
+                                             "stream (needs server_address)")
 
     def __post_init__(self):
         try:
@@ -601,6 +606,8 @@ class BridgeConfig:
         require(1 <= self.command_port <= 65535, "command_port", self.command_port, "a UDP port")
         require("{body}" in self.topic_template, "topic_template", self.topic_template, "a template with '{body}'")
         require(self.qos in POSE_RELIABILITIES, "qos", self.qos, f"one of {', '.join(POSE_RELIABILITIES)}")
+        require(math.isfinite(self.model_refresh_period) and self.model_refresh_period >= 0.0,
+                "model_refresh_period", self.model_refresh_period, "a period >= 0 s (0 = no refresh)")
 
     @property
     def version(self) -> Version:

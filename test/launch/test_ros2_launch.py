@@ -292,6 +292,43 @@ def test_sigterm_to_the_launch_alone_mid_push_still_leaves_the_arm_at_zero(launc
                 p.kill()
 
 
+def test_a_node_that_dies_mid_push_ends_the_launch_and_leaves_the_arm_at_zero(launch, ros_executor, tmp_path):
+    """The pose_recorder of ``record:=FILE`` killed mid-push (SIGKILL: no chance to clean up, as a crash): the
+    launch names it and ends with status 1, every other node stops as on Ctrl-C and exits 0, the arm's last twist
+    is zero, and the bag keeps its chunks written up to there (read back without its summary)."""
+    import psutil
+    import rclpy
+    from parapush_ros import bringup
+    from parapush_ros.core.fidelity.recordings import read_recording
+    from parapush_ros.core.scene.spec import load_scene
+
+    slow = tmp_path / "slow_sim.yaml"
+    slow.write_text(SLOW_SIM)
+    bag = tmp_path / "push.mcap"
+    lt = launch("sim", f"params_file:={slow}", f"record:={bag}")
+    node = ros_executor.add(rclpy.create_node("launch_crash_watch"))
+    arm = _arm_input(node)
+    # the recorder writes 64 KiB chunks (what a killed one loses): one is on disk before the push
+    wait_for(lambda: bag.exists() and bag.stat().st_size > 80 * 1024, timeout=START_TIMEOUT, interval=0.2,
+             what=f"the first chunks of the bag:\n{lt.output()[-3000:]}")
+    assert _send_readme_goal(lt, node).accepted
+    wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
+             what="the arm to move")
+    (recorder,) = [p for p in psutil.Process(lt.proc.pid).children() if "/pose_recorder" in " ".join(p.cmdline())]
+    recorder.kill()
+    assert lt.proc.wait(120.0) == 1, lt.output()[-3000:]
+    out = lt.output()
+    assert re.search(r"pose_recorder exited with status -9 .*stopping the launch", out), out[-3000:]
+    exits = lt.exits()
+    for name in (s.executable for s in bringup.nodes("sim", {"record": str(bag)})):
+        codes = [c for proc, c in exits.items() if proc.rsplit("-", 1)[0] == name]
+        assert codes == ([-9] if name == "pose_recorder" else [0]), f"{name}: {codes}\n{out[-4000:]}"
+    last = wait_for(arm.last, what="the arm's input")
+    assert _speed(last) == 0.0, f"last twist on the arm's input is not zero: {last.twist}"
+    recording = read_recording(bag, load_scene("obstacle_push"))
+    assert recording.duration > 0.0 and recording.note, recording.note  # salvaged: the writer never finished
+
+
 def _send_goal_cli(lt: Launch, goal: str, out: Path) -> str:
     """``ros2 action send_goal /push_object GOAL`` to its end: "answered" once it is (the CLI's output in ``out``),
     "lost" as soon as the planner logs that it could not deliver the goal's answer (the CLI is then stopped)."""

@@ -67,6 +67,32 @@ def test_a_dgoc_push_reaches_the_goal_pose_tracked_at_100_hz(planner):
     assert max(np.abs(u).max() for _, _, u in io.executed) <= s.strategy.tracking.v_max + 1e-12
 
 
+def test_a_push_across_yaw_pi_tracks_the_measured_yaw_as_a_scene_state_wraps_it(planner):
+    """The box at yaw 2.9 rad turned 0.4 rad further, across +pi, observed as the planner node observes it (yaw
+    wrapped to [-pi, pi) in scene_state): tracked and re-planned on the plan's branch of the angle, as with the
+    world's continuous yaw. (Before: the wrapped yaw was a 2 pi tracking error, the feedback saturated, and the
+    re-plans turned the box a whole turn more: final yaw 9.6 rad.)"""
+    yaw0 = 2.9
+    rot = np.array([[np.cos(yaw0), -np.sin(yaw0)], [np.sin(yaw0), np.cos(yaw0)]])
+    x0 = SCENE.initial_state().copy()
+    SCENE.layout.object_poses(x0)[0] = (0.0, 0.0, yaw0)
+    SCENE.layout.pusher_pos(x0)[...] = rot @ SCENE.layout.pusher_pos(SCENE.initial_state())
+    goal = dict(GOAL, position=tuple(rot @ np.array(GOAL["position"])), yaw=float(yaw0 + GOAL["yaw"] - 2 * np.pi))
+    runs = {}
+    for wrap in (False, True):
+        world = SimWorld(SCENE)
+        world.reset(x0)
+        io = WorldIO(world, plan_clock=frozen_clock, wrap_yaw=wrap)
+        res = PushSession(DGOCPush(planner), io, goal_for(SCENE, "block", **goal),
+                          SessionConfig(max_actions=3, tracking_loss_timeout=0.5)).run()
+        assert res.outcome is Outcome.REACHED, (wrap, res.reason)
+        observed = np.array([SCENE.layout.object_poses(o)[0, 2] for o in io.observed])
+        assert observed.max() > np.pi if not wrap else observed.min() < -np.pi + 0.1  # the push crossed the cut
+        runs[wrap] = (res.actions, res.replans, res.feedback_ticks, SCENE.layout.object_poses(world.x)[0, 2])
+    assert runs[True] == pytest.approx(runs[False])  # the same push whichever way the yaw is observed
+    assert runs[True][3] == pytest.approx(yaw0 + GOAL["yaw"], abs=0.1)  # turned 0.4 rad, not 2 pi more
+
+
 def test_a_plan_shows_its_face_switches(rough_planner):
     """A goal behind the block: the demonstration it follows changes face, and so does the plan."""
     x = SCENE.initial_state()

@@ -63,6 +63,7 @@ def fine_c_scale(scene, obj: int = 0) -> float:
 STATE_DIM, CONTROL_DIM = 7, 2
 # the parts of a model state (see the module docstring): index a state with these, not with numbers
 SLIDER_POSE, PUSHER_POS, PUSHER_VEL = slice(0, 3), slice(3, 5), slice(5, 7)
+SLIDER_YAW = 2  # within SLIDER_POSE
 STICK, SLIDE_UP, SLIDE_DOWN, SEPARATION = 0, 1, 2, 3
 MODE_NAMES = ("sticking", "sliding_up", "sliding_down", "separation")
 FACE_NAMES = ("-x", "-y", "+x", "+y")

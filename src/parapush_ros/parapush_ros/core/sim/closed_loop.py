@@ -21,6 +21,7 @@ from ..planning.outcome import DEFAULT_MAX_ACTIONS, Outcome, OutcomeMonitor
 from ..planning.mpc_push import MPCPush
 from ..planning.session import (EPS, ControlSchedule, Observation, PlanReport, PushSession, PushStrategy,
                                 SessionConfig)
+from ..scene.state import wrap_angle
 from .world import SimWorld
 
 
@@ -38,12 +39,14 @@ class WorldIO:
     ``clock_jumps``: (world time, ns) steps of the session clock (a /clock reset, a system-clock step): a wait ends
     at a jump (its end was on the old clock); the waiting side is asked to wake one world step before and after it.
     ``stamp_offset_ns``: added to every observation stamp (a mocap host whose clock is off the planner's).
-    ``observation_bias``: (D,) added to every observation (a mocap calibration error)."""
+    ``observation_bias``: (D,) added to every observation (a mocap calibration error). ``wrap_yaw``: observed yaws
+    wrapped to [-pi, pi), as a ``scene_state`` message carries them (the world's own yaw is continuous)."""
 
     def __init__(self, world: SimWorld, charge_planning: bool = False, plan_clock=time.perf_counter,
                  extra_latency=None, dropouts=(), events=(), epoch_ns: int = 0, clock_jumps=(),
-                 stamp_offset_ns: int = 0, observation_bias=None):
+                 stamp_offset_ns: int = 0, observation_bias=None, wrap_yaw: bool = False):
         self.world = world
+        self.wrap_yaw = wrap_yaw
         self.stamp_offset_ns = int(stamp_offset_ns)
         self.observation_bias = None if observation_bias is None else np.asarray(observation_bias, dtype=float)
         self.epoch_ns = int(epoch_ns)
@@ -97,6 +100,10 @@ class WorldIO:
             self._obs, self._obs_step = self.world.observe(), self.step
             if self.observation_bias is not None:
                 self._obs = self._obs + self.observation_bias
+            if self.wrap_yaw:
+                self._obs = self._obs.copy()
+                poses = self.world.layout.object_poses(self._obs)
+                poses[..., 2] = wrap_angle(poses[..., 2])
             self.observed.append(self._obs)
         t = self.time()
         lost = any(a - EPS <= t < b - EPS for a, b in self.dropouts)

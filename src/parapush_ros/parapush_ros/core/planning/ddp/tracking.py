@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import finite, require, require_each, whole
-from ...models.quasistatic import PUSHER_POS, PUSHER_VEL, SLIDER_POSE, from_scene_state
+from ...models.quasistatic import PUSHER_POS, PUSHER_VEL, SLIDER_POSE, SLIDER_YAW, from_scene_state
 from ...scene.state import unwrap_near, wrap_angle
 from .costs import DGOCCost, DGOCWeights
 from .scripted import Push, Switch, perform
@@ -93,6 +93,7 @@ class PlanTracker:
             return self.v_cmd
         ref, i = self.reference(t)
         e = x - ref
+        e[SLIDER_YAW] = wrap_angle(e[SLIDER_YAW])  # a measured yaw comes wrapped to [-pi, pi); the plan's is continuous
         u = self.U[i].copy()
         err = error_norm(e)
         if err > self.config.trust_radius:
@@ -145,8 +146,12 @@ def replan(model, x: np.ndarray, tracker: PlanTracker, t: float, target, config:
     ``correction_guesses`` (a new contact on each face). The policy alone cannot find a new contact (measured: at a
     plan's end it re-planned to standing still); returns the tracker of the new plan. ``should_stop``: see
     ``BatchedDDP.solve``."""
-    _, i = tracker.reference(t)
+    ref, i = tracker.reference(t)
     i = min(i, len(tracker.U))
+    # the measured yaw on the plan's branch (a scene state's is wrapped to [-pi, pi)): the plan's target yaw, and
+    # so the new plan's, is unwrapped near the old plan's; from the wrapped yaw the new plan would turn 2 pi more
+    x = np.asarray(x, dtype=float).copy()
+    x[SLIDER_YAW] = unwrap_near(x[SLIDER_YAW], ref[SLIDER_YAW])
     extra = int(round(config.extra_time_s / tracker.dt))
     n = max(len(tracker.U) - i + extra, int(round(config.min_replan_s / tracker.dt)))
     U0 = np.zeros((1, n, 2))

@@ -207,6 +207,11 @@ def test_bad_parameters_are_refused_by_name():
         QuasiStaticPusherSlider(size=(0.12, 0.12), mass=0.11, mu_g=0.35, mu_p=5.0, pusher_radius=0.005)
     with pytest.raises(ValueError, match="mass"):
         QuasiStaticPusherSlider(size=(0.12, 0.12), mass=0.0, mu_g=0.35, mu_p=0.3, pusher_radius=0.005)
+    for size in ((float("nan"), 0.12), (float("inf"), 0.12), (0.12, -0.1)):
+        with pytest.raises(ValueError, match="size must be two positive extents"):
+            QuasiStaticPusherSlider(size=size, mass=0.11, mu_g=0.35, mu_p=0.3, pusher_radius=0.005)
+    with pytest.raises(ValueError, match="mu_g must be finite and > 0"):
+        QuasiStaticPusherSlider(size=(0.12, 0.12), mass=0.11, mu_g=float("inf"), mu_p=0.3, pusher_radius=0.005)
     with pytest.raises(ValueError, match=r"x \(\.\.\., 7\)"):
         BLOCK.step(np.zeros(6), np.zeros(2))
 

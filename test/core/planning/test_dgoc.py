@@ -63,6 +63,9 @@ def test_file_round_trip_and_errors_name_the_field(tmp_path):
     broken(lambda b: b.pop("dt"), r"bad.json: dt: missing required key")
     broken(lambda b: b.__setitem__("dt", -1), r"bad.json: dt: must be a positive number")
     broken(lambda b: b["columns"].reverse(), r"bad.json: columns: must be")
+    broken(lambda b: b.__setitem__("face_switches", "two"), r"bad.json: face_switches: must be a whole number")
+    broken(lambda b: b.__setitem__("face_switches", 1.9), r"bad.json: face_switches: must be a whole number")
+    broken(lambda b: b.__setitem__("meta", "x"), r"bad.json: meta: must be a JSON object")
     # the full format of earlier files (t and the slider velocities too) still loads, t checked
     full = dict(data, columns=list(COLUMNS), rows=[[i * PLAN_DT, *r[:3], 0.0, 0.0, 0.0, *r[3:]]
                                                    for i, r in enumerate(data["rows"])])

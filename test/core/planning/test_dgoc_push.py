@@ -165,6 +165,8 @@ def test_goals_and_settings_are_checked(rough_planner):
         PushSession(DGOCPush(rough_planner), None, goal_for(SCENE, "block", (0.1, 0.0)))
     with pytest.raises(ConfigError, match=r"^method: must be one of"):
         DGOCConfig(method="ilqr")
+    with pytest.raises(ConfigError, match=r"^hold: must be at least one tracking tick \(1 / 100 Hz = 0.01 s\)"):
+        DGOCPushPlanner(SCENE, DGOCConfig(hold=0.002))
     with pytest.raises(ConfigError, match=r"^demonstrations: "):
         DGOCPushPlanner(SCENE, DGOCConfig(demonstrations="/nonexistent"))
     with pytest.raises(ValueError, match="DG-OC pushes boxes"):

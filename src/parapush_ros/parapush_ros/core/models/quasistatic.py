@@ -186,10 +186,10 @@ class QuasiStaticPusherSlider(LimitSurfaceLoads):
 
     def __post_init__(self):
         for name in ("mass", "mu_g", "mu_p", "pusher_radius", "dt", "contact_tol", "c_scale"):
-            if not getattr(self, name) > 0.0:
-                raise ValueError(f"quasi-static model: {name} must be > 0, got {getattr(self, name)}")
-        if len(self.size) != 2 or min(self.size) <= 0.0:
-            raise ValueError(f"quasi-static model: size must be two positive extents, got {self.size}")
+            if not (np.isfinite(getattr(self, name)) and getattr(self, name) > 0.0):
+                raise ValueError(f"quasi-static model: {name} must be finite and > 0, got {getattr(self, name)}")
+        if len(self.size) != 2 or not all(np.isfinite(v) and v > 0.0 for v in self.size):
+            raise ValueError(f"quasi-static model: size must be two positive extents (finite, m), got {self.size}")
         # the motion-cone edges are ratios whose denominators c^2 + p_y^2 -/+ mu_p p_x p_y must stay positive on
         # every face; past that the cone wraps through v_n = 0 and the formulas no longer describe friction
         for h, w in ((self.size[0] / 2, self.size[1] / 2), (self.size[1] / 2, self.size[0] / 2)):

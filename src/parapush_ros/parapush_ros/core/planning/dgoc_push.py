@@ -124,6 +124,9 @@ class DGOCPushPlanner:
 
     def __init__(self, scene: Scene, config: DGOCConfig = DGOCConfig(), tracking: TrackingConfig = TrackingConfig()):
         self.scene, self.config, self.tracking = scene, config, tracking
+        # a hold shorter than a tick expires before the next tick's command: the pusher is sent zero in between
+        require(config.hold >= 1.0 / tracking.rate_hz - 1e-12, "hold", config.hold,
+                f"at least one tracking tick (1 / {tracking.rate_hz:g} Hz = {1.0 / tracking.rate_hz:g} s)")
         source = config.demonstrations or scene.name
         try:
             self.demos = load_library(source)

@@ -103,6 +103,11 @@ def load_demonstration(path) -> Demonstration:
     dt = data["dt"]
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0:
         fail("dt", f"must be a positive number, got {dt!r}")
+    switches = data["face_switches"]
+    if isinstance(switches, bool) or not isinstance(switches, int) or switches < 0:
+        fail("face_switches", f"must be a whole number >= 0, got {switches!r}")
+    if not isinstance(data.get("meta", {}), dict):
+        fail("meta", f"must be a JSON object, got {data['meta']!r}")
     try:
         rows = np.asarray(data["rows"], dtype=float)
     except (TypeError, ValueError):
@@ -117,7 +122,7 @@ def load_demonstration(path) -> Demonstration:
     X = rows[:, [col[c] for c in ("slider_x", "slider_y", "slider_theta", "pusher_x", "pusher_y", "pusher_vx",
                                   "pusher_vy")]]
     U = rows[:-1, [col["pusher_ax"], col["pusher_ay"]]]
-    return Demonstration(name=str(data["name"]), dt=float(dt), X=X, U=U, face_switches=int(data["face_switches"]),
+    return Demonstration(name=str(data["name"]), dt=float(dt), X=X, U=U, face_switches=switches,
                          scene=str(data.get("scene", "")), source=str(data.get("source", "")),
                          meta=dict(data.get("meta", {})))
 

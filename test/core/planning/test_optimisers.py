@@ -205,8 +205,28 @@ def test_mppi_ua_needs_a_variance_penalises_it_and_switches_it_off_after_its_pla
     assert np.all(L.object_poses(first.states)[:, 0, 1] <= 0.02)
     second = opt.optimise(x0)  # the term is off now: straight for the goal, through the unsure region
     assert second.terms["uncertainty"] == 0.0 and L.object_poses(second.states)[-1, 0, 1] > 0.03
+    opt.reset()  # a new push (MPCPlanner.reset, as set_goal does): the term is on again for its first plans
+    third = opt.optimise(x0)
+    assert np.all(L.object_poses(third.states)[:, 0, 1] <= 0.02)
     # the default coarse model (auto) of this one-object scene: the quasi-static model, no variance either
     with pytest.raises(ValueError, match="mppi_ua: model 'quasistatic_convex' predicts no variance"):
         make_optimiser("mppi_ua", Predictor(scene), quiet_task, sampling, config, model="coarse").optimise(x0)
     with pytest.raises(ConfigError, match="uncertainty_plans"):
         optimisers.UncertaintyAverseConfig(uncertainty_plans=-1)
+
+
+@pytest.mark.parametrize("name", ["stochastic", "mppi", "mppi_ua"])
+def test_a_sample_with_a_nan_cost_is_never_the_plan(side_problem, name):
+    """A model's non-finite prediction for some samples (here a NaN variance right of y = 0.01) gives them a NaN
+    cost: they get no weight and are never the best (argmin returns a NaN's index, and no cost compares below it)."""
+    scene, task, x0 = side_problem
+    L = scene.layout
+
+    def var(states):
+        return np.where(L.object_poses(states)[..., 0, 1] > 0.01, np.nan, 0.0)
+
+    sampling = SamplingConfig(samples=16, iterations=4, exploration_variance=1e-3, seed=1)
+    opt = make_optimiser(name, SpyPredictor(scene, variance=var), task, sampling, model="coarse")
+    r = opt.optimise(x0)
+    assert np.isfinite(r.cost) and all(np.isfinite(r.costs)), r.costs
+    assert np.all(L.object_poses(r.states)[:, 0, 1] <= 0.01)

@@ -129,10 +129,11 @@ class MPCPlanner:
         self.optimiser.task = self.task
 
     def reset(self):
-        """Forget the warm start and the previous control (a new push)."""
+        """Forget the warm start, the previous control and the optimiser's state of the push (a new push)."""
         self._warm = None
         self._u_prev = None
         self.last_plan = None
+        self.optimiser.reset()
 
     def plan(self, x, deadline: float | None = None, clock=time.perf_counter) -> Plan:
         """Optimise from the observed state ``x``; penetration from measurement noise is projected away first

@@ -100,6 +100,9 @@ class SamplingOptimiser(ABC):
         self.rng = np.random.default_rng(sampling.seed)
 
     # --- hooks
+    def reset(self):  # noqa: B027 - a hook that most optimisers leave empty: they keep nothing between pushes
+        """A new push (``MPCPlanner.reset``): forget what belongs to the previous one (e.g. a schedule of plans)."""
+
     def exploration_std(self, iteration: int) -> float:
         return float(np.sqrt(self.sampling.exploration_variance))
 
@@ -167,7 +170,9 @@ class SamplingOptimiser(ABC):
                                  f"(non-finite predicted states or variance)")
             if it == 0:
                 result.initial_cost = float(costs[0])
-            k = int(np.argmin(costs))
+            # a NaN cost (a model's non-finite prediction for one sample) must not become the best: argmin picks
+            # it, and no later cost compares below NaN. mppi_weights gives such samples no weight too.
+            k = int(np.argmin(np.where(np.isfinite(costs), costs, np.inf)))
             if best is None or costs[k] < best[0]:
                 best = (float(costs[k]), U[k].copy(), states[k].copy(), {n: float(v[k]) for n, v in terms.items()},
                         None if pred.variance is None else pred.variance[k].copy())

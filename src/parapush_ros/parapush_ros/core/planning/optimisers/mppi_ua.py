@@ -36,7 +36,12 @@ class UncertaintyAverseMPPI(MPPI):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.plans = 0  # optimise() calls so far (the schedule of uncertainty_plans)
+        self.plans = 0  # optimise() calls in this push so far (the schedule of uncertainty_plans)
+
+    def reset(self):
+        """A new push: the term is on again for its first ``uncertainty_plans`` plans (the paper's schedule is per
+        push to a goal, not per planner's life)."""
+        self.plans = 0
 
     @property
     def uncertainty_on(self) -> bool:

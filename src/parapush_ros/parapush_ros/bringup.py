@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from .core.config import yaml_problem
 from .core.models.registry import coarse_choices, spec_names
 from .core.scene.assets import PACKAGE, share_dir
 
@@ -167,7 +168,7 @@ def read_sections(path) -> list:
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML: {e}") from None
+        raise ValueError(f"{path}: not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of node names")
     out = []

@@ -5,6 +5,8 @@ import argparse
 import os
 import sys
 
+from .tools.arguments import output_dir, output_file
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="parapush", description="parapush: fast physics-based pushing with Parareal")
@@ -34,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks: print a table, write JSON and PNG plots")
     bsub = bench.add_subparsers(dest="bench", required=True)
     outputs = argparse.ArgumentParser(add_help=False)
-    outputs.add_argument("--out", default="out", help="directory for JSON and plots (default: ./out)")
-    outputs.add_argument("--json", default=None, help="JSON result file (default: <out>/bench_<name>.json)")
+    outputs.add_argument("--out", type=output_dir, default="out", help="directory for JSON and plots (default: ./out)")
+    outputs.add_argument("--json", type=output_file, default=None,
+                         help="JSON result file (default: <out>/bench_<name>.json)")
     outputs.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic given it)")
     from .tools.bench import calibrate, convergence, physics, speedup, support, table1  # noqa: PLC0415
     from .tools.bench import mpc as bench_mpc  # noqa: PLC0415
@@ -74,16 +77,30 @@ def main(argv=None) -> int:
 
 def console_main(argv=None) -> int:
     """The ``parapush`` executable: a bad argument or input file is reported in one line that names it (exit
-    status 2, as argparse does) instead of a traceback; ``PARAPUSH_TRACEBACK=1`` shows the traceback too."""
+    status 2, as argparse does) instead of a traceback; ``PARAPUSH_TRACEBACK=1`` prints the traceback too."""
+    import yaml  # noqa: PLC0415
+
     from .tools.study import StudyError  # noqa: PLC0415 (no Ray: imported only when a study runs on it)
     try:
         return main(argv)
-    except (ValueError, FileNotFoundError, StudyError) as e:  # our checks raise these with a message naming the field
+    # our checks raise ValueError (and StudyError) with a message naming the field; OSError: a path that cannot be
+    # read or written (a file where a directory is wanted, no permission, ...); a YAML file that does not parse
+    except (ValueError, OSError, StudyError, yaml.YAMLError) as e:
         if os.environ.get("PARAPUSH_TRACEBACK") == "1":
-            raise
+            import traceback  # noqa: PLC0415
+            traceback.print_exc()
         cmd = " ".join(a for a in (argv if argv is not None else sys.argv[1:])[:2] if not a.startswith("-"))
-        print(f"parapush {cmd}: error: {e}", file=sys.stderr)
+        print(f"parapush {cmd}: error: {error_line(e)}", file=sys.stderr)
         return 2
+
+
+def error_line(e: BaseException) -> str:
+    """One line for an error: an OSError as "PATH: reason", a multi-line message (a YAML parser's) joined."""
+    if isinstance(e, OSError) and e.filename is not None:
+        text = f"{e.filename}: {e.strerror or e}"
+    else:
+        text = str(e) or type(e).__name__
+    return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
 
 
 if __name__ == "__main__":

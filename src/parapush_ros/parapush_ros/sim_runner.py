@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from .tools.arguments import nonnegative_float, output_dir
 from . import bringup
 from .core.models.registry import coarse_choices, spec_names
 from .core.planning.planners import planner_entry
@@ -120,11 +121,11 @@ def add_parser(sub):
     p.add_argument("--scene", default=None, help="scene name or path for every node (default: config files)")
     p.add_argument("--model", default=None, help=f"planner prediction model: {', '.join(spec_names())} "
                                                  f"(default: config/mpc_planner.yaml)")
-    p.add_argument("--planner", default=None, help="push planner of mpc_planner (the launch argument planner): "
+    p.add_argument("--planner", default=None, help="the launch argument planner, "
                    + bringup.LAUNCH_ARGUMENTS["planner"][1])
     p.add_argument("--coarse", default=None, choices=coarse_choices(),
                    help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
-    p.add_argument("--duration", type=float, default=0.0,
+    p.add_argument("--duration", type=nonnegative_float, default=0.0,
                    help="stop after this many simulated seconds (0 = until Ctrl-C, or until the push ends)")
     p.add_argument("--real-time-factor", type=float, default=None, help="simulation speed (default: config)")
     p.add_argument("--without", action="append", default=[], metavar="NODE",
@@ -140,7 +141,7 @@ def add_parser(sub):
     p.add_argument("--target", default="", help="object to push (default: the scene goal's object)")
     p.add_argument("--tolerance", type=float, default=None,
                    help="success radius of the push (m; default: the scene goal's radius)")
-    p.add_argument("--out", default="out", help="directory for the executed-path PNG (default: ./out)")
+    p.add_argument("--out", type=output_dir, default="out", help="directory for the executed-path PNG (default: ./out)")
     p.add_argument("--status-period", type=float, default=2.0, help="seconds of wall time between status lines")
     p.add_argument("--record", default=None, metavar="FILE",
                    help="record the mocap pose topics to this MCAP bag (for parapush replay / calibrate)")

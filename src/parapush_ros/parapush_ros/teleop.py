@@ -18,6 +18,7 @@ import sys
 import time
 
 import numpy as np
+from .tools.arguments import positive_float
 
 DIRECTIONS = {  # key -> unit direction in the table frame
     "w": (1.0, 0.0), "\x1b[A": (1.0, 0.0),
@@ -148,7 +149,7 @@ def add_parser(sub):
     p.add_argument("--speed", type=float, default=0.03, help="pusher speed (m/s, default 0.03)")
     p.add_argument("--max-speed", type=float, default=0.1, help="the most +/- may raise it to (m/s, default 0.1)")
     p.add_argument("--hold", type=float, default=0.6, help="s a direction stays on after its key's last press")
-    p.add_argument("--rate", type=float, default=50.0, help="publish rate (Hz, default 50)")
+    p.add_argument("--rate", type=positive_float, default=50.0, help="publish rate (Hz, default 50)")
     p.add_argument("--frame-id", default="table", help="frame of the twists (default: table)")
     p.add_argument("--sim-time", action="store_true", help="stamp with /clock (simulated time)")
     p.set_defaults(func=run)

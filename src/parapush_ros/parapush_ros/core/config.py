@@ -14,6 +14,15 @@ import numbers
 from dataclasses import field
 
 
+def yaml_problem(e: Exception) -> str:
+    """A YAML parser's error in one line, "line L, column C: what" (its own message spans several lines and
+    quotes the text)."""
+    mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
+    if mark is not None and problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return " ".join(str(e).split())
+
+
 class ConfigError(ValueError):
     """An invalid setting; the message starts with the field's name (``"decay: must be in (0, 1], got 1.5"``)."""
 

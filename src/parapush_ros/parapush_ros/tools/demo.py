@@ -1,11 +1,13 @@
-"""``parapush demo``: the main job. For now an open-loop push of a box and of a cylinder predicted by the
-coarse and the fine model (and Parareal), with the final-pose differences printed and a PNG of the trajectories."""
+"""``parapush demo``: an open-loop push of a box and of a cylinder predicted by the coarse and the fine model (and
+Parareal), with the final-pose differences printed and a PNG of the trajectories. (The main job, ``make demo``, is
+the closed loop: ``parapush sim --push``.)"""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
+from .arguments import output_dir
 from .bench.common import print_table, pyplot, save_figure
 from ..core.models.registry import Predictor
 from ..core.scene.spec import load_scene
@@ -72,7 +74,8 @@ def run(args):
 
 
 def add_parser(sub):
-    p = sub.add_parser("demo", help="the main job (currently: open-loop coarse vs fine comparison)")
-    p.add_argument("--out", default="out", help="directory for the PNG (default: ./out)")
+    p = sub.add_parser("demo", help="one open-loop push of a box and a cylinder predicted by the coarse, Parareal "
+                                    "and fine models (a PNG); the main job, make demo, is parapush sim --push")
+    p.add_argument("--out", type=output_dir, default="out", help="directory for the PNG (default: ./out)")
     p.set_defaults(func=run)
     return p

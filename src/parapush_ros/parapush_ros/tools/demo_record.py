@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arguments import output_file
 from ..core.planning.ddp.dgoc import HORIZON_S
 from ..core.planning.ddp.recording import DemonstrationRecorder
 from ..core.scene.spec import load_scene
@@ -121,7 +122,7 @@ def add_parser(sub):
     p = sub.add_parser("record", help="record a demonstration from scene_state while a person drives the pusher",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--scene", required=True, help="scene name or path (the stack's scene)")
-    p.add_argument("--out", required=True, help="demonstration file to write (.json)")
+    p.add_argument("--out", type=output_file, required=True, help="demonstration file to write (.json)")
     p.add_argument("--object", default="", help="the box pushed (default: the scene's first object)")
     p.add_argument("--name", default="", help="demonstration name (default: the file name)")
     p.add_argument("--idle", type=float, default=1.0, help="s without a command to move that end it (default 1)")

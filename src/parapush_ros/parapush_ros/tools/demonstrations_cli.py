@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arguments import output_dir, positive_int
 from ..core.models.quasistatic import QuasiStaticPusherSlider
 from ..core.planning.ddp.dgoc import HORIZON_S, PLAN_DT
 from ..core.planning.ddp.scripted import make_library
@@ -51,10 +52,11 @@ def add_parser(sub):
     p = sub.add_parser("demos", help="make a scene's demonstration library for DG-OC (paper 003), or record one "
                                      "(demos record)", description=__doc__.split("\n\n")[0])
     p.add_argument("--scene", default="block_003", help="scene with a box slider (default block_003)")
-    p.add_argument("--count", type=int, default=10, help="demonstrations to keep (default 10)")
+    p.add_argument("--count", type=positive_int, default=10, help="demonstrations to keep (default 10)")
     p.add_argument("--candidates", type=int, default=300, help="scripted pushes to choose from (default 300)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="directory (default config/demonstrations/<scene>; replaced)")
+    p.add_argument("--out", type=output_dir, default=None,
+                   help="directory (default config/demonstrations/<scene>; replaced)")
     p.set_defaults(func=run)
     from . import demo_record  # noqa: PLC0415 (rclpy is imported only when `demos record` runs)
     demo_record.add_parser(p.add_subparsers(dest="demos_command", metavar="{record}"))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .arguments import fraction, nonnegative_float, output_dir, output_file, positive_float, positive_int
 from ..core.models.registry import DEFAULT_COARSE, coarse_choices
 from ..core.scene.spec import load_scene
 
@@ -185,17 +186,19 @@ def run_calibrate(args) -> dict:
 def add_parser(sub) -> None:
     p = sub.add_parser("synth-pushes", help="simulate random pushes (optionally in a perturbed world) and write "
                                             "them as CSV recordings")
-    p.add_argument("--scene", default="box_slider")
-    p.add_argument("--count", type=int, default=13, help="pushes to simulate (default 13)")
+    p.add_argument("--scene", default="box_slider", help="scene name or file of the pushed object (default box_slider)")
+    p.add_argument("--count", type=positive_int, default=13, help="pushes to simulate (default 13)")
     p.add_argument("--seed", type=int, default=0, help="seed of the pushes and of the mocap noise")
-    p.add_argument("--rate", type=float, default=100.0, help="samples per second (default 100)")
-    p.add_argument("--noise-mm", type=float, default=0.1, help="mocap position noise, 1 sigma (default 0.1 mm)")
-    p.add_argument("--noise-deg", type=float, default=0.1, help="mocap yaw noise, 1 sigma (default 0.1 deg)")
-    p.add_argument("--slide-share", type=float, default=0.5,
+    p.add_argument("--rate", type=positive_float, default=100.0, help="samples per second (default 100)")
+    p.add_argument("--noise-mm", type=nonnegative_float, default=0.1,
+                   help="mocap position noise, 1 sigma (default 0.1 mm)")
+    p.add_argument("--noise-deg", type=nonnegative_float, default=0.1,
+                   help="mocap yaw noise, 1 sigma (default 0.1 deg)")
+    p.add_argument("--slide-share", type=fraction, default=0.5,
                    help="share of pushes that end with a fast stroke and a free slide (default 0.5)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="scene override, e.g. --set friction.object_table=0.8 --set support.spread=0.9")
-    p.add_argument("--out", required=True, help="directory for the CSV files")
+    p.add_argument("--out", type=output_dir, required=True, help="directory for the CSV files")
     p.set_defaults(func=run_synth)
 
     recorded = argparse.ArgumentParser(add_help=False)  # what replay and calibrate read: a scene and recordings
@@ -209,7 +212,7 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("replay", parents=[recorded], help="replay recorded pushes through the models; errors along "
                                                           "the path and at the end (JSON, table, a plot per push)")
-    p.add_argument("--slice", type=float, default=0.25, help="slice duration (s, default 0.25)")
+    p.add_argument("--slice", type=positive_float, default=0.25, help="slice duration (s, default 0.25)")
     p.add_argument("--models", default="fine,parareal2,coarse",
                    help="models (default fine,parareal2,coarse); the no-motion baseline (objects stay at their "
                         "start) is always reported too, as 'no_motion'")
@@ -218,26 +221,28 @@ def add_parser(sub) -> None:
                         f"{' | '.join(coarse_choices())})")
     from .bench.common import add_model_option_argument  # noqa: PLC0415
     add_model_option_argument(p)
-    p.add_argument("--out", default="out", help="directory for the plots (default ./out)")
-    p.add_argument("--json", default=None, help="JSON result file (default <out>/bench_replay.json)")
+    p.add_argument("--out", type=output_dir, default="out", help="directory for the plots (default ./out)")
+    p.add_argument("--json", type=output_file, default=None, help="JSON result file (default <out>/bench_replay.json)")
     p.set_defaults(func=run_replay)
 
     p = sub.add_parser("calibrate", parents=[recorded], help="fit the fine model's friction and support (optionally "
                                                              "mass) to recorded pushes; writes a scene file with the "
                                                              "fitted values")
-    p.add_argument("--out", required=True, help="the scene file to write (YAML)")
+    p.add_argument("--out", type=output_file, required=True, help="the scene file to write (YAML)")
     p.add_argument("--fit", default="pusher_object,spread",
                    help="parameters (default pusher_object,spread; also object_table, seen only in free slides "
                         "after fast strokes, and mass, which recordings do not constrain: see "
                         "core/fidelity/calibrate.py)")
     p.add_argument("--holdout", type=float, default=0.3, help="share of recordings held out (default 0.3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
-    p.add_argument("--control", type=float, default=0.01,
+    p.add_argument("--control", type=positive_float, default=0.01,
                    help="control period of the continuous fit rollouts (s, default 0.01; the pusher's commands are "
                         "rebuilt from its recorded path at this period)")
-    p.add_argument("--slice", type=float, default=0.25, help="slice of the held-out replay (s, default 0.25)")
-    p.add_argument("--max-evaluations", type=int, default=40, help="fine-model evaluations at most (default 40)")
-    p.add_argument("--json", default=None, help="also write the result as JSON")
+    p.add_argument("--slice", type=positive_float, default=0.25,
+                   help="slice of the held-out replay (s, default 0.25)")
+    p.add_argument("--max-evaluations", type=positive_int, default=40,
+                   help="fine-model evaluations at most (default 40)")
+    p.add_argument("--json", type=output_file, default=None, help="also write the result as JSON")
     p.set_defaults(func=run_calibrate)
 
 

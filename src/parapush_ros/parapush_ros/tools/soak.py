@@ -64,6 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arguments import output_dir, output_file
 from ..ros import topics
 
 PLANNER_OVERRIDES = {"samples": 10, "iterations": 1, "horizon": 4, "control_duration": 0.5, "max_actions": 16,
@@ -1022,8 +1023,8 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, default=0, help="seed of the event schedule (deterministic given it)")
     p.add_argument("--scene", default="cylinder_slider", choices=("cylinder_slider", "obstacle_push"),
                    help="scene of every node (default: cylinder_slider)")
-    p.add_argument("--out", default="out", help="directory for the JSON and the PNG (default: ./out)")
-    p.add_argument("--json", default=None, help="JSON result file (default: <out>/soak.json)")
+    p.add_argument("--out", type=output_dir, default="out", help="directory for the JSON and the PNG (default: ./out)")
+    p.add_argument("--json", type=output_file, default=None, help="JSON result file (default: <out>/soak.json)")
     p.add_argument("--status-period", type=float, default=10.0, help="seconds of wall time between status lines")
     p.add_argument("--robot", action="store_true", help="the robot launch under the real `ros2 launch`, each node "
                    "its own process on the system clock, against a stand-in cell (soak_robot.py's docstring)")

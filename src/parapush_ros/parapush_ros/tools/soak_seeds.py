@@ -41,6 +41,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from .arguments import positive_int
 
 CPUS = {"sim": 2, "robot": 2}  # cores a soak claims (module docstring)
 DOMAIN_IDS = (1, 101)  # ROS domain ids a unit may take: Fast DDS's ports are valid up to 101; 0 is everyone's default
@@ -81,7 +82,7 @@ HEADLINE = {  # per_seed: each seed's figures that the table prints
 def add_arguments(p) -> None:
     """``--seeds``, ``--domain-id``, ``--cpus-per-seed`` and the engine's ``--workers`` / ``--ray`` / ``--retries``."""
     from .study import add_arguments as study_arguments  # noqa: PLC0415
-    p.add_argument("--seeds", type=int, default=None, metavar="N",
+    p.add_argument("--seeds", type=positive_int, default=None, metavar="N",
                    help="run seeds S..S+N-1 (S = --seed) as units of the study engine, each soak in its own ROS domain "
                         "and <out>/seed_<s>; <out>/soak.json (--robot: soak_robot.json) then holds totals, worst "
                         "values and mean/std over the seeds; a re-run resumes (default: one soak, as before)")

@@ -43,6 +43,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from .arguments import nonnegative_int, positive_int
 
 MANIFEST = "study.json"
 LOG = "study.log"
@@ -60,13 +61,13 @@ def cores() -> int:
 
 def add_arguments(p, what: str = "units") -> None:
     """``--workers``, ``--ray`` and ``--retries`` of a command that runs a study."""
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=positive_int, default=None,
                    help=f"{what} run in parallel on a local Ray (default: ${ENV_WORKERS}, else every core); 1: one "
                         f"after another in this process, without Ray (the same results)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run on the Ray cluster at ADDRESS (head's host:port, or 'auto'); default: $RAY_ADDRESS, "
                         "else a local Ray with --workers CPUs")
-    p.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
+    p.add_argument("--retries", type=nonnegative_int, default=DEFAULT_RETRIES,
                    help=f"times a unit whose worker died or that raised is tried again (default {DEFAULT_RETRIES})")
 
 

@@ -217,15 +217,24 @@ class MocapTopics:
     @classmethod
     def from_config(cls, path=None) -> MocapTopics:
         """The mocap_ingest parameters of a YAML file (default: the shipped ``config/mocap_ingest.yaml``)."""
-        from ...ros.params import MOCAP_INGEST  # noqa: PLC0415
         import yaml  # noqa: PLC0415
+
+        from ...ros.params import MOCAP_INGEST  # noqa: PLC0415
+        from ..config import yaml_problem  # noqa: PLC0415
         p = MOCAP_INGEST
         values = {k: v.default for k, v in p.items()} if isinstance(p, dict) else {}
         if path is None:
             from ..scene.spec import scenes_dir  # noqa: PLC0415
             path = scenes_dir().parent / "mocap_ingest.yaml"
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        values.update((data.get("mocap_ingest") or {}).get("ros__parameters") or {})
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: not valid YAML: {yaml_problem(e)}") from None
+        section = data.get("mocap_ingest") if isinstance(data, dict) else None
+        if not isinstance(section, dict) or not isinstance(section.get("ros__parameters") or {}, dict):
+            raise ValueError(f"{path}: not a mocap_ingest parameter file (expected mocap_ingest: ros__parameters: "
+                             f"...)")
+        values.update(section.get("ros__parameters") or {})
         return cls.from_values(values)
 
     def topic(self, body: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..config import finite, knob, require
+from ..config import finite, knob, require, yaml_problem
 from ..scene.assets import shipped
 from ..scene.queries import TOUCH_DISTANCE, obstacle_clearance, off_table, path_to_goal
 from ..scene.spec import Scene
@@ -107,7 +107,7 @@ def load_cost_weights(path=None, overrides: dict | None = None) -> CostWeights:
     except OSError as e:
         raise ValueError(f"cost weights file {path}: cannot read it: {e}") from None
     except yaml.YAMLError as e:
-        raise ValueError(f"{path.name}: not valid YAML: {e}") from None
+        raise ValueError(f"{path.name}: not valid YAML: {yaml_problem(e)}") from None
     return CostWeights.from_mapping(data, source=path.name).with_overrides(overrides)
 
 

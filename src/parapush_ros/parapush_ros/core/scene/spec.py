@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..config import yaml_problem
 from .convex import MESH_VOLUME_TOLERANCE, OUTLINE_SHAPES, ellipse_vertices, mesh_footprint, polygon_problem
 from .geometry import Footprint, disc_penetration, pair_penetration
 from .assets import shipped
@@ -516,7 +517,7 @@ def load_scene(path) -> Scene:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise SceneError(f"{path.name}: not valid YAML: {e}") from None
+        raise SceneError(f"{path.name}: not valid YAML: {yaml_problem(e)}") from None
     return scene_from_dict(data, source=path.name, base_dir=path.parent)
 
 

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from ..arguments import nonnegative_int, positive_int
 from ...core.models.base import rollout, rollout_with_variance
 from ...core.models.fine import FineModel
 from ...core.models.learned import LearnedCoarseModel
@@ -312,8 +313,8 @@ def _plot(res, path, slice_thresholds=()):
 
 def add_parser(sub, parent):
     p = sub.add_parser("adaptive", parents=[parent], help="uncertainty-aware Parareal vs fixed K (paper 004+)")
-    p.add_argument("--scenes", type=int, default=4, help="random clutter scenes")
-    p.add_argument("--samples", type=int, default=12, help="planner samples per start")
+    p.add_argument("--scenes", type=positive_int, default=4, help="random clutter scenes")
+    p.add_argument("--samples", type=positive_int, default=12, help="planner samples per start")
     p.add_argument("--starts", type=int, nargs="+", default=[0, 2, 4],
                    help="planner starts: seconds into the straight push (fine model)")
     p.add_argument("--contact-pushes", type=int, default=20, help="contact-rich 4-cylinder pushes")
@@ -322,7 +323,7 @@ def add_parser(sub, parent):
     p.add_argument("--slice-thresholds", type=float, nargs="*", default=[2.0],
                    help="per-slice gate thresholds: a slice's own position sigma (mm)")
     p.add_argument("--weights", default=None, help="learned ensemble weights (default: the shipped ones)")
-    p.add_argument("--threads", type=int, default=0, help="fine-model threads; 0 = all cores")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="fine-model threads; 0 = all cores")
     add_seeds_argument(p)
     add_arguments(p, "seeds")
     p.set_defaults(func=seeded(run, name="adaptive"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arguments import positive_float, positive_int
 from ...core.models.analytical import AnalyticalCoarseModel
 from ...core.models.base import rollout
 from ...core.models.fine import FineModel
@@ -76,9 +77,9 @@ def run(args) -> dict:
 def add_parser(sub, parent):
     p = sub.add_parser("calibrate", parents=[parent], help="fit the analytical model's K_omega to MuJoCo")
     p.add_argument("--scene", default="cylinder_slider")
-    p.add_argument("--pushes", type=int, default=20)
-    p.add_argument("--actions", type=int, default=4)
-    p.add_argument("--dt", type=float, default=1.0)
+    p.add_argument("--pushes", type=positive_int, default=20)
+    p.add_argument("--actions", type=positive_int, default=4)
+    p.add_argument("--dt", type=positive_float, default=1.0)
     add_arguments(p, "fits")
     p.set_defaults(func=run)
     return p

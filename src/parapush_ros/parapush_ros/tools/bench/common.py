@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arguments import positive_int
 from ...plots import pyplot, save_figure  # noqa: F401 (the benches' plots: one home, shared with parapush sim)
 from ..study import jsonable
 
@@ -123,7 +124,7 @@ SEED_KEYS = ("seed",)  # leaves that differ by construction: not summarised
 def add_seeds_argument(p) -> None:
     """``--seeds N``: run the bench for seeds S .. S+N-1 (S = ``--seed``) and report every figure as mean and
     spread (``seeded``)."""
-    p.add_argument("--seeds", type=int, default=None, help="run seeds S..S+N-1 (S = --seed) and report each "
+    p.add_argument("--seeds", type=positive_int, default=None, help="run seeds S..S+N-1 (S = --seed) and report each "
                    "figure as mean and std over them, the per-seed values in the JSON (default: one seed, as before)")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arguments import positive_int
 from ...core.models.base import UnsupportedScene
 from ...core.models.parareal import Parareal
 from ...core.models.registry import Predictor, parse_model_options
@@ -160,8 +161,8 @@ def _plot(res, path):
 
 def add_parser(sub, parent):
     p = sub.add_parser("convergence", parents=[parent], help="Parareal convergence (paper 000 Fig. 5)")
-    p.add_argument("--pushes", type=int, default=20, help="random pushes per horizon")
-    p.add_argument("--actions", type=int, nargs="+", default=[4, 8], help="horizons N of the random pushes")
+    p.add_argument("--pushes", type=positive_int, default=20, help="random pushes per horizon")
+    p.add_argument("--actions", type=positive_int, nargs="+", default=[4, 8], help="horizons N of the random pushes")
     p.add_argument("--random-scene", default="cylinder_slider",
                    help="scene of the random pushes (box_slider for a coarse model of boxes only)")
     add_model_arguments(p)

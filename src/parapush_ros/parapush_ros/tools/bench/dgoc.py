@@ -41,6 +41,7 @@ import numpy as np
 
 from tqdm import tqdm
 
+from ..arguments import nonnegative_int, positive_int
 from ...core.config import ConfigError
 from ...core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
 from ...core.models.registry import Predictor
@@ -478,19 +479,20 @@ def _plot(results, path):
 def add_parser(sub, parent):
     p = sub.add_parser("dgoc", parents=[parent], help="paper 003 Table II: ZS/DS/DP/WS-DDP on the quasi-static model",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--targets", type=int, default=100, help="random target poses per scene (default 100)")
+    p.add_argument("--targets", type=positive_int, default=100, help="random target poses per scene (default 100)")
     p.add_argument("--unit-targets", type=int, default=10,
                    help="targets planned as one batch, a unit of the study (default 10)")
     p.add_argument("--scenes", default="block_003,box_slider", help="comma-separated box scenes")
-    p.add_argument("--k", type=int, default=1, help="nearest demonstrations planned from per target (default 1)")
+    p.add_argument("--k", type=positive_int, default=1,
+                   help="nearest demonstrations planned from per target (default 1)")
     p.add_argument("--escalate-k", type=int, default=3,
                    help="row dgoc: WS-DDP's misses planned again from the next nearest demonstrations, up to this "
                         "many (default 3, as the planner node; <= --k: no dgoc row)")
     p.add_argument("--methods", default="", help="comma-separated subset of zs,ds,dp,ws,dgoc (default all)")
-    p.add_argument("--max-iterations", type=int, default=60, help="DDP iterations per stage (default 60)")
-    p.add_argument("--single", type=int, default=2,
+    p.add_argument("--max-iterations", type=positive_int, default=60, help="DDP iterations per stage (default 60)")
+    p.add_argument("--single", type=nonnegative_int, default=2,
                    help="targets also planned one at a time per method, for the single-target time (default 2)")
-    p.add_argument("--track", type=int, default=0,
+    p.add_argument("--track", type=nonnegative_int, default=0,
                    help="execute the DG-OC plans of this many targets in MuJoCo with tracking, per case (default 0)")
     p.add_argument("--compare-mpc", type=int, default=0,
                    help="push the first N targets in MuJoCo with DG-OC and with the sampling MPC (default 0)")

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from ..arguments import nonnegative_int, positive_int
 from ...core.models.analytical import AnalyticalCoarseModel
 from ...core.models.base import rollout
 from ...core.models.fine import FineModel
@@ -252,12 +253,12 @@ def _plot(plots, path):
 def add_parser(sub, parent):
     p = sub.add_parser("learned", parents=[parent], help="learned vs analytical coarse model in Parareal")
     p.add_argument("--weights", default=None, help="weights file (default: the shipped ones)")
-    p.add_argument("--pushes", type=int, default=20, help="random 1-cylinder pushes per horizon")
-    p.add_argument("--actions", type=int, nargs="+", default=[4, 8], help="1-cylinder horizons N")
+    p.add_argument("--pushes", type=positive_int, default=20, help="random 1-cylinder pushes per horizon")
+    p.add_argument("--actions", type=positive_int, nargs="+", default=[4, 8], help="1-cylinder horizons N")
     p.add_argument("--multi-pushes", type=int, default=20, help="random 4-cylinder pushes per horizon")
     p.add_argument("--multi-actions", type=int, nargs="+", default=[4, 8], help="4-cylinder horizons N")
-    p.add_argument("--repeats", type=int, default=20, help="timing repeats for the cost per slice")
-    p.add_argument("--threads", type=int, default=0, help="fine-model threads; 0 = all cores")
+    p.add_argument("--repeats", type=positive_int, default=20, help="timing repeats for the cost per slice")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="fine-model threads; 0 = all cores")
     add_seeds_argument(p)
     add_arguments(p, "seeds")
     p.set_defaults(func=seeded(run, name="learned"))

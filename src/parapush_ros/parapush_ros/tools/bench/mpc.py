@@ -44,6 +44,7 @@ from dataclasses import asdict, replace
 import numpy as np
 import yaml
 
+from ..arguments import nonnegative_int, positive_int, relative_spread
 from ...core.models.fine import default_threads
 from ...core.config import ConfigError, from_values, knobs
 from ...core.planning.optimisers import OPTIMISERS, SamplingConfig
@@ -817,7 +818,7 @@ def add_parser(sub, parent):
     p.add_argument("--task", default="obstacle", choices=list(TASKS),
                    help="obstacle: push around a static obstacle; multi_object: push the target into the goal among "
                         "three other cylinders without pushing them off the table or into the goal")
-    p.add_argument("--scenes", type=int, default=3,
+    p.add_argument("--scenes", type=nonnegative_int, default=3,
                    help="random scenes of the task (paper goal: 50; 0 = only the timing study)")
     p.add_argument("--shapes", default=None, metavar="SHAPE,...",
                    help=f"obstacle task: scene i's object is the i-th of these shapes, cyclically (any of "
@@ -837,7 +838,7 @@ def add_parser(sub, parent):
                    help="also run in a world with other friction/masses and observation noise")
     p.add_argument("--worlds", default=None, help="comma-separated worlds to run: nominal, mismatch (overrides "
                                                   "--mismatch)")
-    p.add_argument("--spread", type=float, default=0.25, help="mismatch: friction and masses x U(1-s, 1+s)")
+    p.add_argument("--spread", type=relative_spread, default=0.25, help="mismatch: friction and masses x U(1-s, 1+s)")
     p.add_argument("--obs-noise", type=float, default=0.001, help="mismatch: observed position noise std (m)")
     p.add_argument("--obs-noise-yaw-deg", type=float, default=1.0, help="mismatch: observed yaw noise std (deg)")
     p.add_argument("--optimiser", default=PlannerConfig.optimiser, choices=list(OPTIMISERS),
@@ -852,9 +853,9 @@ def add_parser(sub, parent):
                         "charges it to the world")
     p.add_argument("--plan-margin", type=float, default=0.0,
                    help="--realtime: seconds before the switch by which a plan is due")
-    p.add_argument("--samples", type=int, default=None,
+    p.add_argument("--samples", type=positive_int, default=None,
                    help=f"default {SamplingConfig.samples}; --realtime: the planner node's (config/mpc_planner.yaml)")
-    p.add_argument("--iterations", type=int, default=None,
+    p.add_argument("--iterations", type=positive_int, default=None,
                    help=f"default {SamplingConfig.iterations}; --realtime: at most the planner node's "
                         f"(config/mpc_planner.yaml), as many as fit before the switch")
     p.add_argument("--horizon", type=int, default=None,
@@ -866,14 +867,15 @@ def add_parser(sub, parent):
     p.add_argument("--approach-speed", type=float, default=ProposalConfig.approach_speed)
     p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=ProposalConfig.primitive,
                    help="propose the push primitive every plan")
-    p.add_argument("--max-actions", type=int, default=None,
+    p.add_argument("--max-actions", type=positive_int, default=None,
                    help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s)")
     p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")
-    p.add_argument("--threads", type=int, default=0, help="threads for the fine model, the CPUs of a unit; 0 = 1 "
+    p.add_argument("--threads", type=nonnegative_int, default=0,
+                   help="threads for the fine model, the CPUs of a unit; 0 = 1 "
                    "(--realtime: all cores)")
     p.add_argument("--timing", action=argparse.BooleanOptionalAction, default=True,
                    help="time one optimiser iteration per model and execution mode")
-    p.add_argument("--timing-repeats", type=int, default=1)
+    p.add_argument("--timing-repeats", type=positive_int, default=1)
     p.add_argument("--replan-rate", type=float, default=None, metavar="HZ",
                    help="--realtime: also run the fast planner (planner 'fast': anytime re-planning at HZ, the "
                         "candidates screened on a coarse model, the best re-scored with each model) on the same "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
+from ..arguments import nonnegative_int, positive_int
 from ...core.models.analytical import AnalyticalCoarseModel
 from ...core.models.fine import FineModel, default_threads
 from ...core.scene.spec import load_scene
@@ -112,8 +113,8 @@ def _rollout_throughput(fm: FineModel, x, u, nstep: int, threads: int, repeats: 
 def add_parser(sub, parent):
     p = sub.add_parser("physics", parents=[parent], help="fine/coarse model cost and parallel throughput")
     p.add_argument("--scene", default="cylinder_slider")
-    p.add_argument("--batch", type=int, default=16, help="slices per batched fine call")
-    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--batch", type=positive_int, default=16, help="slices per batched fine call")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="0 = all cores")
+    p.add_argument("--repeats", type=positive_int, default=20)
     p.set_defaults(func=run)
     return p

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from ..arguments import nonnegative_int, positive_int
 from ...core.models.base import rollout
 from ...core.models.fine import FineModel, default_threads
 from ...core.models.parareal import Parareal
@@ -240,9 +241,9 @@ def add_parser(sub, parent):
     p.add_argument("--offset", type=float, default=DEFAULT_OFFSET,
                    help="pusher offset (m) across the slider, sideways; 0.02 loses contact after ~6 s")
     add_model_arguments(p)
-    p.add_argument("--horizons", type=int, nargs="+", default=[4, 8])
-    p.add_argument("--batch", type=int, default=20, help="trajectories M in the batched case")
-    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--horizons", type=positive_int, nargs="+", default=[4, 8])
+    p.add_argument("--batch", type=positive_int, default=20, help="trajectories M in the batched case")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="0 = all cores")
+    p.add_argument("--repeats", type=positive_int, default=20)
     p.set_defaults(func=run)
     return p

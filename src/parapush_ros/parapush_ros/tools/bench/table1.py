@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arguments import positive_int
 from ...core.models.base import rollout
 from ...core.models.parareal import Parareal
 from ...core.models.registry import Predictor
@@ -123,7 +124,7 @@ def _plot(res, path):
 
 def add_parser(sub, parent):
     p = sub.add_parser("table1", parents=[parent], help="paper 000 Table 1 (open-loop accuracy, box slider)")
-    p.add_argument("--states", type=int, default=100, help="random initial states (x 3 control sequences)")
+    p.add_argument("--states", type=positive_int, default=100, help="random initial states (x 3 control sequences)")
     p.add_argument("--unit-states", type=int, default=10, help="states per Parareal batch, a unit of the study")
     add_model_arguments(p)
     add_arguments(p, "batches")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arguments import nonnegative_int
 from ...core.models.emdn_config import EMDNConfig
 from ...core.models.push_primitive import WORKSPACE
 from ..learning.train_primitive import DEFAULT_EPOCHS
@@ -409,7 +410,7 @@ def add_parser(sub, outputs):
     p.add_argument("--w-data", type=float, default=10.0, help="Algorithm 2's distance-to-data term: this x var_ref "
                    "far from the training pushes (uncertainty_mppi.planning_heat_map; 0: the ensemble's variance "
                    "alone)")
-    p.add_argument("--threads", type=int, default=0, help="MuJoCo threads; 0 = all cores")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="MuJoCo threads; 0 = all cores")
     add_seeds_argument(p)
     add_arguments(p, "seeds")
     p.set_defaults(func=seeded(run, _seed_data, "uncertainty"))

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arguments import output_dir, positive_int
 from ...core.models.base import ModelDiverged
 from ...core.models.fine import FineModel
 from ...core.models.learned import MAX_OBJECTS, family_metadata, family_scene
@@ -343,14 +344,15 @@ def add_parser(sub, parent=None):
     p = sub.add_parser("datagen", help="generate (x, u, x_next) training data for the learned coarse model",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--objects", default="1..4", help="object counts, e.g. 1..4 (default) or 1,2")
-    p.add_argument("--samples", type=int, default=None,
+    p.add_argument("--samples", type=positive_int, default=None,
                    help=f"number of samples (default {DEFAULT_SAMPLES}: about 40 min on 2 busy cores; with "
                         f"--primitive 1024 pushes, about 2 min)")
-    p.add_argument("--out", required=True, help="dataset directory (created; rerun the same command to resume)")
+    p.add_argument("--out", type=output_dir, required=True,
+                   help="dataset directory (created; rerun the same command to resume)")
     p.add_argument("--seed", type=int, default=0)
     from ..study import add_arguments  # noqa: PLC0415
     add_arguments(p, "chunks")
-    p.add_argument("--chunk-size", type=int, default=None,
+    p.add_argument("--chunk-size", type=positive_int, default=None,
                    help=f"samples per chunk file (default {CHUNK_SIZE}; with --primitive 64)")
     p.add_argument("--into-cluster", type=float, default=INTO_CLUSTER,
                    help=f"share (0..1) of multi-object starts that push the target into the other objects "

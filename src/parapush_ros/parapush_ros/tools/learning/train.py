@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arguments import comma_list, output_file, positive_int, share
 from ...core.models import learned as LM
 from ...core.models.analytical import AnalyticalCoarseModel
 from . import version_string
@@ -282,6 +283,10 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
         val_chunks = chunks  # a one-chunk dataset (tests): validate on the training data
     dtr = prepare(train_chunks, family, mirror_aug, object_velocities)
     dva = prepare(val_chunks, family, False, object_velocities)
+    for what, d in (("training", dtr), ("validation", dva)):
+        if not len(d["X"]):  # no sample moved an object the gate passes: nothing to fit or to judge
+            raise ValueError(f"--data: the {what} samples have no object rows (no push in them moves an object); "
+                             f"generate more samples (datagen --samples)")
     norm = norm_stats(dtr)
     trainer = Trainer(torch, family, norm, w_f, slack)
     say = (lambda *a: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
@@ -432,7 +437,7 @@ def run(args):
                  patience=args.patience, threads=args.threads, max_samples=args.max_samples,
                  mirror_aug=not args.no_mirror, weight_decay=args.weight_decay,
                  object_velocities=args.object_velocities,
-                 learning_curve=[float(v) for v in args.learning_curve.split(",")] if args.learning_curve else ())
+                 learning_curve=tuple(args.learning_curve))
 
 
 def add_parser(sub, parent=None):
@@ -440,25 +445,27 @@ def add_parser(sub, parent=None):
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, nargs="+",
                    help="dataset directories written by 'parapush datagen' (one or more, same scene family)")
-    p.add_argument("--out", required=True, help="weights file to write (.pt); .json and .png go next to it")
+    p.add_argument("--out", type=output_file, required=True,
+                   help="weights file to write (.pt); .json and .png go next to it")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=150, help="maximum epochs (early stopping usually ends sooner)")
-    p.add_argument("--batch", type=int, default=512, help="samples per batch")
+    p.add_argument("--epochs", type=positive_int, default=150,
+                   help="maximum epochs (early stopping usually ends sooner)")
+    p.add_argument("--batch", type=positive_int, default=512, help="samples per batch")
     p.add_argument("--lr", type=float, default=5e-4)
     p.add_argument("--w-f", type=float, default=2.0, help="weight W_F of the penetration term (eq. 5)")
     p.add_argument("--penetration-slack", type=float, default=1e-3, help="penetration (m) not penalised")
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of chunks held out for validation")
     p.add_argument("--patience", type=int, default=12, help="early stopping: epochs without improvement")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="torch threads (default 1: on a busy 2-core machine 2 threads ran an epoch 9x slower)")
-    p.add_argument("--max-samples", type=int, default=None,
+    p.add_argument("--max-samples", type=positive_int, default=None,
                    help="use only the first chunks (in --data order), up to this many samples")
     p.add_argument("--no-mirror", action="store_true", help="no mirror augmentation")
     p.add_argument("--object-velocities", action="store_true",
                    help="feed the objects' start velocities to the network (the first shipped encoding); by default "
                         "it is blind to them (core/models/learned/model.py, 'Object velocities')")
     p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay of NAdam")
-    p.add_argument("--learning-curve", default="",
+    p.add_argument("--learning-curve", type=comma_list(share), default="",
                    help="also train on these fractions of the training data (e.g. 0.25,0.5) and report the trend")
     p.set_defaults(func=run)
     return p

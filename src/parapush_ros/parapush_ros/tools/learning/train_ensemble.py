@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from ..arguments import output_file, positive_int
 
 DEFAULTS = {"hidden": (128, 128, 64), "members": 5, "components": 2, "epochs": 40, "batch": 256, "lr": 2e-3}
 
@@ -112,13 +113,14 @@ def add_parser(sub, parent=None):
     p = sub.add_parser("train-ensemble", help="train the learned coarse model as an E-MDN ensemble (with variance)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, nargs="+", help="one or more 'parapush datagen' directories")
-    p.add_argument("--out", required=True, help="weights file to write (.pt); the report goes next to it (.json)")
+    p.add_argument("--out", type=output_file, required=True,
+                   help="weights file to write (.pt); the report goes next to it (.json)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=DEFAULTS["epochs"])
+    p.add_argument("--epochs", type=positive_int, default=DEFAULTS["epochs"])
     p.add_argument("--hidden", default=",".join(str(h) for h in DEFAULTS["hidden"]), help="hidden layer sizes")
-    p.add_argument("--members", type=int, default=DEFAULTS["members"], help="ensemble size M")
+    p.add_argument("--members", type=positive_int, default=DEFAULTS["members"], help="ensemble size M")
     p.add_argument("--components", type=int, default=DEFAULTS["components"], help="mixture components per member")
-    p.add_argument("--batch", type=int, default=DEFAULTS["batch"])
+    p.add_argument("--batch", type=positive_int, default=DEFAULTS["batch"])
     p.add_argument("--lr", type=float, default=DEFAULTS["lr"])
     p.add_argument("--adversarial", type=float, default=0.005, help="fast-gradient-sign step (0: none)")
     p.add_argument("--max-samples", type=int, default=None)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arguments import output_file, positive_int
 from ...core.models.emdn_config import EMDNConfig
 
 DEFAULT_EPOCHS = 150  # on 4096 pushes (the bench's default set): 2x the steps of 300 epochs on 1024
@@ -112,19 +113,20 @@ def add_parser(sub, parent=None):
     p = sub.add_parser("train-primitive", help="train the E-MDN push-primitive model (paper 004)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="a 'parapush datagen --primitive' directory")
-    p.add_argument("--out", required=True, help="weights file to write (.pt)")
+    p.add_argument("--out", type=output_file, required=True, help="weights file to write (.pt)")
     p.add_argument("--lesion", default="", help="x0,y0,x1,y1: box positions (m) left out of the training data "
                    "(write --lesion=-0.2,... when x0 is negative)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS, help=f"training epochs (default {DEFAULT_EPOCHS})")
+    p.add_argument("--epochs", type=positive_int, default=DEFAULT_EPOCHS,
+                   help=f"training epochs (default {DEFAULT_EPOCHS})")
     # None: EMDNConfig's default (one source of truth, shown in the help texts)
     d = EMDNConfig
-    p.add_argument("--members", type=int, default=None, help=f"ensemble size M (default {d.members})")
+    p.add_argument("--members", type=positive_int, default=None, help=f"ensemble size M (default {d.members})")
     p.add_argument("--components", type=int, default=None,
                    help=f"mixture components K per member (default {d.components})")
     p.add_argument("--hidden", default=None,
                    help=f"hidden layer sizes (default {','.join(map(str, d.hidden))})")
-    p.add_argument("--batch", type=int, default=None, help=f"batch size (default {d.batch})")
+    p.add_argument("--batch", type=positive_int, default=None, help=f"batch size (default {d.batch})")
     p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {d.lr:g})")
     p.add_argument("--adversarial", type=float, default=None,
                    help=f"fast-gradient-sign step as a share of the standardised input range (default "

@@ -18,8 +18,11 @@ from .mppi import MPPI, MPPIConfig
 
 @dataclass(frozen=True)
 class UncertaintyAverseConfig(MPPIConfig):
-    uncertainty_weight: float = knob(1.0, "eq. 11 constant: cost per m^2 of predicted object-position variance, "
-                                          "summed over the running states")
+    # per m^2 as the task's other_motion weighs another object's squared displacement: a predicted spread of sigma
+    # costs what moving another object by sigma does. (1.0 left the term at ~1e-4 of a plan's cost: mppi_ua planned
+    # as mppi. Measured in clutter, docs/results/uncertainty.md "The uncertainty weight of mppi_ua".)
+    uncertainty_weight: float = knob(1000.0, "eq. 11 constant: cost per m^2 of predicted object-position variance, "
+                                             "summed over the running states")
     uncertainty_plans: int = knob(0, "plans after which the uncertainty term is switched off (paper 004 Exp. 3: "
                                      "150 pushes); 0 = never")
 

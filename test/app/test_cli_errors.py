@@ -1,0 +1,64 @@
+"""The command line's rule for bad input: one line that names the option or file, exit status 2, before any work
+(argparse's own refusals for values out of range and output paths that cannot be written; ``console_main`` for what
+the commands find: a file that does not parse, a path that cannot be written). ``PARAPUSH_TRACEBACK=1`` adds the
+traceback and keeps the status."""
+import pytest
+
+from parapush_ros.cli import console_main
+
+
+def _refused(capsys, argv) -> str:
+    """The error line of a refused command line (argparse: SystemExit(2); our checks: status 2)."""
+    try:
+        status = console_main(argv)
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2, (argv, err)
+    assert err and "Traceback" not in "\n".join(err), err
+    return err[-1]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["bench", "physics", "--threads", "-2"], "argument --threads: must be a whole number >= 0, got -2"),
+    (["bench", "physics", "--batch", "0"], "argument --batch: must be a whole number >= 1, got 0"),
+    (["bench", "speedup", "--horizons", "4", "-3"], "argument --horizons: must be a whole number >= 1, got -3"),
+    (["bench", "mpc", "--mismatch", "--spread", "1"], "argument --spread: must be a number >= 0 and < 1, got 1"),
+    (["bench", "dgoc", "--k", "0"], "argument --k: must be a whole number >= 1, got 0"),
+    (["bench", "calibrate", "--pushes", "-1"], "argument --pushes: must be a whole number >= 1, got -1"),
+    (["synth-pushes", "--rate", "0", "--out", "{tmp}/s"], "argument --rate: must be a number > 0, got 0"),
+    (["synth-pushes", "--slide-share", "2", "--out", "{tmp}/s"], "argument --slide-share: must be a number >= 0 and "
+                                                                 "<= 1, got 2"),
+    (["sim", "--duration", "-1"], "argument --duration: must be a number >= 0, got -1"),
+    (["train", "--data", "d", "--out", "w.pt", "--learning-curve", "0.5,abc"],
+     "argument --learning-curve: 'abc' is not a number"),
+    (["train", "--data", "d", "--out", "{tmp}"], "argument --out: {tmp} is a directory (give a file name)"),
+    (["bench", "support", "--out", "{tmp}/file.csv"], "argument --out: {tmp}/file.csv is a file, not a directory"),
+    (["bench", "support", "--json", "{tmp}/file.csv/x.json"], "argument --json: {tmp}/file.csv is a file, not a "
+                                                              "directory"),
+])
+def test_a_bad_value_is_refused_in_one_line_naming_the_option(tmp_path, capsys, args, says):
+    (tmp_path / "file.csv").write_text("")
+    line = _refused(capsys, [a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert line.endswith(f"error: {says.replace('{tmp}', str(tmp_path))}"), line
+
+
+def test_input_files_that_do_not_parse_are_named_in_one_line(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1\n")
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- 1\n- 2\n")
+    rec = tmp_path / "push.csv"
+    rec.write_text("")
+    line = _refused(capsys, ["bench", "mpc", "--costs", str(bad), "--scenes", "1", "--out", str(tmp_path)])
+    assert line == ("parapush bench mpc: error: bad.yaml: not valid YAML: line 2, column 1: expected ',' or ']', "
+                    "but got '<stream end>'")
+    line = _refused(capsys, ["replay", "--scene", "box_slider", "--recordings", str(rec), "--mocap-config",
+                             str(listing), "--out", str(tmp_path)])
+    assert line == f"parapush replay: error: {listing}: not a mocap_ingest parameter file (expected mocap_ingest: " \
+                   f"ros__parameters: ...)"
+    monkeypatch.setenv("PARAPUSH_TRACEBACK", "1")  # the traceback too, the same status and line
+    assert console_main(["bench", "support", "--scene", str(bad), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.strip().splitlines()[-1].startswith("parapush bench support: error: bad.yaml: not valid YAML: line 2")

@@ -179,6 +179,9 @@ def test_bench_dgoc_refuses_bad_arguments_by_name(tmp_path):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--methods", "ws,ilqr")
     with pytest.raises(ValueError, match="--mpc-model"):
         run(tmp_path, "bench", "dgoc", "--targets", "1", "--compare-mpc", "1", "--mpc-model", "nonsense")
+    with pytest.raises(ValueError, match=r"--scenes: quasi-static model: .*cylinder, the model is for box sliders"):
+        run(tmp_path, "bench", "dgoc", "--targets", "1", "--scenes", "cylinder_slider")
+    assert not (tmp_path / "out" / "dgoc_study").exists()  # refused before a study directory remembers it
 
 
 def test_bench_dgoc_refuses_units_compared_with_another_mpc():

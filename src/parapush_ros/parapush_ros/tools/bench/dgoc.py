@@ -343,8 +343,11 @@ def run(args) -> dict:
     scenes = [s.strip() for s in args.scenes.split(",") if s.strip()]
     if not scenes:
         raise ValueError("--scenes: give at least one scene")
-    for name in scenes:
-        load_scene(name)  # a bad name is reported before anything runs
+    for name in scenes:  # a bad name, or a scene without a box, is reported before anything runs
+        try:
+            QuasiStaticPusherSlider.from_scene(load_scene(name))
+        except ValueError as e:
+            raise ValueError(f"--scenes: {e}") from None
     path, out = output_paths(args, "dgoc")
     settings = {k: v for k, v in study_settings(args).items() if k != "scenes"}  # scenes select units
     study = Study(out / "dgoc_study", "bench dgoc", settings)

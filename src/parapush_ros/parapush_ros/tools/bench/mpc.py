@@ -868,7 +868,8 @@ def add_parser(sub, parent):
     p.add_argument("--primitive", action=argparse.BooleanOptionalAction, default=ProposalConfig.primitive,
                    help="propose the push primitive every plan")
     p.add_argument("--max-actions", type=positive_int, default=None,
-                   help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s)")
+                   help=f"actions before a timeout (default: {TASK_TIME_LIMIT:g} s of them, 20 at 1 s); the fast "
+                        f"planner (--replan-rate) gets the same time in its cycles (20 at 1 s = 200 at 10 Hz)")
     p.add_argument("--costs", default=None, help="cost weights YAML (default: config/costs.yaml)")
     p.add_argument("--threads", type=nonnegative_int, default=0,
                    help="threads for the fine model, the CPUs of a unit; 0 = 1 "

@@ -25,6 +25,7 @@ round-robin too.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -135,8 +136,12 @@ def _check_geometry(args, scene):
 def _single_predictions(args, scene, serial_fine, solver, x0, u, dt, res):
     """One trajectory of N equal pushes: serial fine vs Parareal-K (and pipelined) for every N and K <= N, against
     the model's speedup (``res["single"]``, ``res["max_contact_gap_mm"]``)."""
+    from tqdm import tqdm  # noqa: PLC0415
+
     P, c_c, c_f, e_P = res["cores_used"], res["c_c_s"], res["c_f_s"], res["parallel_efficiency"]
     rows = []
+    progress = tqdm(total=sum(args.horizons), desc="bench speedup: single predictions (N, K)", unit="case",
+                    file=sys.stderr)
     for N in args.horizons:
         U = np.repeat(u[None], N, 0)
         gaps = contact_gaps_mm(scene, rollout(serial_fine, x0, U, dt))[1:]  # the start may be a few mm off
@@ -163,8 +168,10 @@ def _single_predictions(args, scene, serial_fine, solver, x0, u, dt, res):
                      "measured_over_hw_model": measured / model_hw,
                      "pipelined_s": t_pipe, "pipelined_speedup": float(np.median(t[:, 0] / t[:, 2]))}
             res["single"][f"N{N}_K{K}"] = entry
+            progress.update()
             rows.append((N, K, t_fine * 1e3, t_par * 1e3, measured, model, entry["measured_over_model"], model_hw,
                          entry["measured_over_hw_model"], t_pipe * 1e3, t_par / t_pipe))
+    progress.close()
     print_table(["N", "K", "fine ms", "parareal ms", "measured S", "model S", "meas/model", "model S x e_P",
                  "meas/(model x e_P)", "pipelined ms", "pipelined gain"],
                 rows, title=f"bench speedup: single prediction, {P} cores (medians of {args.repeats} interleaved "
@@ -179,6 +186,8 @@ def _batched_predictions(args, scene, serial_fine, fine, coarse, solver, rng, dt
     reps = max(3, args.repeats // 4)
     c_c_batch = median_time(lambda: coarse.propagate(xb, Ub[:, 0], dt), args.repeats * 10)  # one call, M rows
     Ks = list(range(1, N + 1))
+    print(f"bench speedup: batched predictions ({M} trajectories x {N} slices: serial fine, sample-parallel fine, "
+          f"Parareal-1..{N}; {reps} interleaved rounds) ...", file=sys.stderr, flush=True)
     t = interleaved_times([lambda: [rollout(serial_fine, xb[m], Ub[m], dt) for m in range(M)],
                            lambda: rollout(fine, xb, Ub, dt)]
                           + [lambda K=K: solver.solve(xb, Ub, dt, max_iterations=K) for K in Ks], reps)

@@ -240,6 +240,7 @@ def test_the_simulated_arm_listens_where_the_commander_sends(tmp_path, output, i
     assert commander["output"] == output
     assert (sim["command_frame_id"], sim["table_yaw_in_command_frame"], sim["joint_matrix"]) == \
         ("base", 0.5, [0.0, 1.0, -1.0, 0.0])
+    assert sim["twist_hold"] is (output == "ur_twist")  # the UR twist controller has no timeout; Servo has
 
 
 @pytest.mark.parametrize("mode, node", [("robot", "pose_recorder"), ("sim", "pose_recorder"), ("sim", "mujoco_sim")])

@@ -147,7 +147,7 @@ def test_every_argument_reaches_every_node_as_parapush_sim_gives_it(launch, ros_
 
     extra = tmp_path / "lab.yaml"
     extra.write_text("/**:\n  ros__parameters:\n    frame_id: table\nmocap_ingest:\n  ros__parameters:\n"
-                     "    rate: 40.0\n")
+                     "    rate: 40.0\nvelocity_commander:\n  ros__parameters:\n    output_frame_id: base\n")
     arguments = {"planner": "dgoc", "mocap_driver": "vrpn", "output": "ur_twist", "params_file": str(extra)}
     lt = launch("sim", *(f"{k}:={v}" for k, v in arguments.items()))
     node = ros_executor.add(rclpy.create_node("launch_param_reader"))

@@ -310,3 +310,27 @@ def test_a_stand_in_whose_host_stalls_skips_ahead_and_counts_it_on_diagnostics(r
     wait_for(lambda: sim._skipped_total - before >= 0.4, timeout=30, what="the world to skip ahead")
     assert sim._skipped_total - before <= 0.5 + 1e-9  # never more than it fell behind
     wait_for(lambda: skipped() and skipped()[-1] >= before + 0.4, timeout=30, what="the skip on /diagnostics")
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_one_twist_then_silence_stops_as_servo_or_is_held_as_the_ur_twist_controller(ros_context, ros_executor, hold):
+    """What a commander that dies without its zero (SIGKILL, out of memory) leaves the arm doing: MoveIt Servo stops
+    the pusher command_timeout after the last twist's stamp; the UR twist controller (``output: ur_twist``, the sim's
+    ``twist_hold``) has no timeout and holds the last twist, so the pusher keeps moving."""
+    ns = f"/hold_{hold}"
+    sim = ros_executor.add(MujocoSimNode(namespace=ns, parameter_overrides=params(
+        scene="cylinder_slider", command_topic=ns + "/twist", twist_hold=hold, position_noise=0.0)))
+    io = ros_executor.add(rclpy.create_node("hold_io", namespace=ns, context=ros_context,
+                                            parameter_overrides=[Parameter("use_sim_time", value=True)]))
+    pub = io.create_publisher(TwistStamped, ns + "/twist", RELIABLE)
+    wait_for(lambda: sim.time > 0.1 and io.get_clock().now().nanoseconds > 0, timeout=10, what="the sim clock")
+    wait_for(lambda: pub.publish(twist(io, 0.05)) or sim._cmd is not None, timeout=10, interval=0.05,
+             what="the twist at the sim")
+    wait_sim(lambda: sim.time, 0.5)  # silence: Servo's timeout (0.1 s) and the servo's settling are over by then
+    t1, x1 = sim.time, sim.sim.planar_state()[0]
+    wait_sim(lambda: sim.time, 0.5)
+    travel = sim.sim.planar_state()[0] - x1
+    if hold:
+        assert travel > 0.05 * (sim.time - t1) * 0.7, travel  # still going at about the commanded speed
+    else:
+        assert abs(travel) < 1e-3, travel  # stopped

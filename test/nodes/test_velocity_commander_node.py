@@ -330,6 +330,10 @@ def test_wrong_frame_commands_are_ignored_and_bad_params_are_named(harness, ros_
         VelocityCommanderNode(parameter_overrides=[Parameter("output", value="teleport")])
     with pytest.raises(ValueError, match="max_speed"):
         VelocityCommanderNode(parameter_overrides=[Parameter("max_speed", value=-1.0)])
+    # the UR twist controller drops twists in any frame but its base: the default 'table' would never move the arm
+    with pytest.raises(ValueError, match=r"output_frame_id: 'table' with output ur_twist: the UR twist controller "
+                                         r"takes only its base frame"):
+        VelocityCommanderNode(parameter_overrides=[Parameter("output", value="ur_twist")])
 
 
 def test_gripper_without_control_msgs_is_skipped_and_said(harness):

@@ -352,8 +352,9 @@ def as_declared(spec_: NodeSpec, values: dict) -> dict:
 
 def sim_arm_parameters(mode: str, arguments: dict, share=None) -> dict:
     """mujoco_sim is the arm the commander drives: it takes what the commander sends, where it sends it (output
-    servo, ur_twist or joint_velocity, the topic, frame, yaw and joint map), so an ``output:=`` of the sim or a
-    lab's commander settings cannot leave the simulated arm listening elsewhere."""
+    servo, ur_twist or joint_velocity, the topic, frame, yaw and joint map), and holds a twist as that controller
+    does (Servo stops after its timeout, the UR twist controller holds it), so an ``output:=`` of the sim or a lab's
+    commander settings cannot leave the simulated arm listening elsewhere or stopping where the real one would not."""
     from .ros import topics  # noqa: PLC0415
     c = spec("velocity_commander")
     p = {k: v.default for k, v in c.param_spec().items()}
@@ -361,6 +362,7 @@ def sim_arm_parameters(mode: str, arguments: dict, share=None) -> dict:
     if p["output"] not in topics.COMMANDER_OUTPUTS:
         return {}  # the commander refuses it at start, naming it
     return {"command_interface": "joint_velocity" if p["output"] == "joint_velocity" else "twist",
+            "twist_hold": p["output"] == "ur_twist",  # the UR twist controller has no timeout; Servo has
             "command_topic": p["output_topic"] or topics.COMMANDER_OUTPUTS[p["output"]],
             "command_frame_id": p["output_frame_id"],
             "table_yaw_in_command_frame": float(p["table_yaw_in_output_frame"]),

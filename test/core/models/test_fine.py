@@ -128,6 +128,8 @@ def test_divergence_is_reported_not_hidden(box):
         fm.propagate(x, u, 1.0)
     with pytest.raises(ValueError, match=r"multiple of the 0.001 s"):
         fm.propagate(x, np.zeros_like(u), 0.0005)
+    with pytest.raises(ValueError, match=r"threads must be a whole number >= 0 \(0 = all cores\), got -4"):
+        FineModel(scene, threads=-4)  # (it became 1 thread)
 
 
 def test_objects_can_fall_off_the_table():

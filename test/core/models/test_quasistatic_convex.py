@@ -382,6 +382,10 @@ def test_the_limit_surface_is_a_model_option():
         parse_model_options(["limit_surface=integrated"])
     with pytest.raises(ValueError, match=r"limit_surface must be one of ellipsoid, integrated"):
         QuasiStaticConvexSlider(DISC.outline, **dict(BOX, limit_surface="polynomial"))
+    with pytest.raises(ValueError, match=r"'inf' is not a finite number"):  # (the model predicted NaN silently)
+        parse_model_options(["quasistatic_convex.contact_height=inf"])
+    with pytest.raises(ValueError, match=r"contact_height must be finite and >= 0, got inf"):
+        QuasiStaticConvexSlider(DISC.outline, **dict(BOX, contact_height=float("inf")))
     scene = load_scene("ellipse_slider")
     p = Predictor(scene, options={"quasistatic_convex": {"limit_surface": "integrated"}})
     try:

@@ -3,7 +3,8 @@
 Consumes exactly what the real arm gets from ``velocity_commander``:
   ``command_interface: twist``          ``TwistStamped`` on ``/servo_node/delta_twist_cmds`` (frame
                                         ``command_frame_id``); like MoveIt Servo, a twist whose stamp is older than
-                                        ``command_timeout`` on the sim clock stops the pusher;
+                                        ``command_timeout`` on the sim clock stops the pusher; with ``twist_hold``
+                                        (output ur_twist) the last twist is held, as the UR twist controller does;
   ``command_interface: joint_velocity`` ``Float64MultiArray`` on ``/forward_velocity_controller/commands``; like
                                         ros2_control, the last command is held forever.
 Publishes what a mocap driver would: ``PoseStamped`` per rigid body on ``/<body>/pose`` (natnet_ros2 names;
@@ -247,7 +248,9 @@ class MujocoSimNode(Node):
             self.get_logger().warning(
                 f"twist stamp {stamp:.3f} s is {skew:+.3f} s off the sim clock ({self.time:.3f} s): is use_sim_time "
                 f"set on the sender? Servo would drop it.", throttle_duration_sec=2.0)
-        self._cmd = (stamp, rotate_planar(v * self.twist_gain, -self.p["table_yaw_in_command_frame"]))
+        # held (no stamp to age) where the arm's controller has no timeout (twist_hold: the UR twist controller)
+        self._cmd = (None if self.p["twist_hold"] else stamp,
+                     rotate_planar(v * self.twist_gain, -self.p["table_yaw_in_command_frame"]))
 
     def _on_joint_velocity(self, msg: Float64MultiArray):
         q = np.asarray(msg.data, dtype=float)

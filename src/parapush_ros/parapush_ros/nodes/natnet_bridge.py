@@ -1,5 +1,6 @@
 """``natnet_bridge``: OptiTrack Motive's NatNet stream -> one ``geometry_msgs/PoseStamped`` per rigid body, for
-robots without a mocap ROS driver. It publishes what natnet_ros2 does, so mocap_ingest takes it unchanged.
+robots without a mocap ROS driver. It publishes on natnet_ros2's topics and conventions, so mocap_ingest takes it
+unchanged; unlike a driver that publishes every body of every frame, it leaves untracked bodies out (below).
 
 Receives (UDP, on a background thread that polls with a 0.1 s timeout so shutdown is prompt):
   frames of data on ``data_port``, from the multicast group ``multicast_address`` joined on ``local_address``, or

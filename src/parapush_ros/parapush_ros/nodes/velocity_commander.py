@@ -93,6 +93,13 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                              f"{', '.join(OUTPUTS)}")
         if not p["rate"] > 0.0:
             raise ValueError(f"velocity_commander: invalid parameter rate: must be > 0, got {p['rate']}")
+        if p["output"] == "ur_twist" and not p["output_frame_id"].endswith("base"):
+            # the UR driver's twist controller takes twists in its base frame (<tf_prefix>base) and drops any other
+            # frame: the arm would never move, in no way the sim (which takes the commander's frame) could show
+            raise ValueError(f"velocity_commander: invalid parameter output_frame_id: {p['output_frame_id']!r} with "
+                             f"output ur_twist: the UR twist controller takes only its base frame (base, or "
+                             f"<tf_prefix>base); set output_frame_id and table_yaw_in_output_frame (docs/robot.md, "
+                             f"'Which way the arm moves')")
         try:
             self.joint_matrix = joint_matrix(p["joint_matrix"])
         except SafetyConfigError as e:

@@ -70,6 +70,8 @@ class FineModel:
             self.model.opt.enableflags |= FINE_SLEEP
         # the reference physics (its own MjModel: sizes are equal, so any thread's MjData steps either model)
         self.reference_model = compiled.model if n == 1 else mujoco.MjModel.from_xml_string(build_mjcf(scene))
+        if threads is not None and not (int(threads) == threads and threads >= 0):
+            raise ValueError(f"fine model: threads must be a whole number >= 0 (0 = all cores), got {threads!r}")
         self.threads = max(1, int(threads or default_threads()))
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="parapush-fine") if self.threads > 1 else None

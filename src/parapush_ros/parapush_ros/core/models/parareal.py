@@ -171,7 +171,10 @@ class Parareal:
                     corrected = g_new + Fv[rest, n] - G[rest, n]
                     G[rest, n] = g_new
                     X[rest, n + 1], _ = project_feasible(self.scene, corrected, self.projection_tolerance)
-            exact[active] = np.maximum(exact[active], start[active] + 1)
+            # the first unconverged slice started from an exact state only where the exact prefix reaches it: with a
+            # tolerance, _advance_prefix may have skipped ahead of it over slices within the tolerance (not exact)
+            grow = active[exact[active] >= start[active]]
+            exact[grow] = start[grow] + 1
             sweeps[active] += 1
             dpos, dyaw = L.pose_change(X[active], X_old[active])  # (A, N+1)
             result.position_change.append(float(dpos.max()))

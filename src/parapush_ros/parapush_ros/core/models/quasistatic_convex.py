@@ -107,8 +107,8 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         if self.limit_surface not in LIMIT_SURFACES:
             raise ValueError(f"quasi-static model: limit_surface must be one of {', '.join(LIMIT_SURFACES)}, got "
                              f"{self.limit_surface!r}")
-        if not self.contact_height >= 0.0:
-            raise ValueError(f"quasi-static model: contact_height must be >= 0, got {self.contact_height}")
+        if not (np.isfinite(self.contact_height) and self.contact_height >= 0.0):
+            raise ValueError(f"quasi-static model: contact_height must be finite and >= 0, got {self.contact_height}")
         if not (isinstance(self.support_points, int | np.integer) and 2 <= self.support_points <= 9):
             raise ValueError(f"quasi-static model: support_points must be an integer in 2..9, got "
                              f"{self.support_points!r}")

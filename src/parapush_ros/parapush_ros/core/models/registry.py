@@ -284,9 +284,12 @@ def parse_model_options(items) -> dict:
             out.setdefault(name, {})[option] = text.lower() == "true"
             continue
         try:
-            out.setdefault(name, {})[option] = kind(text)
+            value_ = kind(text)
         except ValueError:
             raise ValueError(f"--model-option: {item!r}: {text!r} is not a {kind.__name__}") from None
+        if kind is float and not math.isfinite(value_):  # no model option means anything at inf or NaN
+            raise ValueError(f"--model-option: {item!r}: {text!r} is not a finite number")
+        out.setdefault(name, {})[option] = value_
     return out
 
 

@@ -26,6 +26,9 @@ class SimConfig:
                                                      "(vx, vy) to the joint velocities (inverted to move the pusher)")
     command_timeout: float = knob(0.1, "twist interface: twists older than this on the sim clock stop the pusher, "
                                        "as MoveIt Servo does (s); joint_velocity holds the last command forever")
+    twist_hold: bool = knob(False, "twist interface: hold the last twist until the next one, as the UR twist "
+                                   "controller does (it has no timeout), instead of stopping after command_timeout as "
+                                   "MoveIt Servo does")
     pose_reliability: str = knob("best_effort", "QoS reliability of the pose topics: best_effort (as vrpn_mocap) | "
                                                 "reliable (as natnet_ros2)")
     publish_clock: bool = knob(True, "publish /clock (simulated time) for use_sim_time")

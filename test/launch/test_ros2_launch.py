@@ -329,6 +329,34 @@ def test_a_node_that_dies_mid_push_ends_the_launch_and_leaves_the_arm_at_zero(la
     assert recording.duration > 0.0 and recording.note, recording.note  # salvaged: the writer never finished
 
 
+def test_a_commander_killed_mid_push_still_leaves_a_zero_as_the_arms_last_command(launch, ros_executor, tmp_path):
+    """SIGKILL to velocity_commander mid-push (out of memory, a crash: no chance to send its own zero). A UR twist
+    or forward velocity controller would hold its last command; the launch process, which outlives the commander,
+    sends the arm input a zero at once: the last twist the arm sees is zero, and the launch ends naming the
+    commander."""
+    import psutil
+    import rclpy
+
+    slow = tmp_path / "slow_sim.yaml"
+    slow.write_text(SLOW_SIM)
+    lt = launch("sim", f"params_file:={slow}")
+    node = ros_executor.add(rclpy.create_node("launch_commander_kill_watch"))
+    arm = _arm_input(node)
+    assert _send_readme_goal(lt, node).accepted
+    wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
+             what="the arm to move")
+    (commander,) = [p for p in psutil.Process(lt.proc.pid).children()
+                    if "/velocity_commander" in " ".join(p.cmdline())]
+    commander.kill()
+    assert lt.proc.wait(120.0) == 1, lt.output()[-3000:]
+    last = wait_for(arm.last, what="the arm's input")
+    assert _speed(last) == 0.0, f"last twist on the arm's input is not zero: {last.twist}"
+    assert any(_speed(m) > 1e-3 for m in arm.msgs)  # it did move before
+    out = lt.output()
+    assert "velocity_commander exited with status -9: the launch sent the arm a zero command on " \
+           "/servo_node/delta_twist_cmds" in out, out[-3000:]
+
+
 def _send_goal_cli(lt: Launch, goal: str, out: Path) -> str:
     """``ros2 action send_goal /push_object GOAL`` to its end: "answered" once it is (the CLI's output in ``out``),
     "lost" as soon as the planner logs that it could not deliver the goal's answer (the CLI is then stopped)."""

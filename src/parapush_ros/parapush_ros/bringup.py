@@ -467,6 +467,8 @@ def _launch_actions(context, mode: str) -> list:
         node = next(a for a in node_actions if getattr(a, "node_executable", None) == s.executable)
         actions.append(RegisterEventHandler(OnProcessExit(
             target_action=node, on_exit=functools.partial(_failed_node_ends_launch, s.name))))
+        if s.name == "velocity_commander":
+            actions += _zero_when_the_commander_dies(context, node, kwargs["parameters"][0])
     actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name=MOCAP_TF_NODE,
                         output="screen", arguments=mocap_static_transform_arguments(mode, arguments, share),
                         parameters=[{"use_sim_time": use_sim_time}]))
@@ -505,6 +507,38 @@ def _failed_node_ends_launch(name, event, context):
         raise RuntimeError(f"{name} exited with status {event.returncode} (its last lines above say why); stopping "
                            f"the launch")
     return [OpaqueFunction(function=fail)]
+
+
+def _zero_when_the_commander_dies(context, commander, params: dict) -> list:
+    """The UR twist controller and a forward velocity controller hold the last command: a commander killed
+    mid-push (SIGKILL, out of memory) would leave the arm moving. The launch process outlives it: its own ROS node
+    (launch_ros') sends the arm input one zero command as soon as the commander exits with an error. The publisher
+    is made now, so DDS has matched it with the arm's driver long before it is needed."""
+    from launch.actions import LogInfo, RegisterEventHandler  # noqa: PLC0415
+    from launch.event_handlers import OnProcessExit  # noqa: PLC0415
+    from launch_ros.ros_adapters import get_ros_node  # noqa: PLC0415
+
+    from .nodes.velocity_commander import output_of, zero_output  # noqa: PLC0415
+    from .ros import qos, topics  # noqa: PLC0415
+
+    p = {**{k: v.default for k, v in spec("velocity_commander").param_spec().items()}, **params}
+    if p["output"] not in topics.COMMANDER_OUTPUTS:
+        return []  # the commander refuses the output at start, naming it
+    msg_type, topic = output_of(p)
+    node = get_ros_node(context)
+    publisher = node.create_publisher(msg_type, topic, qos.RELIABLE)
+
+    def on_exit(event, _context):
+        if event.returncode == 0:  # it stopped as asked, after sending its own zero
+            return None
+        try:
+            publisher.publish(zero_output(p, node.get_clock().now().to_msg()))
+        except Exception as e:  # noqa: BLE001 - the launch's ROS node may already be shutting down
+            return [LogInfo(msg=f"ERROR: velocity_commander exited with status {event.returncode} and the launch "
+                                f"could not send the arm a zero on {topic}: {e!r}")]
+        return [LogInfo(msg=f"velocity_commander exited with status {event.returncode}: the launch sent the arm a "
+                            f"zero command on {topic}")]
+    return [RegisterEventHandler(OnProcessExit(target_action=commander, on_exit=on_exit))]
 
 
 def _lifecycle_actions(node_kwargs: dict) -> list:

@@ -70,6 +70,21 @@ from ..ros.node import ManagedEntities, config_setter, declare_config, node_main
 from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = topics.COMMANDER_OUTPUTS
+
+
+def output_of(p: dict) -> tuple:
+    """(message type, topic) of the arm input the commander drives, from its parameters ``p``."""
+    return (Float64MultiArray if p["output"] == "joint_velocity" else TwistStamped,
+            p["output_topic"] or OUTPUTS[p["output"]])
+
+
+def zero_output(p: dict, stamp) -> Float64MultiArray | TwistStamped:
+    """The zero command of that arm input (stamped ``stamp``, in the output frame)."""
+    if p["output"] == "joint_velocity":
+        return Float64MultiArray(data=[0.0, 0.0])
+    msg = TwistStamped()
+    msg.header.stamp, msg.header.frame_id = stamp, p["output_frame_id"]
+    return msg
 _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting for command": DiagnosticStatus.OK,
           "idle": DiagnosticStatus.OK, "inactive": DiagnosticStatus.OK,
           "watchdog": DiagnosticStatus.WARN, "clock jump": DiagnosticStatus.WARN,
@@ -104,7 +119,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self.joint_matrix = joint_matrix(p["joint_matrix"])
         except SafetyConfigError as e:
             raise ValueError(f"velocity_commander: invalid parameter {e}") from None
-        self.output_topic = p["output_topic"] or OUTPUTS[p["output"]]
+        self.output_type, self.output_topic = output_of(p)
         self.safety = None  # CommandSafety, from configure on
         self.out_pub = None
         self._active = False
@@ -156,8 +171,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             if self._latched:
                 self.safety.estop(self._latched)
                 self.get_logger().error(f"e-stop still latched ({self._latched}): zero output until ~/reset")
-        msg_type = Float64MultiArray if p["output"] == "joint_velocity" else TwistStamped
-        self.out_pub = self.create_lifecycle_publisher(msg_type, self.output_topic, qos.RELIABLE)
+        self.out_pub = self.create_lifecycle_publisher(self.output_type, self.output_topic, qos.RELIABLE)
         self.status_pub = self.create_publisher(String, topics.COMMANDER_STATUS, qos.LATCHED)
         self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
         self._entities = [

@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 
-from .tools.arguments import output_dir, output_file
+from .arguments import output_dir, output_file
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .tools.arguments import nonnegative_float, output_dir
+from .arguments import nonnegative_float, output_dir
 from . import bringup
 from .core.models.registry import coarse_choices, spec_names
 from .core.planning.planners import planner_entry

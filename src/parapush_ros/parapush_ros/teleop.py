@@ -18,7 +18,7 @@ import sys
 import time
 
 import numpy as np
-from .tools.arguments import positive_float
+from .arguments import positive_float
 
 DIRECTIONS = {  # key -> unit direction in the table frame
     "w": (1.0, 0.0), "\x1b[A": (1.0, 0.0),

@@ -438,7 +438,7 @@ def test_bridge_names_bodies_from_requested_model_definitions(ros_context, ros_e
                      rec["crate"].count() >= n, timeout=10.0, interval=0.02, what="the renamed body's poses")
         send_until_crate(5)
         old_count = rec["Box_5"].count()  # (poses sent before the rename may still have been in flight)
-        send_until_crate(15)
+        send_until_crate(40)  # 35 frames more (0.7 s at 20 ms): no pose of the old name is still on its way
         assert rec["Box_5"].count() == old_count  # the old name's topic gets no more poses
         assert rec["crate"].last().pose.position.x == 1.0
     finally:

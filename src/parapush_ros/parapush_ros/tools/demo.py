@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arguments import output_dir
+from ..arguments import output_dir
 from .bench.common import print_table, pyplot, save_figure
 from ..core.models.registry import Predictor
 from ..core.scene.spec import load_scene

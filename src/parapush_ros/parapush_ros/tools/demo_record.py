@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arguments import output_file
+from ..arguments import output_file
 from ..core.planning.ddp.dgoc import HORIZON_S
 from ..core.planning.ddp.recording import DemonstrationRecorder
 from ..core.scene.spec import load_scene

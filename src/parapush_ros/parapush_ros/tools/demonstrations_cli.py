@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arguments import output_dir, positive_int
+from ..arguments import output_dir, positive_int
 from ..core.models.quasistatic import QuasiStaticPusherSlider
 from ..core.planning.ddp.dgoc import HORIZON_S, PLAN_DT
 from ..core.planning.ddp.scripted import make_library

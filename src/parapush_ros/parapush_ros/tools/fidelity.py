@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .arguments import fraction, nonnegative_float, output_dir, output_file, positive_float, positive_int
+from ..arguments import fraction, nonnegative_float, output_dir, output_file, positive_float, positive_int
 from ..core.models.registry import DEFAULT_COARSE, coarse_choices
 from ..core.scene.spec import load_scene
 

@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arguments import output_dir, output_file
+from ..arguments import output_dir, output_file
 from ..ros import topics
 
 PLANNER_OVERRIDES = {"samples": 10, "iterations": 1, "horizon": 4, "control_duration": 0.5, "max_actions": 16,

@@ -41,7 +41,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from .arguments import positive_int
+from ..arguments import positive_int
 
 CPUS = {"sim": 2, "robot": 2}  # cores a soak claims (module docstring)
 DOMAIN_IDS = (1, 101)  # ROS domain ids a unit may take: Fast DDS's ports are valid up to 101; 0 is everyone's default

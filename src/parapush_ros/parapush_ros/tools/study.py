@@ -43,7 +43,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from .arguments import nonnegative_int, positive_int
+from ..arguments import nonnegative_int, positive_int
 
 MANIFEST = "study.json"
 LOG = "study.log"

@@ -186,8 +186,11 @@ class Parareal:
         result.converged = (start >= N) | sure
         result.exact_slices = exact
         result.trajectory_iterations = sweeps
-        if unsure:  # what the coarse model is unsure of past the exact prefix, accumulated along the trajectory
-            left = np.where(np.arange(N)[None, :, None] >= exact[:, None, None], GV, 0.0)
+        # what the coarse model is unsure of past the converged prefix (``start``: the exact prefix, or with a
+        # tolerance the slices fine-propagated from states within it), accumulated along the trajectory: what
+        # ``_sure`` judged
+        if unsure:
+            left = np.where(np.arange(N)[None, :, None] >= start[:, None, None], GV, 0.0)
             result.variance = np.concatenate([np.zeros((M, 1, L.dim)), np.cumsum(left, axis=1)], axis=1)
             result.variance[:, 1:, L.n_q:] = left[..., L.n_q:]  # velocities: the slice's own, not a sum
         result.wall_time = time.perf_counter() - t_start
@@ -286,8 +289,8 @@ class Parareal:
         return call
 
     def _sure(self, GV, start, threshold) -> np.ndarray:
-        """(M,) bool: the coarse variance of the slices not yet exact (from ``start`` on), summed, gives every
-        object a position sigma of at most ``threshold``."""
+        """(M,) bool: the coarse variance of the slices not yet converged (from ``start`` on: not yet exact, without
+        a tolerance), summed, gives every object a position sigma of at most ``threshold``."""
         N = GV.shape[1]
         left = np.where(np.arange(N)[None, :, None] >= start[:, None, None], GV, 0.0).sum(axis=1)  # (M, D)
         return self.layout.object_position_sigma(left).max(axis=-1, initial=0.0) <= threshold

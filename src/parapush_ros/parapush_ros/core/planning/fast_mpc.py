@@ -66,7 +66,7 @@ from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .outcome import Outcome
 from .session import ControlSchedule, PlanView, PushSession, PushStop, PushStrategy, seconds_to_ns
-from .tasks import Goal, PushTask
+from .tasks import Goal, PushTask, ranked_costs
 
 
 def _multiple(value: float, unit: float) -> bool:
@@ -385,7 +385,7 @@ class FastPlanner:
         ctrl_screen = spline_means(knots, c.knot_interval, self.screen_dt, n_screen)
         states, variance = self._screen_rollout(X0, ctrl_screen)
         costs = self._score(states, ctrl_screen, self.screen_dt, u0, variance)
-        costs = np.where(np.isfinite(costs), costs, np.inf)
+        costs = ranked_costs(costs)
         screen_time = clock() - t
         # 2. re-score the best few on the planner's model, as many as the budget still allows (at least one)
         order = [int(i) for i in np.argsort(costs, kind="stable")]

@@ -94,6 +94,13 @@ def _weight(value, where: str) -> float:
     return value
 
 
+def ranked_costs(costs) -> np.ndarray:
+    """Costs to rank and weigh samples by: a non-finite one (a NaN from a model's non-finite prediction) as +inf, so
+    it is never the best and weighs nothing (``np.argmin`` would pick a NaN, and no cost compares below it)."""
+    costs = np.asarray(costs, dtype=float)
+    return np.where(np.isfinite(costs), costs, np.inf)
+
+
 def costs_file() -> Path:
     """The shipped ``config/costs.yaml``."""
     return shipped("config/costs.yaml")

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from ..arguments import nonnegative_int, positive_int
+from ...arguments import nonnegative_int, positive_int
 from ...core.models.base import rollout, rollout_with_variance
 from ...core.models.fine import FineModel
 from ...core.models.learned import LearnedCoarseModel

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arguments import positive_float, positive_int
+from ...arguments import positive_float, positive_int
 from ...core.models.analytical import AnalyticalCoarseModel
 from ...core.models.base import rollout
 from ...core.models.fine import FineModel

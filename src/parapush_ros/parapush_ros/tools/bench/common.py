@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import positive_int
+from ...arguments import positive_int
 from ...plots import pyplot, save_figure  # noqa: F401 (the benches' plots: one home, shared with parapush sim)
 from ..study import jsonable
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from tqdm import tqdm
 
-from ..arguments import nonnegative_int, positive_int
+from ...arguments import nonnegative_int, positive_int
 from ...core.config import ConfigError
 from ...core.models.quasistatic import QuasiStaticPusherSlider, fine_c_scale
 from ...core.models.registry import Predictor

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from ..arguments import nonnegative_int, positive_int
+from ...arguments import nonnegative_int, positive_int
 from ...core.models.analytical import AnalyticalCoarseModel
 from ...core.models.base import rollout
 from ...core.models.fine import FineModel

@@ -44,7 +44,7 @@ from dataclasses import asdict, replace
 import numpy as np
 import yaml
 
-from ..arguments import nonnegative_int, positive_int, relative_spread
+from ...arguments import nonnegative_int, positive_int, relative_spread
 from ...core.models.fine import default_threads
 from ...core.config import ConfigError, from_values, knobs
 from ...core.planning.optimisers import OPTIMISERS, SamplingConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from ..arguments import nonnegative_int, positive_int
+from ...arguments import nonnegative_int, positive_int
 from ...core.models.analytical import AnalyticalCoarseModel
 from ...core.models.fine import FineModel, default_threads
 from ...core.scene.spec import load_scene

@@ -29,7 +29,7 @@ import sys
 
 import numpy as np
 
-from ..arguments import nonnegative_int, positive_int
+from ...arguments import nonnegative_int, positive_int
 from ...core.models.base import rollout
 from ...core.models.fine import FineModel, default_threads
 from ...core.models.parareal import Parareal

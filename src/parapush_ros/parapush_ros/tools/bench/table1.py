@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arguments import positive_int
+from ...arguments import positive_int
 from ...core.models.base import rollout
 from ...core.models.parareal import Parareal
 from ...core.models.registry import Predictor

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import nonnegative_int
+from ...arguments import nonnegative_int
 from ...core.models.emdn_config import EMDNConfig
 from ...core.models.push_primitive import WORKSPACE
 from ..learning.train_primitive import DEFAULT_EPOCHS

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import output_dir, positive_int
+from ...arguments import output_dir, positive_int
 from ...core.models.base import ModelDiverged
 from ...core.models.fine import FineModel
 from ...core.models.learned import MAX_OBJECTS, family_metadata, family_scene

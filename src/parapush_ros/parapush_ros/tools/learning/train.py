@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import comma_list, output_file, positive_int, share
+from ...arguments import comma_list, output_file, positive_int, share
 from ...core.models import learned as LM
 from ...core.models.analytical import AnalyticalCoarseModel
 from . import version_string

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ..arguments import output_file, positive_int
+from ...arguments import output_file, positive_int
 
 DEFAULTS = {"hidden": (128, 128, 64), "members": 5, "components": 2, "epochs": 40, "batch": 256, "lr": 2e-3}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import output_file, positive_int
+from ...arguments import output_file, positive_int
 from ...core.models.emdn_config import EMDNConfig
 
 DEFAULT_EPOCHS = 150  # on 4096 pushes (the bench's default set): 2x the steps of 300 epochs on 1024

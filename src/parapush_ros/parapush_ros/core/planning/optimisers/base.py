@@ -30,6 +30,7 @@ import numpy as np
 from ...config import finite, knob, require
 from ...models.mjcf import TIMESTEP
 from ...models.registry import DEFAULT_MODEL, ModelSpec
+from ..tasks import ranked_costs
 
 
 @dataclass(frozen=True)
@@ -170,9 +171,7 @@ class SamplingOptimiser(ABC):
                                  f"(non-finite predicted states or variance)")
             if it == 0:
                 result.initial_cost = float(costs[0])
-            # a NaN cost (a model's non-finite prediction for one sample) must not become the best: argmin picks
-            # it, and no later cost compares below NaN. mppi_weights gives such samples no weight too.
-            k = int(np.argmin(np.where(np.isfinite(costs), costs, np.inf)))
+            k = int(np.argmin(ranked_costs(costs)))  # a NaN cost is never the best
             if best is None or costs[k] < best[0]:
                 best = (float(costs[k]), U[k].copy(), states[k].copy(), {n: float(v[k]) for n, v in terms.items()},
                         None if pred.variance is None else pred.variance[k].copy())

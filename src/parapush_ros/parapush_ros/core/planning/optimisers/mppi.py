@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import finite, knob, require
+from ..tasks import ranked_costs
 from .base import SamplingOptimiser
 
 
@@ -24,7 +25,7 @@ class MPPIConfig:
 def mppi_weights(costs, temperature: float) -> np.ndarray:
     """MPPI's sample weights (paper 004 eq. 8): exp(-(S - S_min) / lambda), normalised; a non-finite cost weighs
     0. Shared by this optimiser and the push-primitive MPPI (``planning.uncertainty_mppi``)."""
-    s = np.where(np.isfinite(costs), costs, np.inf)
+    s = ranked_costs(costs)
     w = np.exp(-(s - s.min()) / temperature)
     return w / w.sum()
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import finite, knob, require
+from ..tasks import ranked_costs
 from .base import SamplingOptimiser
 
 
@@ -22,7 +23,7 @@ class StochasticOptimiser(SamplingOptimiser):
     Config = StochasticConfig
 
     def weights(self, costs):
-        finite_costs = np.where(np.isfinite(costs), costs, np.inf)
+        finite_costs = ranked_costs(costs)
         lo, hi = finite_costs.min(), finite_costs[np.isfinite(finite_costs)].max()
         c = (finite_costs - lo) / (hi - lo) if hi > lo else np.zeros_like(finite_costs)
         w = np.exp(-self.config.sensitivity * c)

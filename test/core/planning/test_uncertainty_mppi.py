@@ -77,6 +77,8 @@ def test_algorithm_2_path_avoids_the_heat_and_is_tracked():
     heat = uncertainty_heat_map(model, cell=0.03, actions=4)
     assert heat(np.array([0.0, 0.0])) == pytest.approx(2 * VAR_IN)  # x and y variance
     assert heat(np.array([0.25, 0.3])) == pytest.approx(2 * VAR_OUT)
+    with pytest.raises(ValueError, match=r"heat-map cell: must be > 0 and at most the half extent"):
+        uncertainty_heat_map(model, cell=1.0, actions=4)  # one cell per axis: interpolation read index -1
     res = low_uncertainty_path(START[:2], GOAL[:2], heat, 2 * VAR_OUT, PathConfig(seed=0))
     assert res.cost < 0.2 * res.initial_cost
     np.testing.assert_allclose(res.path[[0, -1]], [START[:2], GOAL[:2]])

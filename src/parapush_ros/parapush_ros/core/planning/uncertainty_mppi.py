@@ -176,6 +176,9 @@ def grid_heat_map(extent, cell: float, samples: int, uncertainty_of) -> HeatMap:
     """The Monte-Carlo heat-map of Algorithm 2 for any model: the mean of ``uncertainty_of(xy)`` ((B, 2) positions,
     each cell centre repeated ``samples`` times -> (B,) predicted uncertainties, the random part being the
     caller's: yaws, pushes) per cell of a grid over [-extent, extent]."""
+    if not (np.isfinite(cell) and 0.0 < cell <= min(extent)):  # bilinear interpolation needs 2 cells per axis
+        raise ValueError(f"heat-map cell: must be > 0 and at most the half extent {min(extent):g} m (two cells per "
+                         f"axis at least), got {cell}")
     xs = np.arange(-extent[0], extent[0] + 1e-9, cell)
     ys = np.arange(-extent[1], extent[1] + 1e-9, cell)
     gx, gy = np.meshgrid(xs, ys)

@@ -29,6 +29,9 @@ def test_bench_table1_small(tmp_path):
     for m in res["models"].values():
         assert {"mean_trans_mm", "mean_rot_deg", "paper_trans_mm", "paper_rot_deg"} <= set(m)
     assert (out / "table1.png").stat().st_size > 1000
+    # another seed in the same --out is another study (it read the first seed's units back as its own)
+    with pytest.raises(ValueError, match="seed = 3, this run asks for 4"):
+        main(["bench", "table1", "--states", "2", "--seed", "4", "--out", str(out)])
 
 
 def test_bench_table1_is_deterministic_given_the_seed_whatever_the_units(tmp_path):
@@ -210,7 +213,9 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
     def run_one(args):
         calls.append((args.seed, args.out))
         res = {"settings": {"seed": args.seed, "w": args.w}, "a": {"x": float(args.seed), "ok": args.seed > 0},
-               "name": "n", "list": [1, 2]}
+               "name": "n", "list": [1, 2], "per_k": [float(args.seed), 2.0 * args.seed],
+               "maybe": float("nan") if args.seed == 1 else float(args.seed), "runs": [{"x": 1.0}],
+               "per_object_k": [[1.0, 2.0], [3.0, float(args.seed)]], "grid": [[0.0] * 10] * 10}
         write_json(output_paths(args, "t")[0], res)
         return res
 
@@ -224,6 +229,13 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
     assert r["summary"]["a.x"]["mean"] == 1.0 and r["summary"]["a.x"]["std"] == 1.0
     assert r["summary"]["a.x"]["per_seed"] == {"0": 0.0, "1": 1.0, "2": 2.0}
     assert r["summary"]["a.ok"]["mean"] == 2 / 3 and "settings.seed" not in r["summary"]
+    # a figure per k: one per element; lists of records are not figures
+    assert r["summary"]["per_k[1]"]["mean"] == 2.0 and r["summary"]["per_object_k[1][1]"]["mean"] == 1.0
+    assert not any(k.startswith(("runs", "grid")) for k in r["summary"])  # records, and data (100 numbers)
+    # a seed without a finite value is counted out, and its JSON holds null (JSON has no NaN)
+    assert r["summary"]["maybe"]["seeds"] == 2 and r["summary"]["maybe"]["mean"] == 1.0
+    assert r["summary"]["a.x"]["seeds"] == 3
+    assert json.loads((tmp_path / "seed_1" / "bench_t.json").read_text())["maybe"] is None
     assert json.loads((tmp_path / "bench_t.json").read_text())["summary"] == r["summary"]
     calls.clear()
     assert seeded(run_one, name="t")(args())["summary"] == r["summary"] and calls == []

@@ -58,6 +58,31 @@ def test_a_failing_unit_is_retried_then_reported_by_name_and_a_rerun_does_only_i
     assert CALLS == ["i=0", "i=2", "i=1"] and got["i=1"] == {"value": 1}
 
 
+def test_a_setting_given_before_and_not_now_is_refused_by_name(tmp_path):
+    """An option the first run gave (``--shapes box``) and this one leaves out is a changed setting too: reusing
+    the box runs as the default scenes would mix two studies."""
+    Study(tmp_path, "test", {"seed": 0, "shapes": ["box"]})
+    with pytest.raises(ValueError, match=r"shapes = \['box'\], this run asks for None"):
+        Study(tmp_path, "test", {"seed": 0})
+
+
+def test_the_seed_is_a_setting_of_a_bench_study():
+    """Another --seed in the same --out would otherwise read the first seed's units back as its own."""
+    from parapush_ros.tools.bench.common import study_settings
+    s = study_settings(argparse.Namespace(seed=3, seeds=None, out="x", workers=1, states=2))
+    assert s == {"seed": 3, "states": 2}
+
+
+def test_workers_1_runs_here_whatever_ray_address_says(tmp_path, monkeypatch, capsys):
+    """``--workers 1`` is this process without Ray; a RAY_ADDRESS left in the environment (here one nothing
+    listens on, where Ray would retry for minutes) does not send the study to a cluster; ``--ray`` would."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    CALLS.clear()
+    got = Study(tmp_path, "test", {}).run([Unit.of(i=0), Unit.of(i=1)], square, {"offset": 0}, args())
+    assert got == {"i=0": {"value": 0}, "i=1": {"value": 1}} and "in this process" in capsys.readouterr().err
+    assert CALLS == ["i=0", "i=1"]
+
+
 def test_bad_execution_settings_are_named(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     study = Study(tmp_path, "test", {})

@@ -66,6 +66,43 @@ def test_spline_schedule_samples_the_knots_and_warm_starts_shifted_by_the_time_e
     assert new.at(2.09).tolist() == s.at(2.09).tolist() and new.velocity(2.1).tolist() == pytest.approx([0.04, 0])
 
 
+def test_a_hand_over_never_steps_the_command_beyond_the_acceleration_limit_whatever_the_timer_phase():
+    """The node's command timer samples the schedule at a phase of its own. Plans handed over at the running
+    schedule's sample instants keep one grid of command periods, so consecutive ticks see consecutive samples of
+    splines that meet at the hand-over: at most max_acceleration x command_period apart, even where the old plan
+    accelerates at the limit and the new one brakes at it (a grid restarted at each hand-over allowed twice that)."""
+    c = FastConfig()
+    a, cp, ki, K = c.max_acceleration, c.command_period, c.knot_interval, c.n_knots
+    limit = a * cp
+    ramp = np.stack([np.arange(K) * a * ki, np.zeros(K)], axis=1)  # 0 .. 0.25 m/s at the limit
+    old = SplineSchedule(0.0, ramp * 0.4, ki, cp)
+    worst = 0.0
+    for k in range(2, 14):  # hand-over k command periods in: always one of the old schedule's sample instants
+        t_h = k * cp
+        u0 = old.velocity(t_h)
+        for sign in (1.0, -1.0):  # the new plan goes on accelerating, or brakes at the limit
+            knots = limit_knots(u0 + sign * np.stack([np.arange(K) * a * ki, np.zeros(K)], axis=1), 1.0, a * ki)
+            new = SplineSchedule(t_h, knots, ki, cp, previous=old.settled(), takeover=t_h)
+            for phase in np.linspace(0.0007, cp - 0.0007, 23):
+                ticks = np.arange(phase, t_h + 0.5, cp)
+                u = np.array([new.at(t) for t in ticks])
+                worst = max(worst, float(np.max(np.linalg.norm(np.diff(u, axis=0), axis=1))))
+    assert worst <= limit + 1e-9, worst
+
+
+def test_the_hand_over_instant_is_on_the_running_grid_and_never_after_the_running_plan():
+    ms = 1_000_000
+    h = FastMPCPush.handover_instant
+    # a steady cycle, started 7 ms after the last hand-over (the node's wait polls): the next one a period after
+    # that hand-over, so the rate stays exact and the command grid is kept
+    assert h(start=1007 * ms, lead=1, period=100 * ms, command_period=50 * ms, grid=0, end=3000 * ms) == 1100 * ms
+    # after a long cycle (lead 11 periods) never after the running plan's last period (a gap, then a step)
+    assert h(start=1750 * ms, lead=11, period=100 * ms, command_period=50 * ms, grid=700 * ms,
+             end=2700 * ms) == 2700 * ms
+    # a running plan that has ended: the next grid instant a period on
+    assert h(start=2800 * ms, lead=1, period=100 * ms, command_period=50 * ms, grid=0, end=2700 * ms) == 2900 * ms
+
+
 def test_knots_are_limited_to_the_acceleration_and_speed_from_the_pinned_first_one():
     k = limit_knots(np.array([[0.05, 0.0], [-0.1, 0.0], [0.0, 0.3]]), max_speed=0.1, max_step=0.125)
     assert k[0].tolist() == [0.05, 0.0]  # pinned
@@ -84,6 +121,17 @@ def test_settings_are_checked_naming_the_setting():
         FastConfig(rescore_horizon=3.0)  # longer than the horizon
     with pytest.raises(ConfigError, match=r"^rescore_horizon: "):
         FastConfig(rescore_horizon=0.3)  # not whole slices
+    for bad in (5.0, 0.03, 0.0005):  # far beyond knot_interval, not dividing it, not whole physics steps
+        with pytest.raises(ConfigError, match=r"^command_period: "):
+            FastConfig(command_period=bad)
+    for bad in (3.0, 15.0):  # periods that are not whole command periods (0.05 s)
+        with pytest.raises(ConfigError, match=r"^replan_rate: .*20, 10, 5 Hz"):
+            FastConfig(replan_rate=bad)
+    with pytest.raises(ConfigError, match=r"^replan_rate: "):
+        FastConfig(command_period=0.25)  # the default 10 Hz's period is shorter than one command period
+    for name in ("command_period", "horizon", "knot_interval", "cost_interval"):
+        with pytest.raises(ConfigError, match=rf"^{name}: "):  # a text, not a TypeError
+            FastConfig(**{name: "abc"})
     scene = load_scene("cylinder_slider")
     params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True}  # as config/mpc_planner.yaml
     with pytest.raises(ValueError, match=r"parameter fast\.replan_rate"):
@@ -96,6 +144,9 @@ def test_settings_are_checked_naming_the_setting():
     clutter = clutter_scenes(1, 0)[0]  # screened on the learned model, which predicts 1 s slices
     with pytest.raises(ValueError, match=r"parameter fast\.rescore_horizon: 0\.5 s must be whole slices"):
         build_fast(clutter, {**params, "model": "fine", "coarse_model": "auto", "fast.rescore_horizon": 0.5})
+    with pytest.raises(ValueError, match=r"parameter fast\.cost_interval: 1\.5 s must be whole slices"):
+        build_fast(clutter, {**params, "model": "fine", "coarse_model": "auto", "fast.horizon": 3.0,
+                             "fast.cost_interval": 1.5})
     assert PLANNERS["fast"].config is FastConfig
 
 
@@ -125,6 +176,9 @@ def test_a_late_cycle_keeps_the_previous_plan_without_a_gap_or_a_jump():
     log, period_ns = strategy.log, int(round(1e9 / strategy.config.replan_rate))
     assert [i for i, x in enumerate(log.late) if x] == [6]
     assert len(io.plans) == len(log.starts_ns) - 1  # the late plan was dropped, not handed over
+    # the action feedback counts it (no report of its own does): the plans after it say 1 late plan so far
+    assert [r.late_plans for r in io.plans[5:8]] == [0, 1, 1]
+    assert log.lateness[6] == pytest.approx(0.15, abs=2e-3) and sum(log.lateness) == log.lateness[6]
     # the pusher never stood still after the first plan, and its command never jumped beyond the limit
     first = io.plans[0].start_ns * 1e-9
     assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9 and b <= 4.0)
@@ -137,6 +191,23 @@ def test_a_late_cycle_keeps_the_previous_plan_without_a_gap_or_a_jump():
     handovers = {r.start_ns for r in io.plans}
     assert t7 + 2 * period_ns in handovers and t8 + period_ns in handovers
     assert rec.outcome is not Outcome.FAILED, rec.reason
+
+
+def test_a_cycle_longer_than_half_the_horizon_hands_over_before_the_running_plan_ends():
+    """A stall of 1.05 s at 10 Hz (a 2 s horizon): counted from the late cycle's arrival, 11 periods on came after
+    the running plan's last knot (0.15 s of zero command, then a step of 0.067 m/s). The hand-over is capped at that
+    knot: the pusher never stands still and the command never steps beyond the limit."""
+    strategy, world, io = fast_push(config=FastConfig(candidates=12), extra_latency=lambda k: {8: 1.05}.get(k, 0.0))
+    rec = run_closed_loop(strategy, world, max_actions=30, realtime=True, io=io)
+    assert rec.outcome is not Outcome.FAILED, rec.reason
+    assert sum(strategy.log.late) == 1
+    first = io.plans[0].start_ns * 1e-9
+    assert all(np.linalg.norm(u) > 0.0 for a, b, u in io.executed if a >= first - 1e-9)  # never a gap
+    assert max(command_jumps(io)) <= strategy.config.max_acceleration * strategy.config.command_period + 1e-9
+    # the plan after the stall took over at the running plan's last command period
+    starts = [r.start_ns for r in io.plans]
+    k = next(i for i, (a, b) in enumerate(pairwise(starts)) if b - a > 1e9)
+    assert starts[k + 1] - starts[k] == int((strategy.config.horizon - strategy.config.command_period) * 1e9)
 
 
 def test_a_host_slower_than_the_rate_hands_over_further_ahead_and_keeps_pushing():
@@ -328,6 +399,42 @@ def test_a_cycle_planned_while_stopping_ends_without_error():
         planner.plan(x, u0)  # measures the cost of a re-score
         plan = planner.plan(x, u0, None, deadline=1.0, clock=lambda: math.inf)
         assert plan.abandoned and np.all(np.isfinite(plan.knots))
+    finally:
+        predictor.close()
+
+
+def test_a_plan_made_while_the_push_was_stopped_is_not_handed_over():
+    """A cancel arriving while a cycle plans: the push ends without handing that cycle's plan over."""
+    from parapush_ros.core.planning.outcome import OutcomeMonitor
+    from parapush_ros.core.planning.session import PushSession, SessionConfig
+    box = {}
+    # the cycle starting at 1.1 s plans until 1.2 s (charged); the cancel comes in between
+    strategy, _world, io = fast_push(extra_latency=lambda k: 0.1,
+                                    events=[(1.13, lambda: box["s"].stop(Outcome.ABORTED, "cancelled"))])
+    after = []
+    execute, report = io.execute, io.report_plan
+    io.execute = lambda sched: (after.append("execute") if box["s"].stopping and sched is not None else None,
+                                execute(sched))
+    io.report_plan = lambda r: (after.append("report") if box["s"].stopping else None, report(r))
+    monitor = OutcomeMonitor(strategy.scene, strategy.planner.task.goal, 50)
+    box["s"] = PushSession(strategy, io, monitor.goal, SessionConfig(realtime=True, max_actions=50), monitor)
+    res = box["s"].run()
+    assert res.outcome is Outcome.ABORTED and after == []
+    assert len(strategy.log.starts_ns) == len(res.plans)  # the last cycle's plan was not handed over
+
+
+def test_the_fine_fraction_of_a_parareal_re_scoring_counts_the_fine_slices_it_simulated():
+    """Parareal-K re-sweeps only the slices that have not converged: K whole sweeps overstated its fine work."""
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        c = FastConfig(candidates=8)
+        planner = FastPlanner(scene, c, PushTask(scene), predictor, "parareal2")
+        before = predictor.fine_slices
+        plan = planner.plan(scene.initial_state(), np.zeros(2))
+        simulated = predictor.fine_slices - before
+        assert simulated < 2 * c.rescore * planner.n_fine  # some slices converged after the first sweep
+        assert plan.fine_fraction == pytest.approx(simulated * c.slice_duration / (c.candidates * c.horizon))
     finally:
         predictor.close()
 

@@ -212,6 +212,11 @@ def test_other_objects_in_the_targets_lane_to_the_goal_cost_by_their_depth():
 
 
 def test_variance_term_only_when_the_model_reports_one(obstacle_scene, weights):
+    assert weights.variance == 0.0  # default: stochastic/mppi plan on the mean (paper 004's MPPI baseline)
+    assert "variance" not in PushTask(obstacle_scene, weights).cost_terms(
+        traj(obstacle_scene.initial_state(), obstacle_scene.initial_state()), zero_controls(1),
+        variance=np.full((1, 2, obstacle_scene.layout.dim), 0.001))
+    weights = weights.with_overrides({"variance": 1.0})
     task = PushTask(obstacle_scene, weights)
     xs = traj(obstacle_scene.initial_state(), obstacle_scene.initial_state())
     assert "variance" not in task.cost_terms(xs, zero_controls(1))

@@ -48,6 +48,7 @@ from ..arguments import nonnegative_int, positive_int
 MANIFEST = "study.json"
 LOG = "study.log"
 FORMAT = "parapush-study/1"
+MANIFEST_KEYS = ("format", "kind")  # what a manifest holds besides the settings
 ENV_WORKERS = "PARAPUSH_WORKERS"
 ENV_FAULT = "PARAPUSH_STUDY_FAULT"
 DEFAULT_RETRIES = 2
@@ -105,17 +106,20 @@ class StudyError(RuntimeError):
                          f"in {root}; re-run the same command to retry only these):\n{lines}")
 
 
-def check_settings(path: Path, settings: dict, defaults: dict | None = None, what: str = "study") -> dict | None:
+def check_settings(path: Path, settings: dict, defaults: dict | None = None, what: str = "study",
+                   exact: bool = False) -> dict | None:
     """The manifest at ``path`` (or None if there is none) after checking that it holds ``settings`` (compared as
     JSON); ``defaults`` stand for settings that files written before they existed lack. A difference is a
-    ``ValueError`` naming the field."""
+    ``ValueError`` naming the field. ``exact``: the manifest holds nothing but the settings (``Study``'s), so one
+    it has and this run lacks (an option given then and not now) is a difference too."""
     if not path.exists():
         return None
     try:
         old = {**(defaults or {}), **json.loads(path.read_text())}
     except ValueError as e:
         raise ValueError(f"{path}: unreadable manifest ({e}); remove it or use another --out") from None
-    for k, v in settings.items():
+    extra = [k for k in old if k not in settings and k not in MANIFEST_KEYS] if exact else []
+    for k, v in [*settings.items(), *((k, None) for k in extra)]:
         where = _first_difference(k, old.get(k), v)
         if where is not None:
             name, was, now = where
@@ -202,7 +206,7 @@ class Study:
         self.root = Path(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / self.manifest
-        old = check_settings(path, self.settings, self.defaults, f"{self.kind} study")
+        old = check_settings(path, self.settings, self.defaults, f"{self.kind} study", self.manifest == MANIFEST)
         if old is None and self.manifest == MANIFEST:
             write_atomic(path, json.dumps({"format": FORMAT, "kind": self.kind, **self.settings}, indent=2,
                                           default=jsonable) + "\n")
@@ -270,7 +274,8 @@ def _execution(args) -> tuple[int, str | None, int]:
     retries = getattr(args, "retries", DEFAULT_RETRIES)
     if retries < 0:
         raise ValueError(f"--retries: must be >= 0, got {retries}")
-    address = getattr(args, "ray", None) or os.environ.get("RAY_ADDRESS") or None
+    # --workers 1 means this process without Ray: a RAY_ADDRESS in the environment does not override it (--ray does)
+    address = getattr(args, "ray", None) or (os.environ.get("RAY_ADDRESS") if workers != 1 else None) or None
     return workers, address, retries
 
 
@@ -324,6 +329,7 @@ def _run_serial(study, todo, fn, context, workers, address, retries, desc) -> di
                           file=sys.stderr, flush=True)
             else:
                 failed[u.id] = err
+                bar.set_postfix_str(f"failed {len(failed)}")
                 bar.update()
                 continue
             study.finished(u, result, seconds, where)

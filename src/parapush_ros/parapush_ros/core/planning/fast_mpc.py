@@ -70,8 +70,10 @@ from .tasks import Goal, PushTask, ranked_costs
 
 
 def _multiple(value: float, unit: float) -> bool:
+    if not (finite(value) and finite(unit) and value > 0.0 and unit > 0.0):  # a text or null value: not a multiple
+        return False
     k = value / unit
-    return finite(value) and value > 0.0 and abs(k - round(k)) < 1e-6
+    return abs(k - round(k)) < 1e-6
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class FastConfig:
     and cost weights are the MPC's (``model``, ``max_speed``, ``nominal_speed``, ``weights.*``)."""
 
     replan_rate: float = knob(10.0, "re-plans per second (Hz): each cycle plans from the latest state and hands "
-                                    "its plan over one period after it started")
+                                    "its plan over one period after it started (a whole number of command_period)")
     horizon: float = knob(2.0, "seconds planned ahead (a multiple of knot_interval)")
     knot_interval: float = knob(0.25, "seconds between the velocity knots (the decision variables, linear in "
                                       "between); independent of the re-plan period")
@@ -88,7 +90,8 @@ class FastConfig:
                                        "knot_interval and cost_interval")
     cost_interval: float = knob(0.5, "seconds between the predicted states the task cost scores (its weights are "
                                      "set for a few slices per horizon)")
-    command_period: float = knob(0.05, "seconds between the command timer's samples of the spline")
+    command_period: float = knob(0.05, "seconds between the command timer's samples of the spline; divides "
+                                       "knot_interval and the re-plan period")
     candidates: int = knob(32, "knot sequences per cycle rolled out in one batch on the screening model")
     rescore: int = knob(2, "best screened sequences re-scored per cycle with the planner's model (fine or "
                            "parareal<K>; the warm start always one of them), as many as the budget allows, >= 1")
@@ -110,14 +113,21 @@ class FastConfig:
     def __post_init__(self):
         require(finite(self.replan_rate) and 0.1 <= self.replan_rate <= 100.0, "replan_rate", self.replan_rate,
                 "in [0.1, 100] Hz")
-        require(_multiple(self.command_period, TIMESTEP), "command_period", self.command_period,
-                f"a positive multiple of the {TIMESTEP} s physics step")
         require(_multiple(self.slice_duration, FINE_TIMESTEP), "slice_duration", self.slice_duration,
                 f"a positive multiple of the fine model's {FINE_TIMESTEP} s step")
         require(_multiple(self.knot_interval, self.slice_duration), "knot_interval", self.knot_interval,
                 f"a positive multiple of slice_duration ({self.slice_duration} s)")
         require(_multiple(self.cost_interval, self.slice_duration), "cost_interval", self.cost_interval,
                 f"a positive multiple of slice_duration ({self.slice_duration} s)")
+        # hand-overs fall on the command timer's samples (the command never steps by more than the acceleration
+        # limit allows over one period, SplineSchedule), so its period divides the re-plan period and the knots'
+        require(_multiple(self.command_period, TIMESTEP) and _multiple(self.knot_interval, self.command_period),
+                "command_period", self.command_period,
+                f"a positive multiple of the {TIMESTEP} s physics step that divides knot_interval "
+                f"({self.knot_interval} s)")
+        require(_multiple(1.0 / self.replan_rate, self.command_period), "replan_rate", self.replan_rate,
+                f"a rate whose period 1/replan_rate is a whole number of command_period ({self.command_period} s): "
+                f"{', '.join(f'{1.0 / (k * self.command_period):g}' for k in (1, 2, 4))} Hz, ...")
         require(_multiple(self.horizon, self.knot_interval) and _multiple(self.horizon, self.cost_interval),
                 "horizon", self.horizon, f"a positive multiple of knot_interval ({self.knot_interval} s) and "
                                          f"cost_interval ({self.cost_interval} s)")
@@ -197,7 +207,13 @@ class SplineSchedule(ControlSchedule):
     """A knot spline as the pusher's schedule: from ``start`` the command timer's samples (every ``command_period``
     the spline's value at the middle of the period), zero after the last knot's period; until ``takeover`` the
     ``previous`` schedule runs (``ControlSchedule``). ``knots`` and ``knot_interval`` stay with it (the next plan's
-    warm start and the command at the hand-over instant)."""
+    warm start and the command at the hand-over instant).
+
+    A plan handed over at one of the running schedule's period boundaries, pinned to the running spline's value
+    there, keeps its grid of command periods: the sample before the hand-over and the one after lie one period
+    apart on splines that meet in between, so the command timer (whatever its phase) never sees a step larger than
+    the acceleration limit x ``command_period`` (``FastMPCPush.handover_instant``). Off the grid, up to two periods
+    of spline could lie between two consecutive ticks."""
 
     def __init__(self, start: float, knots, knot_interval: float, command_period: float,
                  previous: ControlSchedule | None = None, takeover: float | None = None, origin_ns: int = 0):
@@ -281,6 +297,9 @@ class FastPlanner:
         if not (_multiple(config.horizon, self.screen_dt) and _multiple(self.screen_dt, config.slice_duration)):
             raise ConfigError("screen_model", f"{self.screen.kind} predicts {self.screen_dt} s slices, which must "
                                               f"divide horizon ({config.horizon} s) into whole slices")
+        if self.screen_dt < config.cost_interval and not _multiple(config.cost_interval, self.screen_dt):
+            raise ConfigError("cost_interval", f"{config.cost_interval} s must be whole slices of the screening "
+                                               f"model {self.screen.kind!r} ({self.screen_dt:g} s), or at most one")
         if self.model.kind == PARAREAL:
             coarse = predictor.coarse_model(self.model.coarse)
             if not predicts_slices(coarse, config.slice_duration):  # the one rule of fixed-slice models
@@ -317,12 +336,12 @@ class FastPlanner:
         """Task cost (M,) of predicted ``states`` (M, n+1, D) under slice ``controls`` (M, n, 2) of ``dt`` s,
         scored every ``cost_interval``."""
         stride = int(round(self.config.cost_interval / dt))
-        if stride >= 1:
+        if dt < self.config.cost_interval - 1e-9:  # a whole number of slices (checked at construction)
             m, n = controls.shape[:2]
             scored = states[:, ::stride]
             ctrl = controls.reshape(m, n // stride, stride, 2).mean(axis=2)
             variance = None if variance is None else variance[:, ::stride]
-        else:  # the model's slices are longer than cost_interval: score them as they are
+        else:  # the model's slices are as long as cost_interval or longer: score them as they are
             scored, ctrl = states, controls
         return self.task.cost(scored, ctrl, u0, variance)
 
@@ -410,7 +429,9 @@ class FastPlanner:
             fine_states, ctrl, fine_variance = self._screen_tail(knots[chosen], fine)
             fine, dt = replace(fine, states=fine_states, variance=fine_variance), self.screen_dt
             self._tail_cost = max(clock() - t, 0.5 * self._tail_cost)  # a spike is remembered, then decays
-        per = rescore_time * self.n_fine / max(done, 1) / len(chosen)  # a whole candidate's, where abandoned
+        # a whole candidate's, where abandoned: n_fine slices, K sweeps of them for Parareal-K (done counts them all)
+        whole = self.n_fine * (max(1, self.model.iterations or 1) if self.model.kind == PARAREAL else 1)
+        per = (rescore_time if fine is not None else rescore_time * whole / max(done, 1)) / len(chosen)
         self._rescore_cost = per if self._rescore_cost is None else 0.5 * (self._rescore_cost + per)
         total_s = C * c.horizon
         if fine is None:  # past the budget: the best screened candidate, on the screening model's prediction
@@ -425,9 +446,10 @@ class FastPlanner:
             raise ValueError(f"the {fine.model} model gave none of the {len(chosen)} re-scored candidates a "
                              f"finite cost")
         b = int(np.argmin(np.where(np.isfinite(fine_costs), fine_costs, np.inf)))
-        # fine work: the fine model's simulated seconds (Parareal-K: K fine sweeps of the horizon) per candidate
-        # second evaluated (1.0: every candidate rolled out once with the fine model, as the 1 Hz MPC does)
-        fine_s = len(chosen) * c.fine_horizon * (1 if self.model.kind != PARAREAL else max(1, fine.iterations or 0))
+        # fine work: the fine model's simulated seconds (Parareal-K: the slices its sweeps simulated, converged ones
+        # not again) per candidate second evaluated (1.0: every candidate rolled out once with the fine model, as
+        # the 1 Hz MPC does)
+        fine_s = fine.fine_slices * c.slice_duration
         return FastPlan(knots=knots[chosen[b]].copy(), controls=ctrl[b].copy(), states=fine.states[b].copy(),
                         cost=float(fine_costs[b]), model=fine.model, spec=fine.spec, plan_time=clock() - c0,
                         fine_fraction=fine_s / total_s, dt=dt, screened=C, rescored=len(chosen),
@@ -465,6 +487,7 @@ class CycleLog:
     starts_ns: list = field(default_factory=list)  # cycle starts on the session clock
     latencies: list = field(default_factory=list)  # s on the plan clock
     late: list = field(default_factory=list)  # bool: dropped, the running plan kept
+    lateness: list = field(default_factory=list)  # s past its hand-over instant it arrived (0: on time)
     fine_fraction: list = field(default_factory=list)
     handover_jumps: list = field(default_factory=list)  # |command after - command before| at each hand-over (m/s)
     rescore_times: list = field(default_factory=list)  # s on the plan clock re-scoring, per cycle
@@ -481,8 +504,6 @@ class FastMPCPush(PushStrategy):
         self.command_rate = 1.0 / planner.config.command_period
         # 30 s of pushing per goal that sets no limit (the MPC's 30 actions of 1 s); an action is one cycle
         self.default_max_actions = int(round(30.0 * planner.config.replan_rate))
-        # the furthest hand-over: a plan made then still starts before the running one ends
-        self.max_lead = int(math.floor(planner.config.horizon * planner.config.replan_rate + 1e-9)) - 1
         self.log = CycleLog()
 
     def start(self, session: PushSession):
@@ -514,7 +535,7 @@ class FastMPCPush(PushStrategy):
             raise PushStop(Outcome.FAILED, "realtime: the fast planner plans while the pusher moves; set realtime "
                                            "true")
         c, io = self.config, s.io
-        period_ns = seconds_to_ns(c.period)
+        period_ns, command_ns = seconds_to_ns(c.period), seconds_to_ns(c.command_period)
         K = c.n_knots
         while True:  # from rest: the first push, and again after every pause
             obs = s.usable_observation()
@@ -530,9 +551,11 @@ class FastMPCPush(PushStrategy):
             self._log(t0, latency, False, plan)
             self._hand_over(s, active, plan, t0, latency, obs.stamp_ns)
             lead = 1  # hand over this many periods after the cycle start
+            active_ns = t0  # the running plan's start (ns), where its grid of command periods begins
             while True:
                 start = s.now_ns()
-                handover = start + lead * period_ns
+                handover = self.handover_instant(start, lead, period_ns, command_ns, active_ns,
+                                                 active_ns + seconds_to_ns(active.end - active.start) - command_ns)
                 obs = s.observe()
                 if obs.problem or s.stopping:
                     break
@@ -544,14 +567,15 @@ class FastMPCPush(PushStrategy):
                 plan = self._plan(s, x_h, u0, warm, c0 + c.budget_fraction * c.period)
                 latency = io.planned(io.plan_clock() - c0)
                 arrival = s.now_ns()
+                s.check_stop()  # a plan made while the push was stopped is not handed over
                 if s.jumped:
                     break
                 late = arrival > handover
-                self._log(start, latency, late, plan)
+                self._log(start, latency, late, plan, max(0, arrival - handover) * 1e-9)
                 # a cycle longer than a period hands the next plan over as many periods after its start as it
                 # took (a late plan is dropped, so a host a little too slow for the rate would otherwise drop every
-                # one), at most what the running plan still covers
-                lead = min(max(1, -(-(arrival - start) // period_ns)), max(1, self.max_lead))
+                # one), at most where the running plan ends (handover_instant)
+                lead = max(1, -(-(arrival - start) // period_ns))
                 if late:  # the running plan covers the horizon: it keeps running, the next cycle starts now
                     s.status(f"cycle late by {(arrival - handover) * 1e-9:.3f} s: plan dropped, the running plan "
                              f"continues", "warning")
@@ -562,10 +586,25 @@ class FastMPCPush(PushStrategy):
                                               takeover=t_h, origin_ns=s.origin_ns)
                     self.log.handover_jumps.append(float(np.linalg.norm(schedule.at(t_h + 1e-6) - before)))
                     self._hand_over(s, schedule, plan, handover, latency, obs.stamp_ns)
-                    active = schedule
+                    active, active_ns = schedule, handover
                     s.hold(handover)
                 s.judge(s.result.actions + 1)
             io.execute(None)
+
+    @staticmethod
+    def handover_instant(start: int, lead: int, period: int, command_period: int, grid: int, end: int) -> int:
+        """The hand-over instant (ns) of a cycle starting at ``start``: ``lead`` re-plan periods later, on the
+        running plan's grid of command periods (``grid`` + k ``command_period``: the nearest, so a steady cycle
+        keeps the rate exactly; ``SplineSchedule`` says why), never after ``end`` (the running plan's last period
+        boundary before its end: a later plan would start after the pusher had stopped, a gap, then a step), and
+        after ``start``."""
+        h = start + lead * period
+        h = grid + (h - grid + command_period // 2) // command_period * command_period
+        if end > start:
+            h = min(h, end)
+        while h <= start:
+            h += command_period
+        return h
 
     def _plan(self, s: PushSession, x, u0, warm, deadline) -> FastPlan:
         s.apply_goal_change()
@@ -601,10 +640,11 @@ class FastMPCPush(PushStrategy):
             raise PushStop(Outcome.FAILED, f"planning failed: predicting the start state: {e}") from None
         return x
 
-    def _log(self, start_ns: int, latency: float, late: bool, plan: FastPlan):
+    def _log(self, start_ns: int, latency: float, late: bool, plan: FastPlan, lateness: float = 0.0):
         self.log.starts_ns.append(int(start_ns))
         self.log.latencies.append(float(latency))
         self.log.late.append(bool(late))
+        self.log.lateness.append(float(lateness))
         self.log.fine_fraction.append(float(plan.fine_fraction))
         self.log.rescore_times.append(float(plan.rescore_time))
         self.log.rescored.append(int(plan.rescored))
@@ -614,8 +654,11 @@ class FastMPCPush(PushStrategy):
     def _hand_over(self, s: PushSession, schedule: SplineSchedule, plan: FastPlan, start_ns: int, latency: float,
                    observed_ns: int | None = None):
         res = s.result
+        # the cycles of this push dropped as late so far (the action feedback's late_plans): a dropped plan is never
+        # handed over, so no report of its own says so
+        dropped = int(sum(self.log.late))
         report = FastReport(plan, res.actions, start_ns * 1e-9, latency, 0.0, res.distance, s.goal,
-                            res.late_plans, start_ns=start_ns, observed_ns=observed_ns)
+                            dropped, start_ns=start_ns, observed_ns=observed_ns)
         s.hand_over(report, schedule)
 
 

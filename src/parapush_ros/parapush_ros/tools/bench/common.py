@@ -42,9 +42,24 @@ def output_paths(args, name: str) -> tuple[Path, Path]:
 
 
 def write_json(path: Path, payload: dict) -> None:
+    """The bench's JSON, with the machine and the command; a NaN or infinite figure is written as null (JSON has
+    neither, and readers other than Python's refuse the file)."""
     payload = {"machine": machine_info(), "command": " ".join(["parapush"] + sys.argv[1:]), **payload}
-    path.write_text(json.dumps(payload, indent=2, default=jsonable) + "\n")
+    path.write_text(json.dumps(_finite_or_null(payload), indent=2, default=jsonable, allow_nan=False) + "\n")
     print(f"wrote {path}")
+
+
+def _finite_or_null(tree):
+    """``tree`` with every non-finite float (NumPy's too, arrays included) replaced by None."""
+    if isinstance(tree, dict):
+        return {k: _finite_or_null(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [_finite_or_null(v) for v in tree]
+    if isinstance(tree, np.ndarray):
+        return _finite_or_null(tree.tolist())
+    if isinstance(tree, (float, np.floating)) and not np.isfinite(tree):
+        return None
+    return tree
 
 
 def print_table(headers, rows, title: str | None = None) -> None:
@@ -128,13 +143,36 @@ def add_seeds_argument(p) -> None:
                    "figure as mean and std over them, the per-seed values in the JSON (default: one seed, as before)")
 
 
+FIGURE_ARRAY_MAX = 64  # numbers: a larger array in a result is data (a grid, a path), not figures to summarise
+
+
+def _number(v) -> bool:
+    return isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating))
+
+
+def _numbers_in(tree) -> int | None:
+    """How many numbers a (nested) list of numbers holds; None if it holds anything else."""
+    if _number(tree) or tree is None:
+        return 1
+    if isinstance(tree, (list, tuple)):
+        counts = [_numbers_in(v) for v in tree]
+        return None if None in counts else sum(counts)
+    return None
+
+
 def numeric_leaves(tree, prefix: str = "") -> dict:
-    """{"a.b.c": value} of the numbers and booleans in nested dicts (lists and strings left out)."""
+    """{"a.b.c": value} of the numbers and booleans in nested dicts, a (nested) list of at most
+    ``FIGURE_ARRAY_MAX`` numbers (a figure per k, per object and k ...) as "a.b[0]", "a.b[0][1]" ...; lists of
+    anything else (the runs), larger arrays and strings are left out. A non-finite number is left out too
+    (``summarise_seeds`` counts the seeds that have each figure)."""
     out = {}
     if isinstance(tree, dict):
         for k, v in tree.items():
             out.update(numeric_leaves(v, f"{prefix}{k}."))
-    elif isinstance(tree, (bool, np.bool_, int, float, np.integer, np.floating)) and prefix:
+    elif isinstance(tree, (list, tuple)) and prefix and 0 < (_numbers_in(tree) or 0) <= FIGURE_ARRAY_MAX:
+        for i, v in enumerate(tree):
+            out.update(numeric_leaves(v, f"{prefix[:-1]}[{i}]."))
+    elif _number(tree) and prefix:
         key = prefix[:-1]
         if key.rsplit(".", 1)[-1] not in SEED_KEYS and np.isfinite(float(tree)):
             out[key] = float(tree)
@@ -142,8 +180,9 @@ def numeric_leaves(tree, prefix: str = "") -> dict:
 
 
 def summarise_seeds(results: dict) -> dict:
-    """{figure: {"mean", "std", "min", "max", "per_seed": {seed: value}}} over the results by seed, for every
-    numeric leaf of any seed's result (a boolean's mean: the share of seeds where it held)."""
+    """{figure: {"mean", "std", "min", "max", "seeds", "per_seed": {seed: value}}} over the results by seed, for
+    every numeric leaf of any seed's result (a boolean's mean: the share of seeds where it held; ``seeds``: how many
+    seeds have a finite value of it, the others left out of the mean)."""
     leaves = {s: numeric_leaves(r) for s, r in results.items()}
     keys = list(dict.fromkeys(k for d in leaves.values() for k in d))
     summary = {}
@@ -151,12 +190,13 @@ def summarise_seeds(results: dict) -> dict:
         per = {str(s): d[k] for s, d in leaves.items() if k in d}
         v = np.array(list(per.values()))
         summary[k] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
-                      "min": float(v.min()), "max": float(v.max()), "per_seed": per}
+                      "min": float(v.min()), "max": float(v.max()), "seeds": len(v), "per_seed": per}
     return summary
 
 
 # options of a bench that only say how and where it runs, not what it computes (not part of a study's settings)
-EXECUTION_KEYS = ("func", "command", "bench", "out", "json", "seed", "seeds", "workers", "ray", "retries", "verbose")
+# (the seed is a setting: another seed in the same --out would reuse this one's units)
+EXECUTION_KEYS = ("func", "command", "bench", "out", "json", "seeds", "workers", "ray", "retries", "verbose")
 
 
 def _plain(args):
@@ -221,8 +261,9 @@ def seeded(run_one, per_seed_args=None, name: str | None = None, units: bool = T
         results = {u["seed"]: done[u.id] for u in todo}
         summary = summarise_seeds(results)
         print_table(["figure", "mean +- std", "per seed"],
-                    [[k, f"{_fmt(v['mean'])} +- {_fmt(v['std'])}", " ".join(_fmt(x) for x in v["per_seed"].values())]
-                     for k, v in summary.items()],
+                    [[k, f"{_fmt(v['mean'])} +- {_fmt(v['std'])}" + (f" ({v['seeds']} of {n} seeds)"
+                                                                     if v["seeds"] < n else ""),
+                      " ".join(_fmt(v["per_seed"].get(str(s), "-")) for s in seeds)] for k, v in summary.items()],
                     title=f"over seeds {seeds[0]}..{seeds[-1]}: mean +- std (each seed's result in {out}/seed_<s>)")
         payload = {"seeds": seeds, "summary": summary, "per_seed": {str(s): r for s, r in results.items()}}
         write_json(path, payload)

@@ -310,6 +310,10 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
         "fine_slices": predictor.fine_slices, "trajectories": predictor.trajectories,
         "path": rec.path[:, :scene.layout.n_q].round(5).tolist(),  # pusher xy + object poses, for the plots
     }
+    if isinstance(planner, FastMPCPush):  # its plans are its cycles: a late one is dropped, never handed over
+        log = planner.log
+        record.update(plan_times=list(log.latencies), late_plans=int(sum(log.late)),
+                      lateness=[x for x in log.lateness if x > 0.0])
     if args.task == "multi_object":
         record["others_displacement_m"] = others_displacement(scene, rec.path)
     if args.verbose:
@@ -697,8 +701,10 @@ def run(args) -> dict:
             records = [results[u.id] for u in units if (u["world"], u["model"]) == (world, model)]
             res["summary"][f"{world}/{model}"] = summarise(records, task["failures"])
             for shape in shapes or ():
-                res.setdefault("summary_by_shape", {}).setdefault(shape, {})[f"{world}/{model}"] = summarise(
-                    [r for r in records if r["shape"] == shape], task["failures"])
+                of_shape = [r for r in records if r["shape"] == shape]
+                if of_shape:  # a shape the seed drew no scene of has no figures (printed below)
+                    res.setdefault("summary_by_shape", {}).setdefault(shape, {})[f"{world}/{model}"] = summarise(
+                        of_shape, task["failures"])
             res["runs"] += records
             _plot_runs(scenes, records, out / f"mpc_{world}_{model}.png", f"{world} world, {model}")
     if res["summary"]:
@@ -706,6 +712,10 @@ def run(args) -> dict:
         for shape, summary in res.get("summary_by_shape", {}).items():
             print_summary({**res, "summary": summary}, f"bench mpc: the {shape} scenes "
                           f"({sum(_shape_name(sc.objects[0]) == shape for sc in scenes)} of them)")
+        missing = [s for s in shapes or () if s not in res.get("summary_by_shape", {})]
+        if missing:
+            print(f"bench mpc: no scene of shape {', '.join(missing)} among the {len(scenes)} (more --scenes draws "
+                  f"every shape)")
         for r in res["runs"]:
             if r["outcome"] != Outcome.REACHED.value:
                 print(f"  {r['world']}/{r['model']} scene {r['scene']}: {r['outcome']}: {r['reason']}")

@@ -162,6 +162,8 @@ class SamplingOptimiser(ABC):
             U = self.clip(U)
             t0 = time.perf_counter()
             states, costs, terms, pred = self.rollout(x0, U, u_prev)
+            if pred.variance is not None:  # whether or not a weight reads it: a NaN variance is never planned on
+                costs = np.where(np.isfinite(pred.variance).reshape(len(U), -1).all(axis=1), costs, np.nan)
             result.predict_time += time.perf_counter() - t0
             result.predict_calls += 1
             result.samples_evaluated += len(U)

@@ -7,8 +7,9 @@ import pytest
 from parapush_ros.cli import console_main
 
 
-def _refused(capsys, argv) -> str:
-    """The error line of a refused command line (argparse: SystemExit(2); our checks: status 2)."""
+def _refused(capsys, argv, lines: int | None = None) -> str:
+    """The error line of a refused command line (argparse: SystemExit(2); our checks: status 2), the only one of
+    ``lines`` lines if given."""
     try:
         status = console_main(argv)
     except SystemExit as e:
@@ -16,6 +17,7 @@ def _refused(capsys, argv) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2, (argv, err)
     assert err and "Traceback" not in "\n".join(err), err
+    assert lines is None or len(err) == lines, err
     return err[-1]
 
 
@@ -39,8 +41,20 @@ def _refused(capsys, argv) -> str:
 ])
 def test_a_bad_value_is_refused_in_one_line_naming_the_option(tmp_path, capsys, args, says):
     (tmp_path / "file.csv").write_text("")
-    line = _refused(capsys, [a.replace("{tmp}", str(tmp_path)) for a in args])
-    assert line.endswith(f"error: {says.replace('{tmp}', str(tmp_path))}"), line
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    line = _refused(capsys, argv, lines=1)  # argparse's usage block no longer comes first
+    prog = "parapush " + " ".join(argv[:2] if argv[0] == "bench" else argv[:1])
+    assert line == f"{prog}: error: {says.replace('{tmp}', str(tmp_path))} (see {prog} --help)", line
+
+
+@pytest.mark.parametrize("args, says", [
+    (["bench", "mpc", "--scenes", "abc"], "parapush bench mpc: error: argument --scenes: 'abc' is not a whole number"),
+    (["sim", "--coarse", "bogus"], "parapush sim: error: argument --coarse: invalid choice: 'bogus'"),
+    (["soak"], "parapush soak: error: the following arguments are required: --minutes"),
+    (["bogus"], "parapush: error: argument command: invalid choice: 'bogus'"),
+])
+def test_argparse_s_own_refusals_are_one_line_too(capsys, args, says):
+    assert _refused(capsys, args, lines=1).startswith(says)
 
 
 def test_input_files_that_do_not_parse_are_named_in_one_line(tmp_path, capsys, monkeypatch):
@@ -62,3 +76,9 @@ def test_input_files_that_do_not_parse_are_named_in_one_line(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err
     assert err.strip().splitlines()[-1].startswith("parapush bench support: error: bad.yaml: not valid YAML: line 2")
+
+
+def test_a_seeds_only_option_without_seeds_is_refused(capsys):
+    """One soak runs in $ROS_DOMAIN_ID on the cores it has: --domain-id was silently ignored."""
+    assert _refused(capsys, ["soak", "--minutes", "1", "--domain-id", "5"], lines=1) == \
+        "parapush soak: error: --domain-id: only with --seeds"

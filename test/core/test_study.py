@@ -83,6 +83,13 @@ def test_workers_1_runs_here_whatever_ray_address_says(tmp_path, monkeypatch, ca
     assert CALLS == ["i=0", "i=1"]
 
 
+def test_a_ray_head_nothing_answers_on_is_named_at_once(tmp_path, monkeypatch):
+    """Ray itself retries an unreachable head for minutes; the study says so in one line first."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ValueError, match=r"--ray \(or \$RAY_ADDRESS\) 127\.0\.0\.1:1: no Ray head answers there"):
+        Study(tmp_path, "test", {}).run([Unit.of(i=0)], square, {"offset": 0}, args(ray="127.0.0.1:1", workers=2))
+
+
 def test_bad_execution_settings_are_named(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     study = Study(tmp_path, "test", {})

@@ -38,6 +38,11 @@ relative_spread = _number(float, 0.0, high=1.0, high_inclusive=False)  # relativ
 share = _number(float, 0.0, low_inclusive=False, high=1.0, high_inclusive=False)  # a part of a whole: (0, 1)
 
 
+def int_at_least(low: int):
+    """Counts with a larger minimum than 1 (``demos --count``: one push of each switch count)."""
+    return _number(int, low)
+
+
 def comma_list(item):
     """An argparse ``type``: comma-separated values of type ``item`` ("" = none)."""
     def parse(text: str) -> list:

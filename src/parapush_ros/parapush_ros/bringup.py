@@ -32,6 +32,7 @@ import yaml
 
 from .core.config import yaml_problem
 from .core.models.registry import coarse_choices, spec_names
+from .core.scene.spec import shipped_scene_names
 from .core.scene.assets import PACKAGE, share_dir
 
 RVIZ_CONFIG = "parapush.rviz"
@@ -95,10 +96,10 @@ OPTIONAL_NODES = (
 # take a value (an unknown scene, model, planner, driver or output) exits at start naming it and its allowed values.
 RVIZ_CHOICES = ("auto", "true", "false")
 LAUNCH_ARGUMENTS = {
-    "scene": ({"sim": "", "robot": ""}, "scene for every node: a name of config/scenes/ (block_003, box_slider, "
-                                        "clutter_push, cylinder_slider, four_cylinders, obstacle_push) or a path "
-                                        "to a scene YAML; empty = the config files' scene (or the planner's "
-                                        "default scene: dgoc block_003, alg2 clutter_push)"),
+    "scene": ({"sim": "", "robot": ""}, f"scene for every node: a name of config/scenes/ "
+                                        f"({', '.join(shipped_scene_names())}) or a path to a scene YAML; empty = "
+                                        f"the config files' scene (or the planner's default scene: dgoc block_003, "
+                                        f"alg2 clutter_push)"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "
                                         "config/mpc_planner.yaml (alg2: learned)"),
     "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | fast (the sampling MPC "

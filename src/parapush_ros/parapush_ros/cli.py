@@ -8,8 +8,17 @@ import sys
 from .arguments import output_dir, output_file
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line naming it (and where the help is), not the usage block first: the
+    command line's one rule for errors, whether argparse or the command found them. Its sub-commands' parsers are
+    of this class too (``add_subparsers`` makes them of the parent's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="parapush", description="parapush: fast physics-based pushing with Parareal")
+    p = OneLineParser(prog="parapush", description="parapush: fast physics-based pushing with Parareal")
     sub = p.add_subparsers(dest="command", required=True)
 
     from .tools import demo  # noqa: PLC0415

@@ -270,6 +270,7 @@ class _PushClient:
         self.sent = None
         self.result = None
         self.start_wall = None
+        self.late_plans = 0  # the feedback's count of plans that arrived after their switch
         self.model = stack.parameters["mpc_planner"].get("model", "")
         self.planner = stack.parameters["mpc_planner"].get("planner", "mpc")
 
@@ -302,7 +303,7 @@ class _PushClient:
                   + f" with planner {self.planner}", flush=True)
             self.goal = goal
             self.start_wall = time.monotonic()
-            self.sent = self.client.send_goal_async(goal)
+            self.sent = self.client.send_goal_async(goal, feedback_callback=self._on_feedback)
             return False
         if not self.sent.done():
             return False
@@ -315,6 +316,9 @@ class _PushClient:
             self.result = handle.get_result_async()
         return self.result.done()
 
+    def _on_feedback(self, msg):
+        self.late_plans = int(msg.feedback.late_plans)
+
     def summary(self, watch) -> dict:
         names = {v: k for k, v in vars(self.PushObject.Result).items() if k.isupper() and isinstance(v, int)}
         if self.result is None or not self.result.done():
@@ -322,13 +326,17 @@ class _PushClient:
             return {"outcome": "unfinished"}
         r = self.result.result().result
         out = {"outcome": names.get(r.outcome, str(r.outcome)), "message": r.message,
-               "actions": int(r.actions_executed), "final_distance_m": float(r.final_distance),
+               "actions": int(r.actions_executed),
+               "final_distance_m": float(r.final_distance) if r.final_distance >= 0.0 else None,  # -1: never seen
                "mean_planning_time_s": float(r.mean_planning_time), "planner": self.planner,
                "model": self.model if self.planner != "dgoc" else "quasistatic",
-               "wall_time_s": time.monotonic() - self.start_wall}
+               "late_plans": self.late_plans, "wall_time_s": time.monotonic() - self.start_wall}
         print("\nparapush sim: push result")
         for k, v in out.items():
             print(f"  {k:22s} {v:.4f}" if isinstance(v, float) else f"  {k:22s} {v}")
+        if self.late_plans:
+            print(f"  ({self.late_plans} plan(s) arrived after their switch: planning took longer than a control "
+                  f"on this host, so the pusher ran on older plans meanwhile; other jobs on its cores do this)")
         png = self._plot(watch)
         if png:
             out["png"] = str(png)

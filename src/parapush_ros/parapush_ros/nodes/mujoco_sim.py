@@ -69,6 +69,9 @@ MAX_SIM_STEP_PER_TICK = 0.1  # s of sim time per loop iteration at most: a stall
 MAX_TICK_PERIODS = 4.0  # and at most this many nominal ticks (step_period x real_time_factor) in one iteration
 STEP_NS = round(TIMESTEP * 1e9)  # one physics step (ns): the clock counts whole steps
 LAG_WARNING_FRACTION = 0.9  # below this share of real_time_factor over a second, falling behind is reported
+# wall seconds after the start in which falling behind is only in the diagnostics, not a logged warning: the other
+# nodes load their models then (parapush sim: in this process), which every start would report as a fault
+STARTUP_GRACE_S = 5.0
 
 
 def _sec(stamp) -> float:
@@ -127,6 +130,7 @@ class MujocoSimNode(Node):
         self._behind = 0.0  # s of sim time not simulated since the last diagnostics (the host fell behind)
         self._skipped_total = 0.0  # s the world skipped ahead since the start (clock system: the host stalled)
         self._wall_start, self._sim_start = self._last_wall, self.time
+        self._started_wall = self._last_wall
         self.create_timer(p["step_period"], self._tick, callback_group=loop_group, clock=steady)
         self.create_timer(1.0, self._publish_diagnostics, callback_group=service_group, clock=steady)
         self.get_logger().info(
@@ -349,7 +353,7 @@ class MujocoSimNode(Node):
             lagging = True
             self.get_logger().warning(f"the host stalled: the world skipped {behind:.3f} s ahead (clock system: it "
                                       f"keeps to the system clock)", throttle_duration_sec=10.0)
-        elif lagging:
+        elif lagging and now_wall - self._started_wall > STARTUP_GRACE_S:
             self.get_logger().warning(
                 f"falling behind: {rtf:.2f}x real time achieved, {self.p['real_time_factor']:g}x asked (the host is "
                 f"too slow or busy; every node runs on the sim clock, so the simulation slows down rather than "

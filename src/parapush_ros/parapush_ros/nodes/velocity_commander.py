@@ -401,10 +401,11 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                 f.add_done_callback(lambda _, fs=futures: self._servo_parameters_answered(fs))
         elif self._startup_expired(self._servo_params_since):
             self._servo_params_timer.cancel()
-            if self._sim_time:
-                self.get_logger().warning(
-                    f"{name} did not answer within startup_timeout {self.p['startup_timeout']:g} s: sending in "
-                    f"servo_command_in_type {self.p['servo_command_in_type']} as set")
+            if self._sim_time:  # the simulation runs no Servo: expected, not a fault
+                self.get_logger().info(
+                    f"no MoveIt Servo answered at {name} within startup_timeout {self.p['startup_timeout']:g} s (none "
+                    f"runs in the simulation): sending in servo_command_in_type {self.p['servo_command_in_type']} "
+                    f"as set")
                 return
             with self._output_lock:
                 self.servo_problem = (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import output_dir, positive_int
+from ..arguments import int_at_least, output_dir
 from ..core.models.quasistatic import QuasiStaticPusherSlider
 from ..core.planning.ddp.dgoc import HORIZON_S, PLAN_DT
 from ..core.planning.ddp.scripted import make_library
@@ -52,7 +52,8 @@ def add_parser(sub):
     p = sub.add_parser("demos", help="make a scene's demonstration library for DG-OC (paper 003), or record one "
                                      "(demos record)", description=__doc__.split("\n\n")[0])
     p.add_argument("--scene", default="block_003", help="scene with a box slider (default block_003)")
-    p.add_argument("--count", type=positive_int, default=10, help="demonstrations to keep (default 10)")
+    p.add_argument("--count", type=int_at_least(3), default=10,
+                   help="demonstrations to keep, at least 3 (one push of each switch count; default 10)")
     p.add_argument("--candidates", type=int, default=300, help="scripted pushes to choose from (default 300)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=output_dir, default=None,

@@ -141,7 +141,12 @@ def run_calibrate(args) -> dict:
     def progress(n, rms, values):
         bar.update(1)
         bar.set_postfix_str(f"rms {rms:.3f} mm, " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
-    result = cal.fit(scene, train_cases, names, args.max_evaluations, on_evaluation=progress)
+    try:
+        result = cal.fit(scene, train_cases, names, args.max_evaluations, on_evaluation=progress)
+    except ValueError as e:
+        if str(e).startswith("max_evaluations:"):
+            raise ValueError(f"--max-evaluations{str(e)[len('max_evaluations'):]}") from None
+        raise
     bar.close()
     fitted = cal.scene_with(scene, names, result.values)
 
@@ -241,7 +246,8 @@ def add_parser(sub) -> None:
     p.add_argument("--slice", type=positive_float, default=0.25,
                    help="slice of the held-out replay (s, default 0.25)")
     p.add_argument("--max-evaluations", type=positive_int, default=40,
-                   help="fine-model evaluations at most (default 40)")
+                   help="fine-model evaluations of the training pushes at most, the finite-difference Jacobian's "
+                        "included (default 40; at least the number of --fit parameters + 2)")
     p.add_argument("--json", type=output_file, default=None, help="also write the result as JSON")
     p.set_defaults(func=run_calibrate)
 

@@ -1054,6 +1054,10 @@ def run(args, context=None) -> dict:
         raise ValueError(f"--control-duration: must be > 0, got {dt}")
     if (args.planner is not None or args.fault_free) and not args.robot:
         raise ValueError("--planner and --fault-free: only with --robot")
+    given = [f for f, v in (("--domain-id", args.domain_id), ("--cpus-per-seed", args.cpus_per_seed))
+             if v is not None]
+    if given and getattr(args, "seeds", None) is None:  # one soak runs in $ROS_DOMAIN_ID on the cores it has
+        raise ValueError(f"{' and '.join(given)}: only with --seeds")
     if getattr(args, "seeds", None) is not None:
         from .soak_seeds import run_seeds  # noqa: PLC0415
         return run_seeds(args)

@@ -337,12 +337,26 @@ def _run_serial(study, todo, fn, context, workers, address, retries, desc) -> di
     return failed
 
 
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """A ``host:port`` head that nothing answers on is one line naming it, at once: Ray itself retries for minutes,
+    printing its own warnings. (``auto`` and ``ray://`` addresses are left to Ray.)"""
+    host, sep, port = address.rpartition(":")
+    if not sep or address == "auto" or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ValueError(f"--ray (or $RAY_ADDRESS) {address}: no Ray head answers there ({e.strerror or e}); start "
+                         f"one with `ray start --head` or give its address") from None
+
+
 def _run_ray(study, todo, fn, context, workers, address, retries, desc) -> dict:
     import ray  # noqa: PLC0415 (only studies import Ray)
     started = not ray.is_initialized()
     if started:
         kw = dict(include_dashboard=False, configure_logging=False, log_to_driver=True)
         if address:
+            _check_reachable(address)
             ray.init(address=address, **kw)
         else:  # "local": a new instance of our own, never a cluster that happens to run on this machine
             ray.init(address="local", num_cpus=workers, **kw)

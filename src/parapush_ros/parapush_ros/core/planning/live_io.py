@@ -120,6 +120,9 @@ class LiveIO:
     def now(self) -> float:
         return self.now_ns() * 1e-9
 
+    def steady_ns(self) -> int:
+        return time.monotonic_ns()  # never stepped (NTP, a sim /clock reset): what the node clock's jumps differ from
+
     def plan_clock(self) -> float:
         return self.now()  # planning is timed on the node clock: a deadline is a time on the clock the pusher runs on
 

@@ -150,7 +150,7 @@ def goal_for(scene: Scene, object_name: str | None = None, position=None, radius
         raise ValueError(f"goal position must be two finite numbers, got {position}")
     if not scene.table.contains(np.array(position)):
         raise ValueError(f"goal position {list(position)} is off the table (half extents "
-                         f"{list(scene.table.half)})")
+                         f"{[float(h) for h in scene.table.half]})")
     if radius is None or radius <= 0.0:
         radius = sg.radius if sg is not None else 0.05
     if not (math.isfinite(radius) and radius > 0.0):

@@ -538,5 +538,9 @@ def resolve_scene_path(path) -> Path:
     candidate = scenes_dir() / (p.name if p.suffix else f"{p.name}.yaml")
     if candidate.exists():
         return candidate
-    available = ", ".join(sorted(f.stem for f in scenes_dir().glob("*.yaml")))
-    raise SceneError(f"{path}: no such scene file (shipped scenes: {available})")
+    raise SceneError(f"{path}: no such scene file (shipped scenes: {', '.join(shipped_scene_names())})")
+
+
+def shipped_scene_names() -> list[str]:
+    """The names of the shipped scenes (``config/scenes/*.yaml``), sorted."""
+    return sorted(f.stem for f in scenes_dir().glob("*.yaml"))

@@ -81,6 +81,10 @@ class WorldIO:
     def now(self) -> float:
         return self.now_ns() * 1e-9
 
+    def steady_ns(self) -> int:
+        """The world's time without the clock's jumps (``session.PushIO.steady_ns``)."""
+        return self.step * self.ts_ns
+
     def _clock_ns(self, step: int) -> int:
         """The session clock at a world step: the epoch, the steps, and every clock jump passed by then."""
         jumped = sum(ns for t, ns in self.clock_jumps if int(round(t / self.ts)) <= step)

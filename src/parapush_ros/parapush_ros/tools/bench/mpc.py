@@ -585,7 +585,9 @@ def run(args) -> dict:
     if args.task not in TASKS:
         raise ValueError(f"--task: unknown task {args.task!r} (expected one of {', '.join(TASKS)})")
     task = TASKS[args.task]
-    args.models = args.models or task["models"]
+    if args.models is None:  # the task's; with --replan-rate those the fast planner re-scores with
+        args.models = ",".join(m for m in task["models"].split(",") if args.replan_rate is None
+                               or ModelSpec.parse(m).kind in ("fine", "parareal"))
     args.coarse = args.coarse or task["coarse"]
     try:  # fail early, naming a bad model
         models = [ModelSpec.parse(m).name for m in args.models.split(",") if m.strip()]
@@ -837,7 +839,8 @@ def add_parser(sub, parent):
                         f"obstacle_push, as before")
     p.add_argument("--models", default=None,
                    help=f"comma-separated models (default: obstacle {DEFAULT_MODELS}, paper 000: {ALL_MODELS}; "
-                        f"multi_object {TASKS['multi_object']['models']}; any of {', '.join(spec_names())})")
+                        f"multi_object {TASKS['multi_object']['models']}; with --replan-rate the fine and "
+                        f"parareal<K> among them; any of {', '.join(spec_names())})")
     p.add_argument("--coarse", default=None, choices=coarse_choices(),
                    help="coarse model of 'coarse' and of Parareal (default: obstacle analytical, multi_object "
                         "learned)")

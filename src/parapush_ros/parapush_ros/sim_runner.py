@@ -336,7 +336,8 @@ class _PushClient:
             print(f"  {k:22s} {v:.4f}" if isinstance(v, float) else f"  {k:22s} {v}")
         if self.late_plans:
             print(f"  ({self.late_plans} plan(s) arrived after their switch: planning took longer than a control "
-                  f"on this host, so the pusher ran on older plans meanwhile; other jobs on its cores do this)")
+                  f"on this host, so the pusher ran on the previous plan meanwhile; other jobs on the cores make "
+                  f"more of them late)")
         png = self._plot(watch)
         if png:
             out["png"] = str(png)

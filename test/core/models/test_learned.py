@@ -372,6 +372,11 @@ def test_datagen_is_deterministic_resumable_and_training_lowers_the_loss(tmp_pat
     (legacy / "dataset.json").write_text(json.dumps(other))
     with pytest.raises(ValueError, match=r"legacy: scene family differs .* in object_radius"):
         train([out, legacy], tmp_path / "x.pt", epochs=1, quiet=True, command="test")
+    # the same samples twice would validate on training samples
+    with pytest.raises(ValueError, match=r"the same samples as .*data \(seed, objects, chunk size"):
+        train([out, out], tmp_path / "x.pt", epochs=1, quiet=True, command="test")
+    with pytest.raises(ValueError, match=r"training diverged: no epoch of 2 reached a finite validation loss"):
+        train(out, tmp_path / "x.pt", epochs=2, lr=1e8, quiet=True, command="test")
     rep = train(out, weights, seed=1, epochs=8, batch=32, patience=100, threads=1, quiet=True, command="test")
     curves = rep["curves"]
     assert curves["train_loss"][-1] < 0.7 * curves["train_loss"][0]

@@ -87,6 +87,31 @@ def test_terminal_cost_is_the_path_length_around_the_obstacle(obstacle_scene, we
     assert first[0, 1] > 0.2 and first[1, 1] < -0.2  # goes round on the side it is already on
 
 
+def test_path_to_a_goal_beside_an_obstacle_and_round_two_obstacles(obstacle_scene):
+    """A goal inside an obstacle's grown disc (0.04 + 0.07 m round the centre here) shrinks that disc to pass
+    through the goal: from the free side the path is straight (it was counted as blocked: 0.166 m for 0.100 m,
+    its first leg 34 deg off). With two obstacles on the line the first leg goes round the nearer one (the larger
+    detour's tangent led through it)."""
+    goal = (0.10, 0.0)
+    free = np.array([[0.2, 0.0], [0.1, 0.05], [0.1, -0.05], [0.15, 0.03]])
+    length, first = path_to_goal(obstacle_scene, free, goal, 0.07)
+    assert np.allclose(length, np.linalg.norm(free - goal, axis=1))
+    assert np.allclose(first, (goal - free) / np.linalg.norm(goal - free, axis=1)[:, None])
+    blocked, _ = path_to_goal(obstacle_scene, np.array([[-0.2, 0.0]]), goal, 0.07)
+    assert blocked[0] > 0.3 + 0.01  # from behind the obstacle still round it
+    from parapush_ros.core.scene.spec import scene_from_dict
+    d = obstacle_scene.to_dict()
+    d["obstacles"] = [{"name": "near", "shape": "cylinder", "radius": 0.02, "height": 0.1, "pose": [-0.1, 0.02]},
+                      {"name": "far", "shape": "cylinder", "radius": 0.08, "height": 0.1, "pose": [0.15, -0.03]}]
+    d["goal"]["position"] = [0.35, 0.0]
+    two = scene_from_dict(d)
+    xy = np.array([[-0.3, 0.0]])
+    _, first = path_to_goal(two, xy, (0.35, 0.0), 0.07)
+    near = np.array([-0.1, 0.02]) - xy[0]
+    miss = abs(near[0] * first[0, 1] - near[1] * first[0, 0])  # distance of the near centre from the first leg
+    assert miss >= 0.02 + 0.07 - 1e-9
+
+
 def test_obstacle_proximity_collision_edge_and_smoothness_terms(obstacle_scene, weights):
     task = PushTask(obstacle_scene, weights)
     s0 = obstacle_scene.initial_state()
@@ -130,6 +155,25 @@ def test_pusher_approach_prefers_the_push_point_behind_the_target():
     ahead = state(scene, (0.066, 0.0), (0.0, 0.0, 0.0))
     c = [task.cost_terms(traj(s0, x, x), zero_controls(2))["pusher_approach"][0] for x in (behind, ahead)]
     assert c[0] < 1e-4 < c[1]
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.4])
+def test_pusher_approach_costs_nothing_while_the_pusher_pushes_a_box(yaw):
+    """The push point is where the pusher touches the target's outline pushing through its centre (a box face
+    on: half its width behind), not its bounding radius behind: that charged every state that pushed a box
+    (0.079 each, as much as a centimetre of progress is worth in a sixth of the horizon)."""
+    scene = load_scene("box_slider")  # goal at +x
+    task = PushTask(scene)
+    box = scene.objects[0]
+    _, d = task.path_to_goal(state(scene, (-0.2, 0.0), (0.0, 0.0, yaw)))
+    x = state(scene, (0.0, 0.0), (0.0, 0.0, yaw))
+    contact = task.push_distance(x, d)
+    if yaw == 0.0:
+        assert contact == pytest.approx(box.size[0] / 2 + scene.pusher.radius)
+    scene.layout.pusher_pos(x)[:] = -contact * d
+    c = task.cost_terms(traj(x, x, x), zero_controls(2))["pusher_approach"][0]
+    assert c < 1e-8
+    assert task.push_distance(x, d) < task.push_offset  # the walk round keeps the bounding radius
 
 
 def test_push_primitive_walks_round_the_target_then_pushes_along_the_path(obstacle_scene):

@@ -43,6 +43,8 @@ def test_polygon_and_ellipse_load_and_round_trip():
     ({"shape": "polygon", "vertices": [[0, 0], [0.1, 0], [0.1, 0], [0, 0.1]], "height": 0.02}, "vertices",
      "degenerate"),
     ({"shape": "polygon", "vertices": [[0, 0], [0.1, 0]], "height": 0.02}, "vertices", "degenerate"),
+    ({"shape": "polygon", "vertices": [[0.01, 0.01], [0.1, 0.01], [0.05, 0.1]], "height": 0.02}, "vertices",
+     r"around a point outside it: the object frame's origin \(0, 0\)"),
     ({"shape": "polygon", "vertices": [[0, 0], [0.1, "a"], [0, 0.1]], "height": 0.02}, "vertices[1][1]", "number"),
     ({"shape": "polygon", "vertices": HEXAGON}, "height", "missing required key for a polygon"),
     ({"shape": "polygon", "vertices": HEXAGON, "height": 0.02, "size": [1, 1, 1]}, "size", "a polygon takes"),
@@ -146,11 +148,20 @@ def test_mesh_objects_use_their_footprint_hull_and_warn_when_that_changes_the_vo
     from parapush_ros.core.models.mjcf import compile_scene
     compile_scene(scene)
     # an L-shaped prism as OBJ: its hull is used, with a warning naming the file and the volume change
-    ell = [[0, 0], [0.1, 0], [0.1, 0.04], [0.04, 0.04], [0.04, 0.1], [0, 0.1]]  # star-shaped from vertex 0: fans work
-    tris = _prism_triangles(ell, 0.03).reshape(-1, 3)
-    lines = [f"v {x} {y} {z}" for x, y, z in tris] + [f"f {3 * k + 1} {3 * k + 2} {3 * k + 3}" for k in
-                                                       range(len(tris) // 3)]
-    (tmp_path / "ell.obj").write_text("\n".join(lines))
+    def write_obj(name, outline):
+        tris = _prism_triangles(outline, 0.03).reshape(-1, 3)
+        lines = [f"v {x} {y} {z}" for x, y, z in tris] + [f"f {3 * k + 1} {3 * k + 2} {3 * k + 3}" for k in
+                                                           range(len(tris) // 3)]
+        (tmp_path / name).write_text("\n".join(lines))
+
+    # a CAD habit: the origin at a corner. The pose places the origin, so that is refused, naming the file
+    corner = [[0, 0], [0.1, 0], [0.1, 0.04], [0.04, 0.04], [0.04, 0.1], [0, 0.1]]  # star-shaped from vertex 0: fans
+    write_obj("corner.obj", corner)
+    data["objects"][0]["file"] = "corner.obj"
+    with pytest.raises(SceneError, match=r"'corner\.obj': its footprint is around a point outside it: the object "
+                                         r"frame's origin \(0, 0\)"):
+        scene_from_dict(data, source="m.yaml", base_dir=tmp_path)
+    write_obj("ell.obj", [[x - 0.03, y - 0.03] for x, y in corner])  # the same L about a point inside it
     data["objects"][0]["file"] = "ell.obj"
     # hull 0.0082 m^2 against the L's 0.0064: 28.1 % more volume
     with pytest.warns(UserWarning, match=r"m\.yaml: objects\[0\]\.file: 'ell\.obj': its footprint's convex hull x its "
@@ -163,3 +174,49 @@ def test_mesh_objects_use_their_footprint_hull_and_warn_when_that_changes_the_vo
     data["objects"][0]["file"] = "flat.stl"
     with pytest.raises(SceneError, match=r"objects\[0\]\.file: 'flat\.stl': degenerate: the mesh is flat"):
         scene_from_dict(data, source="m.yaml", base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("scene_name", ["box_slider", "hexagon_slider", "ellipse_slider"])
+def test_outlines_against_a_box_obstacle_in_batches_and_the_exact_gap(scene_name):
+    """An obstacle's one pose against a batch of the object's: every cost, outcome and projection query crashed on
+    concatenating the two (a box obstacle was never tried). And the gap between separated outlines is exact: the
+    separating axis alone read a 1.30 mm corner-to-corner gap as 0.92 mm, a hit of the 1 mm contact tolerance."""
+    from parapush_ros.core.planning.outcome import OutcomeMonitor
+    from parapush_ros.core.planning.tasks import PushTask, goal_for
+    from parapush_ros.core.scene.projection import project_feasible
+    from parapush_ros.core.scene.queries import obstacle_clearance
+    d = load_scene(scene_name).to_dict()
+    d["obstacles"] = [{"name": "wall", "shape": "box", "size": [0.1, 0.1, 0.1], "pose": [0.2, 0.25]}]
+    scene = scene_from_dict(d, "t")
+    goal = goal_for(scene, scene.objects[0].name, (0.25, -0.2), 0.05)
+    x = scene.initial_state()
+    assert np.isfinite(PushTask(scene, goal=goal).cost(np.repeat(x[None, None], 3, 1), np.zeros((1, 2, 2)))).all()
+    assert OutcomeMonitor(scene, goal).check(x, 0).outcome.value == "running"
+    assert np.allclose(project_feasible(scene, x[None])[0], x[None])
+    # the object's outline 1.3 mm from the obstacle's corner, diagonally, turned: the clearance is the true gap
+    # (the least distance between the two outlines, from dense samples of both)
+    wall, obj = scene.obstacles[0].footprint, scene.objects[0].footprint
+    wall_pose, corner = np.array([0.2, 0.25, 0.0]), np.array([0.15, 0.20])  # the wall's lower left corner
+    direction = np.array([-1.0, -1.0]) / np.sqrt(2.0)
+
+    def pose_at(s):
+        return np.array([*(corner + direction * s), 0.3])
+
+    lo, hi = 0.0, 0.3  # bisection on the distance of the object's centre from the corner
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if obj.sdf(corner[None], pose_at(mid)[None])[0][0] < 0.0013 else (lo, mid)
+    pose = pose_at(lo)
+
+    def boundary(footprint, p):
+        c = footprint.corners(p)
+        f = np.linspace(0.0, 1.0, 400, endpoint=False)[:, None, None]
+        return (c + f * (np.roll(c, -1, axis=0) - c)).reshape(-1, 2)
+    a, b = boundary(wall, wall_pose), boundary(obj, pose)
+    truth = np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)).min()
+    assert 0.0005 < truth < 0.0014  # (the samples lie up to 0.1 mm apart)
+    depth, _ = pair_penetration(wall, wall_pose, obj, np.stack([pose, pose]))
+    assert np.allclose(-depth, truth, atol=2e-5), (-depth, truth)
+    xs = np.repeat(x[None], 2, axis=0)
+    scene.layout.object_poses(xs)[:, 0] = pose
+    assert np.allclose(obstacle_clearance(scene, xs)[0][:, 0], truth, atol=2e-5)

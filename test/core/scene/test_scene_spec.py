@@ -1,5 +1,6 @@
 """Scene loading and validation: every shipped scene loads; every kind of mistake is named precisely."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -127,6 +128,35 @@ def test_measured_start_overlaps_beyond_tolerance_are_an_error():
         scene_from_dict(box_scene_with_pusher_at(-0.109 / 2 - 0.0145 + 3e-3), source="measured.yaml")
 
 
+@pytest.mark.parametrize("gap, shown", [(0.5e-3, "0.50 mm"), (-0.5e-3, "0.0 um")])  # a gap, an overlap projected
+def test_a_start_within_the_contact_tolerance_of_an_obstacle_is_an_error(gap, shown):
+    """The outcome monitor counts outlines closer than 1 mm as a hit: such a start (given, or a measured overlap
+    projected out to touching) was judged HIT_OBSTACLE before any push."""
+    d = yaml.safe_load((scenes_dir() / "obstacle_push.yaml").read_text())
+    scene = scene_from_dict(d)
+    ob, obj = scene.obstacles[0], scene.objects[0]
+    x = ob.pose[0] - ob.size[0] / 2 - obj.size[0] / 2 - gap  # the slider on the obstacle's left, on its axis
+    d["objects"][0]["start"] = [x, ob.pose[1], 0.0]
+    d["pusher"]["start"] = [x - obj.size[0] / 2 - scene.pusher.radius - 0.01, ob.pose[1]]
+    with warnings.catch_warnings(), pytest.raises(
+            SceneError, match=rf"objects\[0\]\.start: 'slider' starts {shown} from obstacles\[0\] 'obstacle', "
+                              r"within the 1.00 mm contact tolerance"):
+        warnings.simplefilter("ignore")  # the overlap's projection warns first
+        scene_from_dict(d)
+
+
+def test_a_goal_inside_an_obstacle_is_refused():
+    from parapush_ros.core.planning.tasks import goal_for
+    d = yaml.safe_load((scenes_dir() / "obstacle_push.yaml").read_text())
+    scene = scene_from_dict(d)
+    centre = list(scene.obstacles[0].pose[:2])
+    with pytest.raises(ValueError, match=r"goal position \[.*\] lies inside obstacle 'obstacle'"):
+        goal_for(scene, "slider", centre, 0.05)
+    d["goal"]["position"] = centre
+    with pytest.raises(SceneError, match=r"goal\.position: \[.*\] lies inside obstacles\[0\] 'obstacle'"):
+        scene_from_dict(d)
+
+
 def test_objects_overlapping_a_little_are_separated_half_each():
     from parapush_ros.core.scene.spec import StartOverlapWarning
     d = yaml.safe_load((scenes_dir() / "four_cylinders.yaml").read_text())
@@ -150,3 +180,14 @@ def test_a_changed_scene_is_revalidated_naming_its_source():
     def heavier(data):
         data["objects"][0]["mass"] *= 2.0
     assert base.revalidated("heavier", heavier).objects[0].mass == pytest.approx(2.0 * base.objects[0].mass)
+
+
+def test_the_pusher_inside_an_obstacle_is_the_deepest_penetration_it_is():
+    """A measured pusher 10 mm inside the obstacle is a calibration error to report (it read as feasible)."""
+    from parapush_ros.core.scene.projection import deepest_penetration
+    scene = load_scene("obstacle_push")
+    x = scene.initial_state()
+    ob = scene.obstacles[0]
+    scene.layout.pusher_pos(x)[:] = [ob.pose[0] - ob.size[0] / 2 - scene.pusher.radius + 0.01, ob.pose[1]]
+    depth, what = deepest_penetration(scene, x)
+    assert depth == pytest.approx(0.01) and what == "the pusher inside obstacle 'obstacle'"

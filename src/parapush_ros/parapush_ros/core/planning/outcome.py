@@ -83,14 +83,17 @@ class OutcomeMonitor:
         if scene.obstacles:
             obj_c, pus_c = obstacle_clearance(scene, states)  # (T, n), (T,)
             hit = obj_c < self.contact_tolerance
+            # a start already within the contact tolerance (a measured scene): say so, it is no hit of the push's
+            when = (f" at the start, before any push (within the {self.contact_tolerance * 1e3:g} mm contact "
+                    f"tolerance: move it clear)") if actions == 0 else ""
             if np.any(hit):
                 t, i = np.argwhere(hit)[0]
                 return Status(Outcome.HIT_OBSTACLE, f"object {names[i]!r} touched an obstacle "
-                                                    f"(clearance {obj_c[t, i] * 1e3:.1f} mm)", dist, actions)
+                                                    f"(clearance {obj_c[t, i] * 1e3:.1f} mm){when}", dist, actions)
             if np.any(pus_c < self.contact_tolerance):
                 c = float(pus_c.min())
-                return Status(Outcome.HIT_OBSTACLE, f"the pusher touched an obstacle (clearance {c * 1e3:.1f} mm)",
-                              dist, actions)
+                return Status(Outcome.HIT_OBSTACLE, f"the pusher touched an obstacle (clearance {c * 1e3:.1f} mm)"
+                                                    f"{when}", dist, actions)
         off = off_table(scene, states)
         if np.any(off):
             t, i = np.argwhere(off)[0]

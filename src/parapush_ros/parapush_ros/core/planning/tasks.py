@@ -20,6 +20,7 @@ import yaml
 
 from ..config import finite, knob, require, yaml_problem
 from ..scene.assets import shipped
+from ..scene.geometry import ray_entry
 from ..scene.queries import TOUCH_DISTANCE, obstacle_clearance, off_table, path_to_goal
 from ..scene.spec import Scene
 from ..scene.state import wrap_angle
@@ -151,6 +152,9 @@ def goal_for(scene: Scene, object_name: str | None = None, position=None, radius
     if not scene.table.contains(np.array(position)):
         raise ValueError(f"goal position {list(position)} is off the table (half extents "
                          f"{[float(h) for h in scene.table.half]})")
+    for ob in scene.obstacles:  # the target's centre can never get there
+        if ob.footprint.sdf(np.array(position), np.asarray(ob.pose, dtype=float))[0] < 0.0:
+            raise ValueError(f"goal position {list(position)} lies inside obstacle {ob.name!r}")
     if radius is None or radius <= 0.0:
         radius = sg.radius if sg is not None else 0.05
     if not (math.isfinite(radius) and radius > 0.0):
@@ -201,7 +205,9 @@ class PushTask:
         self.others = np.array([i for i in range(self.layout.n_objects) if i != self.goal.object_index], dtype=int)
         self.other_radii = np.array([scene.objects[i].footprint.bounding_radius for i in self.others])
         target = scene.objects[self.goal.object_index]
-        # the pusher pushes through the target's centre from this far behind it (bounding radius + pusher)
+        self.target_footprint = target.footprint
+        # the pusher keeps this far from the target's centre to walk round it at any yaw (bounding radius +
+        # pusher); where it pushes from is ``push_distance``, the outline's own extent along the push
         self.push_offset = target.footprint.bounding_radius + scene.pusher.radius
 
     @property
@@ -237,6 +243,21 @@ class PushTask:
     # --- pieces shared with the outcome monitor and the optimisers
     def target_xy(self, states) -> np.ndarray:
         return self.layout.object_poses(np.asarray(states, dtype=float))[..., self.target, :2]
+
+    def push_distance(self, states, direction, gap: float = 0.0) -> np.ndarray:
+        """(...,) distance behind the target's centre, against the unit ``direction`` (..., 2), of the pusher that
+        touches its outline (``gap`` short of it) pushing through the centre: the pusher's radius plus the
+        outline's extent along the push, at the target's yaw in ``states`` (a box pushed face on: its half
+        width, not its half diagonal). Why exact: a bounding radius put the push point of a box 39 mm behind the
+        contact, so ``pusher_approach`` charged every state that pushed it."""
+        r = self.scene.pusher.radius + gap
+        if self.target_footprint.shape == "cylinder":
+            return np.full(np.shape(direction)[:-1], self.target_footprint.radius + r)
+        pose = self.layout.object_poses(np.asarray(states, dtype=float))[..., self.target, :]
+        d = np.asarray(direction, dtype=float)
+        far = self.push_offset + gap + 1.0
+        entry = ray_entry(pose[..., :2] - far * d, d, far, self.target_footprint, pose, r)
+        return far - np.where(np.isfinite(entry), entry, far - self.push_offset - gap)
 
     def goal_distance(self, states) -> np.ndarray:
         return np.linalg.norm(self.target_xy(states) - np.asarray(self.goal.position), axis=-1)
@@ -292,7 +313,7 @@ class PushTask:
         x = np.asarray(x, dtype=float)
         s, p = self.target_xy(x), self.layout.pusher_pos(x).copy()
         _, d = self.path_to_goal(x)
-        q = s - (self.push_offset + APPROACH_GAP) * d
+        q = s - (self.push_distance(x, d, APPROACH_GAP)) * d
         legs = []  # (start, end) of pusher moves that each take one slice
         if _segment_point_distance(p, q, s) < self.push_offset + APPROACH_GAP and np.linalg.norm(p - q) > 0.01:
             r_round = self.push_offset + APPROACH_CLEARANCE
@@ -386,7 +407,7 @@ class PushTask:
         terms["table_edge"] = w.table_edge * off_table(self.scene, run, w.edge_margin).any(-1).sum(-1)
 
         if w.pusher_approach > 0.0:
-            push_point = self.target_xy(run) - self.push_offset * first_leg
+            push_point = self.target_xy(run) - self.push_distance(run, first_leg)[..., None] * first_leg
             terms["pusher_approach"] = w.pusher_approach * ((L.pusher_pos(run) - push_point) ** 2).sum(-1).sum(-1)
 
         if self.others.size:

@@ -90,7 +90,12 @@ def polygon_problem(vertices) -> str:
         angles = np.arctan2(turn, (edges * np.roll(edges, -1, axis=0)).sum(1))
         if abs(angles.sum()) > 2.0 * math.pi + 1e-6:
             return "self-intersecting: the outline winds round more than once"
-        return "clockwise: list the vertices counter-clockwise" if area < 0.0 else ""
+        if area < 0.0:
+            return "clockwise: list the vertices counter-clockwise"
+        if np.any(edges[:, 0] * -v[:, 1] - edges[:, 1] * -v[:, 0] <= tol):  # the origin left of every edge
+            return ("around a point outside it: the object frame's origin (0, 0), which the pose places, must lie "
+                    "inside the outline (give the vertices about the object's centre)")
+        return ""
     crossing = _crossing(v, w)
     if crossing:
         return f"self-intersecting: {crossing}"

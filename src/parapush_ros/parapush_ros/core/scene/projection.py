@@ -124,4 +124,8 @@ def deepest_penetration(scene: Scene, x) -> tuple[float, str]:
         for depth, text in pairs:
             if float(depth) > worst:
                 worst, what = float(depth), text
+    for o in scene.obstacles:  # the pusher inside an obstacle is as much a calibration error
+        depth = float(disc_penetration(pusher, scene.pusher.radius, o.footprint, np.asarray(o.pose))[0])
+        if depth > worst:
+            worst, what = depth, f"the pusher inside obstacle {o.name!r}"
     return worst, what

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .geometry import disc_penetration, pair_penetration
+from .geometry import TOUCH_DISTANCE, disc_penetration, pair_penetration  # noqa: F401 (TOUCH_DISTANCE: re-exported)
 from .spec import Scene
 from .state import wrap_angle
-
-# m: outlines closer than this touch (MuJoCo keeps ~0.7 mm of penetration in contact): an obstacle hit for the
-# outcome monitor, a collision for the cost
-TOUCH_DISTANCE = 1.0e-3
 
 
 def obstacle_clearance(scene: Scene, states) -> tuple[np.ndarray, np.ndarray]:
@@ -46,29 +42,34 @@ def path_to_goal(scene: Scene, xy, goal, inflate: float):
     grown to a disc (bounding radius + ``inflate``), and the unit direction of its first leg.
 
     A blocked straight line becomes tangent - arc - tangent around the disc, on the shorter side; several
-    blocking obstacles add their detours. Points inside a grown disc count as on its rim for the length, and
-    their first leg also turns outward, the more the deeper they are. Without this the squared goal distance of
-    paper 000 has a local minimum in front of an obstacle that lies on the line to the goal: every push toward
-    the goal ends closer to the obstacle, every detour first increases the distance.
+    blocking obstacles add their detours, and the first leg goes round the one the straight line meets first. A
+    disc that would hold the goal is shrunk to pass through it. Points inside a grown disc count as on its rim for
+    the length, and their first leg also turns outward, the more the deeper they are. Without this the squared goal
+    distance of paper 000 has a local minimum in front of an obstacle that lies on the line to the goal: every push
+    toward the goal ends closer to the obstacle, every detour first increases the distance.
     """
     xy = np.asarray(xy, dtype=float)
     g = np.asarray(goal, dtype=float)
     to_goal = g - xy
     straight = np.linalg.norm(to_goal, axis=-1)
     direction = to_goal / np.maximum(straight, 1e-12)[..., None]
+    straight_dir = direction
     length = straight.copy()
-    best_detour = np.zeros(straight.shape)
+    first_met = np.full(straight.shape, np.inf)  # along the straight line: the blocking obstacle met first
     for ob in scene.obstacles:
         c = np.asarray(ob.pose[:2], dtype=float)
-        R = ob.footprint.bounding_radius + inflate
+        # a goal inside the grown disc shrinks it to pass through the goal: the target has to get that close to
+        # reach it, and a disc round the goal would count every path to it as blocked (and jump with the side)
+        R = min(ob.footprint.bounding_radius + inflate, max(float(np.linalg.norm(c - g)), 1e-9))
         pc = c - xy
         dp = np.maximum(np.linalg.norm(pc, axis=-1), R)
         dg = max(float(np.linalg.norm(c - g)), R)
         # blocked when the segment xy -> goal passes closer than R to the centre (and the centre lies between)
-        s = np.clip(np.einsum("...d,...d->...", pc, direction), 0.0, straight)
-        closest = xy + direction * s[..., None]
-        ahead = np.einsum("...d,...d->...", pc, direction) > 0.0  # inside a disc and moving away: free
-        blocked = (np.linalg.norm(closest - c, axis=-1) < R) & ahead
+        along = np.einsum("...d,...d->...", pc, straight_dir)
+        s = np.clip(along, 0.0, straight)
+        closest = xy + straight_dir * s[..., None]
+        ahead = along > 0.0  # inside a disc and moving away: free
+        blocked = (np.linalg.norm(closest - c, axis=-1) < R - 1e-12) & ahead
         # angle at the centre between the point and the goal, minus the parts covered by the tangents
         a_p = np.arctan2(xy[..., 1] - c[1], xy[..., 0] - c[0])
         a_g = np.arctan2(g[1] - c[1], g[0] - c[0])
@@ -86,7 +87,9 @@ def path_to_goal(scene: Scene, xy, goal, inflate: float):
         half = half + np.minimum(np.pi / 3, 2.0 * np.pi * deficit / R)
         ang = np.arctan2(pc[..., 1], pc[..., 0]) + side * half
         tangent = np.stack([np.cos(ang), np.sin(ang)], axis=-1)
-        use = blocked & (detour > best_detour)
+        # the first leg goes round the obstacle the straight line meets first (the largest detour's tangent could
+        # lead through a nearer one)
+        use = blocked & (detour > 0.0) & (along < first_met)
         direction = np.where(use[..., None], tangent, direction)
-        best_detour = np.where(use, detour, best_detour)
+        first_met = np.where(use, along, first_met)
     return length, direction

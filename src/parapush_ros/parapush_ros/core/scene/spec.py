@@ -16,7 +16,7 @@ import yaml
 
 from ..config import yaml_problem
 from .convex import MESH_VOLUME_TOLERANCE, OUTLINE_SHAPES, ellipse_vertices, mesh_footprint, polygon_problem
-from .geometry import Footprint, disc_penetration, pair_penetration
+from .geometry import TOUCH_DISTANCE, Footprint, disc_penetration, pair_penetration
 from .assets import shipped
 from .state import StateLayout
 from .support import DEFAULT_SUPPORT, SUPPORT_PATTERNS, SUPPORT_POINTS_RANGE, SupportSpec, support_fits
@@ -487,12 +487,29 @@ def _check_consistency(ctx: _Ctx, s: Scene):
             if depth > _TOUCHING:
                 key = "start" if kc == "objects" else "pose"
                 ctx.fail(f"{kc}[{ic}].{key}", f"{bc.name!r} overlaps {ka}[{ia}] {ba.name!r} by {_mm(depth)}")
+    # nothing starts within the contact tolerance of an obstacle (overlaps are reported above): the outcome
+    # monitor would judge the start itself a hit, before any push
+    movers = [("pusher.start", "the pusher", s.pusher)] + [(f"objects[{i}].start", repr(b.name), b)
+                                                          for i, b in enumerate(s.objects)]
+    for field_name, what, b in movers:
+        for j, ob in enumerate(s.obstacles):
+            if b is s.pusher:
+                depth, _ = disc_penetration(np.array(b.start), b.radius, ob.footprint, np.array(ob.pose))
+            else:
+                depth, _ = pair_penetration(ob.footprint, np.array(ob.pose), b.footprint, np.array(b.pose))
+            if depth <= _TOUCHING and -depth < TOUCH_DISTANCE:  # (deeper: an overlap, reported above)
+                ctx.fail(field_name, f"{what} starts {_mm(max(0.0, -depth))} from obstacles[{j}] {ob.name!r}, "
+                                     f"within the {_mm(TOUCH_DISTANCE)} contact tolerance: the push would be judged "
+                                     f"a hit before it starts (start it at least {_mm(TOUCH_DISTANCE)} clear)")
     if s.goal is not None:
         if s.goal.object not in {o.name for o in s.objects}:
             ctx.fail("goal.object", f"{s.goal.object!r} is not one of the objects "
                                     f"({', '.join(o.name for o in s.objects)})")
         if not s.table.contains(np.array(s.goal.position)):
             ctx.fail("goal.position", f"{list(s.goal.position)} is off the table")
+        for j, ob in enumerate(s.obstacles):
+            if ob.footprint.sdf(np.array(s.goal.position), np.array(ob.pose))[0] < 0.0:
+                ctx.fail("goal.position", f"{list(s.goal.position)} lies inside obstacles[{j}] {ob.name!r}")
 
 
 def _outline_points(b: BodySpec) -> np.ndarray:

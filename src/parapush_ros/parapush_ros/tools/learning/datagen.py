@@ -288,6 +288,13 @@ def load_datasets(roots, max_samples: int | None = None) -> tuple[list[dict], li
                           if meta["family"].get(k) != metas[0]["family"].get(k))
             raise ValueError(f"{root}: scene family differs from {roots[0]}'s in {', '.join(diff)}; "
                              f"one network is trained for one family")
+        for m in metas:  # chunk c of a dataset is seeded [seed, c]: such datasets hold the same samples
+            differ = [k for k in ("seed", "objects", "chunk_size", "rollout_steps", "into_cluster")
+                      if m.get(k) != meta.get(k)]
+            if not differ or Path(m["dir"]).resolve() == Path(root).resolve():
+                raise ValueError(f"{root}: the same samples as {m['dir']} (seed, objects, chunk size and settings "
+                                 f"alike): training on both would validate on training samples; give datagen "
+                                 f"another --seed")
         metas.append({**meta, "dir": str(root)})
         loaded += more
     return metas, loaded

@@ -275,7 +275,7 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
     t_start = time.perf_counter()
     metas, chunks = load_datasets(data_dir, max_samples)
     family = metas[0]["family"]
-    n_val = max(1, int(round(val_fraction * len(chunks)))) if len(chunks) > 1 else 0
+    n_val = min(max(1, int(round(val_fraction * len(chunks)))), len(chunks) - 1) if len(chunks) > 1 else 0
     order = rng.permutation(len(chunks))
     val_chunks = [chunks[i] for i in sorted(order[:n_val])]
     train_chunks = [chunks[i] for i in sorted(order[n_val:])] if n_val else chunks
@@ -296,6 +296,9 @@ def train(data_dir, out_path, seed=0, epochs=150, batch=512, lr=5e-4, w_f=2.0, s
         f"{torch.get_num_threads()} torch threads")
     best_state, log, best_epoch = _fit(torch, trainer, dtr, dva, rng, epochs, batch, lr, weight_decay, patience,
                                        say)
+    if best_state is None:  # no epoch ended with a finite validation loss
+        raise ValueError(f"training diverged: no epoch of {epochs} reached a finite validation loss (--lr {lr:g} "
+                         f"too large?)")
     mlp = LM.mlp_from_state_dict(best_state, norm)
     train_s = time.perf_counter() - t_start
     report = {

@@ -39,14 +39,18 @@ def train_ensemble(data_dirs, out_path, seed=0, epochs=DEFAULTS["epochs"], hidde
     metas, chunks = load_datasets(data_dirs, max_samples)
     family = metas[0]["family"]
     rng = np.random.default_rng(seed)
-    n_val = max(1, int(round(val_fraction * len(chunks)))) if len(chunks) > 1 else 0
+    # held out: whole chunks, half of them to calibrate the variance on and half to report on (a coverage
+    # measured on the rows it was calibrated on is 0.683 by construction, whatever the model)
+    n_val = max(2, int(round(val_fraction * len(chunks)))) if len(chunks) > 2 else 0
     order = rng.permutation(len(chunks))
-    val_chunks = [chunks[i] for i in sorted(order[:n_val])] or chunks
+    cal_chunks = [chunks[i] for i in sorted(order[:n_val // 2])] or chunks
+    val_chunks = [chunks[i] for i in sorted(order[n_val // 2:n_val])] or chunks
     train_chunks = [chunks[i] for i in sorted(order[n_val:])] if n_val else chunks
     if not n_val:
-        print("train-ensemble: one chunk, nothing to hold out: the variance is calibrated and the errors are "
-              "reported on the training data (metadata data.heldout_is_training)", file=sys.stderr)
+        print("train-ensemble: fewer than 3 chunks, nothing to hold out: the variance is calibrated and the "
+              "errors are reported on the training data (metadata data.heldout_is_training)", file=sys.stderr)
     dtr = prepare(train_chunks, family, True, False)
+    dcal = prepare(cal_chunks, family, False, False)
     dva = prepare(val_chunks, family, False, False)
     cfg = EMDNConfig(hidden=tuple(hidden), members=members, components=components, epochs=epochs, batch=batch, lr=lr,
                      adversarial=adversarial, seed=seed)
@@ -56,7 +60,7 @@ def train_ensemble(data_dirs, out_path, seed=0, epochs=DEFAULTS["epochs"], hidde
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
         fit = emdn.fit(dtr["X"].astype(np.float64), dtr["Y"].astype(np.float64), progress=step)
-    emdn.calibrate(dva["X"].astype(np.float64), dva["Y"].astype(np.float64))
+    emdn.calibrate(dcal["X"].astype(np.float64), dcal["Y"].astype(np.float64))
     train_s = time.perf_counter() - t_start
     mean, var = emdn.predict(dva["X"].astype(np.float64))
     y = dva["Y"].astype(np.float64)
@@ -66,6 +70,7 @@ def train_ensemble(data_dirs, out_path, seed=0, epochs=DEFAULTS["epochs"], hidde
             "data": {"dirs": [m["dir"] for m in metas], "samples_used": int(sum(len(c["x"]) for c in chunks)),
                      "train_samples": int(sum(len(c["x"]) for c in train_chunks)),
                      "val_samples": int(sum(len(c["x"]) for c in val_chunks)), "heldout_is_training": not n_val,
+                     "calibration_samples": int(sum(len(c["x"]) for c in cal_chunks)),
                      "train_rows_mirrored": int(len(dtr["X"])), "val_rows": int(len(dva["X"])),
                      "dataset_elapsed_s": float(sum(m.get("elapsed_s") or 0.0 for m in metas)),
                      "seeds": [m.get("seed") for m in metas]},
@@ -123,6 +128,7 @@ def add_parser(sub, parent=None):
     p.add_argument("--batch", type=positive_int, default=DEFAULTS["batch"])
     p.add_argument("--lr", type=float, default=DEFAULTS["lr"])
     p.add_argument("--adversarial", type=float, default=0.005, help="fast-gradient-sign step (0: none)")
-    p.add_argument("--max-samples", type=int, default=None)
+    p.add_argument("--max-samples", type=positive_int, default=None,
+                   help="samples to use at most, whole chunks (default: all)")
     p.set_defaults(func=run)
     return p

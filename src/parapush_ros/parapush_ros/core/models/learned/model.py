@@ -60,6 +60,14 @@ class LearnedCoarseModel:
             if key in family and abs(float(family[key]) - now) > 1e-12:
                 warnings.warn(f"learned coarse model ({source}) was trained on a fine model with {key} = "
                               f"{family[key]}, the fine model now uses {now}: retrain it", stacklevel=2)
+        # weights made before these were recorded learned older physics (the 1 ms fine model, the native support):
+        # they load, but say so (a shipped ensemble of that age predicted 3.7-4.5 mm where retrained weights of the
+        # same kind predict under 1.6)
+        missing = [k for k in ("fine_model_timestep_s", "support") if k not in family]
+        if missing:
+            warnings.warn(f"learned coarse model ({source}) was trained before its metadata recorded "
+                          f"{' and '.join(missing)}: on older physics than today's fine model; retrain it",
+                          stacklevel=2)
         self.scene = scene
         self.layout = scene.layout
         self.mlp = mlp

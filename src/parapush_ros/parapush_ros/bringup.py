@@ -32,7 +32,7 @@ import yaml
 
 from .core.config import yaml_problem
 from .core.models.registry import coarse_choices, spec_names
-from .core.scene.spec import shipped_scene_names
+from .core.scene.spec import SceneError, shipped_scene_names
 from .core.scene.assets import PACKAGE, share_dir
 
 RVIZ_CONFIG = "parapush.rviz"
@@ -95,9 +95,18 @@ OPTIONAL_NODES = (
 # Launch arguments: name -> (default per mode, description). Empty string = keep the YAML value. A node that cannot
 # take a value (an unknown scene, model, planner, driver or output) exits at start naming it and its allowed values.
 RVIZ_CHOICES = ("auto", "true", "false")
+
+
+def _shipped_scenes() -> str:
+    """The shipped scenes' names for the help (the install's config: missing, the help says where they would be)."""
+    try:
+        return ", ".join(shipped_scene_names())
+    except SceneError as e:
+        return f"none found: {e}"
+
 LAUNCH_ARGUMENTS = {
     "scene": ({"sim": "", "robot": ""}, f"scene for every node: a name of config/scenes/ "
-                                        f"({', '.join(shipped_scene_names())}) or a path to a scene YAML; empty = "
+                                        f"({_shipped_scenes()}) or a path to a scene YAML; empty = "
                                         f"the config files' scene (or the planner's default scene: dgoc block_003, "
                                         f"alg2 clutter_push)"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "

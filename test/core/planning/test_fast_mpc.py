@@ -93,14 +93,19 @@ def test_a_hand_over_never_steps_the_command_beyond_the_acceleration_limit_whate
 def test_the_hand_over_instant_is_on_the_running_grid_and_never_after_the_running_plan():
     ms = 1_000_000
     h = FastMPCPush.handover_instant
-    # a steady cycle, started 7 ms after the last hand-over (the node's wait polls): the next one a period after
-    # that hand-over, so the rate stays exact and the command grid is kept
-    assert h(start=1007 * ms, lead=1, period=100 * ms, command_period=50 * ms, grid=0, end=3000 * ms) == 1100 * ms
+    # a steady cycle, started 7 ms after the last hand-over (the node's wait polls): a period after that hand-over,
+    # so the rate stays exact and the command grid is kept (the cycle's budget loses the 7 ms)
+    assert h(base=1000 * ms, lead=1, period=100 * ms, command_period=50 * ms, grid=0, end=3000 * ms,
+             start=1007 * ms) == 1100 * ms
+    # after a late cycle its successor starts at its arrival, off the grid: the next grid instant, never sooner
+    assert h(base=1224 * ms, lead=2, period=200 * ms, command_period=50 * ms, grid=0, end=3000 * ms,
+             start=1224 * ms) == 1650 * ms
     # after a long cycle (lead 11 periods) never after the running plan's last period (a gap, then a step)
-    assert h(start=1750 * ms, lead=11, period=100 * ms, command_period=50 * ms, grid=700 * ms,
-             end=2700 * ms) == 2700 * ms
+    assert h(base=1750 * ms, lead=11, period=100 * ms, command_period=50 * ms, grid=700 * ms, end=2700 * ms,
+             start=1750 * ms) == 2700 * ms
     # a running plan that has ended: the next grid instant a period on
-    assert h(start=2800 * ms, lead=1, period=100 * ms, command_period=50 * ms, grid=0, end=2700 * ms) == 2900 * ms
+    assert h(base=2800 * ms, lead=1, period=100 * ms, command_period=50 * ms, grid=0, end=2700 * ms,
+             start=2800 * ms) == 2900 * ms
 
 
 def test_knots_are_limited_to_the_acceleration_and_speed_from_the_pinned_first_one():
@@ -177,7 +182,7 @@ def test_a_late_cycle_keeps_the_previous_plan_without_a_gap_or_a_jump():
     assert [i for i, x in enumerate(log.late) if x] == [6]
     assert len(io.plans) == len(log.starts_ns) - 1  # the late plan was dropped, not handed over
     # the action feedback counts it (no report of its own does): the plans after it say 1 late plan so far
-    assert [r.late_plans for r in io.plans[5:8]] == [0, 1, 1]
+    assert [r.late_plans for r in io.plans[5:8]] == [0, 1, 1] and rec.late_plans == 1
     assert log.lateness[6] == pytest.approx(0.15, abs=2e-3) and sum(log.lateness) == log.lateness[6]
     # the pusher never stood still after the first plan, and its command never jumped beyond the limit
     first = io.plans[0].start_ns * 1e-9

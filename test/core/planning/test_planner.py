@@ -260,6 +260,10 @@ def test_variance_term_only_when_the_model_reports_one(obstacle_scene, weights):
     assert "variance" not in PushTask(obstacle_scene, weights).cost_terms(
         traj(obstacle_scene.initial_state(), obstacle_scene.initial_state()), zero_controls(1),
         variance=np.full((1, 2, obstacle_scene.layout.dim), 0.001))
+    # whatever the weight, a sample whose predicted variance is not finite is unknown: never the plan
+    nan_var = np.full((1, 2, obstacle_scene.layout.dim), np.nan)
+    assert np.isnan(PushTask(obstacle_scene, weights).cost(
+        traj(obstacle_scene.initial_state(), obstacle_scene.initial_state()), zero_controls(1), variance=nan_var)[0])
     weights = weights.with_overrides({"variance": 1.0})
     task = PushTask(obstacle_scene, weights)
     xs = traj(obstacle_scene.initial_state(), obstacle_scene.initial_state())

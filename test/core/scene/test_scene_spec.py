@@ -1,6 +1,5 @@
 """Scene loading and validation: every shipped scene loads; every kind of mistake is named precisely."""
 import copy
-import warnings
 
 import numpy as np
 import pytest
@@ -128,20 +127,27 @@ def test_measured_start_overlaps_beyond_tolerance_are_an_error():
         scene_from_dict(box_scene_with_pusher_at(-0.109 / 2 - 0.0145 + 3e-3), source="measured.yaml")
 
 
-@pytest.mark.parametrize("gap, shown", [(0.5e-3, "0.50 mm"), (-0.5e-3, "0.0 um")])  # a gap, an overlap projected
-def test_a_start_within_the_contact_tolerance_of_an_obstacle_is_an_error(gap, shown):
-    """The outcome monitor counts outlines closer than 1 mm as a hit: such a start (given, or a measured overlap
-    projected out to touching) was judged HIT_OBSTACLE before any push."""
+@pytest.mark.parametrize("gap, says", [(0.5e-3, r"within the 1.00 mm contact tolerance of 'obstacle' \(0.50 mm apart"),
+                                       (-0.5e-3, r"'obstacle' overlaps objects\[0\] 'slider' by 0.50 mm")])
+def test_a_start_within_the_contact_tolerance_of_an_obstacle_is_projected_out_to_it(gap, says):
+    """The outcome monitor counts outlines closer than 1 mm as a hit: such a start (a measured overlap projected
+    out to touching, or a measured gap under 1 mm) was judged HIT_OBSTACLE before any push. The object is moved out
+    to the contact tolerance, with the warning of a measured start; the pusher, which is not moved, is an error."""
+    from parapush_ros.core.scene.queries import TOUCH_DISTANCE, obstacle_clearance
+    from parapush_ros.core.scene.spec import StartOverlapWarning
     d = yaml.safe_load((scenes_dir() / "obstacle_push.yaml").read_text())
     scene = scene_from_dict(d)
     ob, obj = scene.obstacles[0], scene.objects[0]
     x = ob.pose[0] - ob.size[0] / 2 - obj.size[0] / 2 - gap  # the slider on the obstacle's left, on its axis
     d["objects"][0]["start"] = [x, ob.pose[1], 0.0]
     d["pusher"]["start"] = [x - obj.size[0] / 2 - scene.pusher.radius - 0.01, ob.pose[1]]
-    with warnings.catch_warnings(), pytest.raises(
-            SceneError, match=rf"objects\[0\]\.start: 'slider' starts {shown} from obstacles\[0\] 'obstacle', "
-                              r"within the 1.00 mm contact tolerance"):
-        warnings.simplefilter("ignore")  # the overlap's projection warns first
+    with pytest.warns(StartOverlapWarning, match=says):
+        moved = scene_from_dict(d)
+    assert TOUCH_DISTANCE <= obstacle_clearance(moved, moved.initial_state())[0][0] < TOUCH_DISTANCE + 1e-6
+    d = yaml.safe_load((scenes_dir() / "obstacle_push.yaml").read_text())
+    d["pusher"]["start"] = [ob.pose[0] - ob.size[0] / 2 - scene.pusher.radius - 0.0005, ob.pose[1]]
+    with pytest.raises(SceneError, match=r"pusher\.start: the pusher starts 0.50 mm from obstacles\[0\] 'obstacle', "
+                                         r"within the 1.00 mm contact tolerance"):
         scene_from_dict(d)
 
 

@@ -247,7 +247,7 @@ def add_parser(sub) -> None:
                    help="slice of the held-out replay (s, default 0.25)")
     p.add_argument("--max-evaluations", type=positive_int, default=40,
                    help="fine-model evaluations of the training pushes at most, the finite-difference Jacobian's "
-                        "included (default 40; at least the number of --fit parameters + 2)")
+                        "included (default 40; at least 2 x the --fit parameters + 3)")
     p.add_argument("--json", type=output_file, default=None, help="also write the result as JSON")
     p.set_defaults(func=run_calibrate)
 

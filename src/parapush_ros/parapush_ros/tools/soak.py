@@ -1054,6 +1054,13 @@ def run(args, context=None) -> dict:
         raise ValueError(f"--control-duration: must be > 0, got {dt}")
     if (args.planner is not None or args.fault_free) and not args.robot:
         raise ValueError("--planner and --fault-free: only with --robot")
+    if args.robot and (args.planner or "fast") == "fast" and dt is not None:  # fast re-plans every control
+        from ..core.config import ConfigError  # noqa: PLC0415
+        from ..core.planning.fast_mpc import FastConfig  # noqa: PLC0415
+        try:
+            FastConfig(replan_rate=1.0 / dt)
+        except ConfigError as e:
+            raise ValueError(f"--control-duration: the fast planner re-plans every control: {e}") from None
     given = [f for f, v in (("--domain-id", args.domain_id), ("--cpus-per-seed", args.cpus_per_seed))
              if v is not None]
     if given and getattr(args, "seeds", None) is None:  # one soak runs in $ROS_DOMAIN_ID on the cores it has

@@ -274,8 +274,11 @@ def _execution(args) -> tuple[int, str | None, int]:
     retries = getattr(args, "retries", DEFAULT_RETRIES)
     if retries < 0:
         raise ValueError(f"--retries: must be >= 0, got {retries}")
-    # --workers 1 means this process without Ray: a RAY_ADDRESS in the environment does not override it (--ray does)
-    address = getattr(args, "ray", None) or (os.environ.get("RAY_ADDRESS") if workers != 1 else None) or None
+    # --workers 1 (or $PARAPUSH_WORKERS=1) means this process without Ray: a RAY_ADDRESS in the environment does not
+    # override it (--ray does); a machine of one core, without either, still goes to RAY_ADDRESS's cluster
+    here = getattr(args, "workers", None) == 1 or (getattr(args, "workers", None) is None
+                                                   and os.environ.get(ENV_WORKERS, "").strip() == "1")
+    address = getattr(args, "ray", None) or (None if here else os.environ.get("RAY_ADDRESS")) or None
     return workers, address, retries
 
 
@@ -343,6 +346,7 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
     host, sep, port = address.rpartition(":")
     if not sep or address == "auto" or "://" in address or not port.isdigit():
         return
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1]:6379
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as e:

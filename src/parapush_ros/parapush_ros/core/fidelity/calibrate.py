@@ -139,17 +139,20 @@ class FitResult:
 def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluation=None,
         threads: int | None = None) -> FitResult:
     """Least squares in log space, at most ``max_evaluations`` fine-model evaluations of the cases (SciPy's
-    ``max_nfev`` counts steps, not its finite-difference Jacobian's n evaluations per step: the budget is split so
-    that the start, the steps and their Jacobians stay within it)."""
+    ``max_nfev`` counts the function's evaluations but not its finite-difference Jacobian's, n per accepted step:
+    the budget is split so that both stay within it)."""
     from scipy.optimize import least_squares  # noqa: PLC0415
     names = check_names(scene, names)
-    if max_evaluations < len(names) + 2:
-        raise ValueError(f"max_evaluations: at least {len(names) + 2} for {len(names)} parameter(s) (the start, "
-                         f"one step and its {len(names)} Jacobian evaluations), got {max_evaluations}")
+    n = len(names)
+    if (max_evaluations - 1) // (n + 1) < 2:
+        raise ValueError(f"max_evaluations: at least {2 * n + 3} for {n} parameter(s) (the start, its Jacobian's "
+                         f"{n} evaluations and one step), got {max_evaluations}")
     start = parameter_values(scene, names)
     trace = []
 
     def fun(log_values):
+        if trace and np.array_equal(log_values, np.log(start)):  # SciPy's own first call: the start, done below
+            return trace[0][3]
         values = np.exp(log_values)
         try:
             r = residuals(scene_with(scene, names, values), cases, threads)
@@ -163,7 +166,7 @@ def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluati
 
     r0 = fun(np.log(start))
     res = least_squares(fun, np.log(start), method="trf", diff_step=DIFF_STEP, x_scale=1.0,
-                        max_nfev=(max_evaluations - 1) // (len(names) + 1), xtol=1e-3, ftol=1e-4)
+                        max_nfev=(max_evaluations - 1) // (n + 1), xtol=1e-3, ftol=1e-4)
     values = np.exp(res.x)
     dof = max(1, res.fun.size - len(names))
     s2 = float(res.fun @ res.fun) / dof

@@ -9,8 +9,10 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
   by at most ``max_acceleration * knot_interval`` (the commander's acceleration limit), and the first knot of a new
   plan is pinned to the command of the running plan at the hand-over instant: a hand-over never jumps the velocity
   beyond the acceleration limit (between two command ticks: at most ``max_acceleration * command_period``).
-* **One cycle** (``FastPlanner.plan``) starts at cycle start t_c, hands over at ``t_c + 1/replan_rate`` (the stated
-  instant), and spends at most ``budget_fraction / replan_rate`` on the plan clock:
+* **One cycle** (``FastPlanner.plan``) starts at cycle start t_c (where the previous plan was handed over, up to
+  the node's wait poll later), hands over one re-plan period after the previous hand-over, on the running plan's
+  grid of command periods (the stated instant, ``FastMPCPush.handover_instant``), and spends at most
+  ``budget_fraction / replan_rate`` on the plan clock, less what it started late:
 
   1. the latest observation is rolled forward to the hand-over instant through what the running plan executes
      meanwhile (fine model);
@@ -32,10 +34,12 @@ re-plans at ``replan_rate`` Hz whatever the length of a control:
      re-planned many times before it runs).
 
 * **Late cycle**: a plan that is not done by its hand-over instant is dropped; the running plan (which covers the
-  whole horizon) keeps running, so there is never a gap and never a jump. The next cycle starts at once. A cycle
+  whole horizon) keeps running, so there is no gap and no jump. The next cycle starts at once. A cycle
   longer than a period makes the next one hand its plan over as many whole periods after its start as it took,
   so a host too slow for the rate (even slightly) gets its plans in before the running one ends instead of
-  dropping every one (``MPCPush`` tolerates a little lateness instead: its late plans still take over).
+  dropping every one (``MPCPush`` tolerates a little lateness instead: its late plans still take over); never
+  after the running plan's last command period (a stall of half the horizon would otherwise leave the pusher
+  without a plan), with the cycle's budget shortened to fit.
 
 Task costs are written for a few slices of a long horizon (paper 000: 4 x 1 s), so the predicted states are
 scored every ``cost_interval`` s (4 states over a 2 s horizon at 0.5 s), with the spline's mean velocity over each
@@ -66,7 +70,7 @@ from ..scene.projection import project_feasible
 from ..scene.spec import Scene
 from .outcome import Outcome
 from .session import ControlSchedule, PlanView, PushSession, PushStop, PushStrategy, seconds_to_ns
-from .tasks import Goal, PushTask, ranked_costs
+from .tasks import Goal, PushTask, ranked_costs, unknown_where_variance_is
 
 
 def _multiple(value: float, unit: float) -> bool:
@@ -336,14 +340,16 @@ class FastPlanner:
         """Task cost (M,) of predicted ``states`` (M, n+1, D) under slice ``controls`` (M, n, 2) of ``dt`` s,
         scored every ``cost_interval``."""
         stride = int(round(self.config.cost_interval / dt))
+        scored_variance = variance
         if dt < self.config.cost_interval - 1e-9:  # a whole number of slices (checked at construction)
             m, n = controls.shape[:2]
             scored = states[:, ::stride]
             ctrl = controls.reshape(m, n // stride, stride, 2).mean(axis=2)
-            variance = None if variance is None else variance[:, ::stride]
+            scored_variance = None if variance is None else variance[:, ::stride]
         else:  # the model's slices are as long as cost_interval or longer: score them as they are
             scored, ctrl = states, controls
-        return self.task.cost(scored, ctrl, u0, variance)
+        # a non-finite variance anywhere, scored or not, makes the candidate unknown (never the plan)
+        return unknown_where_variance_is(self.task.cost(scored, ctrl, u0, scored_variance), variance)
 
     def _screen_tail(self, knots, pred: Prediction) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """The re-scored candidates ``knots`` (M, K, 2) over the whole horizon where the planner's model predicted
@@ -550,12 +556,14 @@ class FastMPCPush(PushStrategy):
                                     origin_ns=s.origin_ns)
             self._log(t0, latency, False, plan)
             self._hand_over(s, active, plan, t0, latency, obs.stamp_ns)
-            lead = 1  # hand over this many periods after the cycle start
+            lead = 1  # hand over this many periods after the cycle's base
             active_ns = t0  # the running plan's start (ns), where its grid of command periods begins
+            base = t0  # the previous hand-over (a cycle after a late one: its own start)
             while True:
                 start = s.now_ns()
-                handover = self.handover_instant(start, lead, period_ns, command_ns, active_ns,
-                                                 active_ns + seconds_to_ns(active.end - active.start) - command_ns)
+                handover = self.handover_instant(base, lead, period_ns, command_ns, active_ns,
+                                                 active_ns + seconds_to_ns(active.end - active.start) - command_ns,
+                                                 start)
                 obs = s.observe()
                 if obs.problem or s.stopping:
                     break
@@ -564,7 +572,11 @@ class FastMPCPush(PushStrategy):
                 t_h = s.rel(handover)
                 u0 = active.velocity(t_h)
                 warm = active.shifted_knots(t_h, K)
-                plan = self._plan(s, x_h, u0, warm, c0 + c.budget_fraction * c.period)
+                # the budget, less what the cycle lost since its base (the node's wait polls) or to a hand-over
+                # capped at the running plan's end: the plan must be done the same share of a period before
+                # its hand-over
+                room = (handover - start) * 1e-9 - (1.0 - c.budget_fraction) * c.period
+                plan = self._plan(s, x_h, u0, warm, c0 + max(0.0, min(c.budget_fraction * c.period, room)))
                 latency = io.planned(io.plan_clock() - c0)
                 arrival = s.now_ns()
                 s.check_stop()  # a plan made while the push was stopped is not handed over
@@ -576,6 +588,7 @@ class FastMPCPush(PushStrategy):
                 # took (a late plan is dropped, so a host a little too slow for the rate would otherwise drop every
                 # one), at most where the running plan ends (handover_instant)
                 lead = max(1, -(-(arrival - start) // period_ns))
+                base = arrival if late else handover  # a late cycle's successor starts at once, off the grid
                 if late:  # the running plan covers the horizon: it keeps running, the next cycle starts now
                     s.status(f"cycle late by {(arrival - handover) * 1e-9:.3f} s: plan dropped, the running plan "
                              f"continues", "warning")
@@ -592,14 +605,16 @@ class FastMPCPush(PushStrategy):
             io.execute(None)
 
     @staticmethod
-    def handover_instant(start: int, lead: int, period: int, command_period: int, grid: int, end: int) -> int:
-        """The hand-over instant (ns) of a cycle starting at ``start``: ``lead`` re-plan periods later, on the
-        running plan's grid of command periods (``grid`` + k ``command_period``: the nearest, so a steady cycle
-        keeps the rate exactly; ``SplineSchedule`` says why), never after ``end`` (the running plan's last period
-        boundary before its end: a later plan would start after the pusher had stopped, a gap, then a step), and
-        after ``start``."""
-        h = start + lead * period
-        h = grid + (h - grid + command_period // 2) // command_period * command_period
+    def handover_instant(base: int, lead: int, period: int, command_period: int, grid: int, end: int,
+                         start: int) -> int:
+        """The hand-over instant (ns) of a cycle starting at ``start``: ``lead`` re-plan periods after its
+        ``base`` (the previous hand-over, on the grid, so a steady cycle keeps the rate exactly; after a late cycle
+        its own start), on the running plan's grid of command periods (``grid`` + k ``command_period``, the next
+        one: never sooner than asked; ``SplineSchedule`` says why), never after ``end`` (the running plan's last
+        period boundary before its end: a later plan would start after the pusher had stopped, a gap, then a
+        step), and after ``start``."""
+        h = base + lead * period
+        h = grid + -(-(h - grid) // command_period) * command_period
         if end > start:
             h = min(h, end)
         while h <= start:

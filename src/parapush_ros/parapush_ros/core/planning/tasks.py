@@ -102,6 +102,16 @@ def ranked_costs(costs) -> np.ndarray:
     return np.where(np.isfinite(costs), costs, np.inf)
 
 
+def unknown_where_variance_is(costs, variance) -> np.ndarray:
+    """``costs`` (M,) as NaN for every sample whose predicted ``variance`` (M, ...) is not finite, whatever weight
+    the cost gives the variance (0 by default): such a prediction is never planned on, nor published."""
+    costs = np.asarray(costs, dtype=float)
+    if variance is None:
+        return costs
+    ok = np.isfinite(np.asarray(variance, dtype=float)).reshape(len(costs), -1).all(axis=1)
+    return np.where(ok, costs, np.nan)
+
+
 def costs_file() -> Path:
     """The shipped ``config/costs.yaml``."""
     return shipped("config/costs.yaml")
@@ -313,9 +323,12 @@ class PushTask:
         x = np.asarray(x, dtype=float)
         s, p = self.target_xy(x), self.layout.pusher_pos(x).copy()
         _, d = self.path_to_goal(x)
-        q = s - (self.push_distance(x, d, APPROACH_GAP)) * d
+        behind = float(self.push_distance(x, d, APPROACH_GAP))
+        q = s - behind * d
         legs = []  # (start, end) of pusher moves that each take one slice
-        if _segment_point_distance(p, q, s) < self.push_offset + APPROACH_GAP and np.linalg.norm(p - q) > 0.01:
+        # walk round when the straight move to the push point passes nearer the target's centre than the push
+        # point itself (the bounding radius here would send a box's every approach from behind round it)
+        if _segment_point_distance(p, q, s) < behind - 1e-6 and np.linalg.norm(p - q) > 0.01:
             r_round = self.push_offset + APPROACH_CLEARANCE
             step = 2.0 * math.atan(approach_speed * dt / (2.0 * r_round))  # edge length = approach_speed * dt
             r_c = r_round / math.cos(step / 2.0)  # polygon circumscribing the clearance circle
@@ -434,4 +447,4 @@ class PushTask:
         total = np.zeros(np.asarray(states).shape[0])
         for v in terms.values():
             total = total + v
-        return total
+        return unknown_where_variance_is(total, variance)

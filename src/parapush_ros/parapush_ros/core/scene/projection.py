@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .geometry import disc_penetration, pair_penetration
+from .geometry import TOUCH_DISTANCE, disc_penetration, pair_penetration
 from .spec import Scene
 
 DEFAULT_PROJECTION_TOLERANCE = 1.0e-3  # m; see the module docstring
@@ -27,11 +27,12 @@ def project_feasible(scene: Scene, x, tolerance: float = DEFAULT_PROJECTION_TOLE
 
 def separate_completely(scene: Scene, x, sweeps: int = 12):
     """Project *every* penetration out (tolerance 0): for a measured start state, whose sub-millimetre overlaps are
-    mocap noise that would otherwise start the fine model with a spurious shove (``load_scene``)."""
-    return _separate(scene, x, 0.0, sweeps)
+    mocap noise that would otherwise start the fine model with a spurious shove (``load_scene``). Objects end at
+    least the contact tolerance from obstacles (closer, the outcome monitor judges the start itself a hit)."""
+    return _separate(scene, x, 0.0, sweeps, obstacle_gap=TOUCH_DISTANCE * (1.0 + 1e-6))
 
 
-def _separate(scene: Scene, x, tolerance: float, sweeps: int):
+def _separate(scene: Scene, x, tolerance: float, sweeps: int, obstacle_gap: float = 0.0):
     L = scene.layout
     x = np.array(x, dtype=float, copy=True)
     changed = np.zeros(x.shape[:-1], dtype=bool)
@@ -67,9 +68,10 @@ def _separate(scene: Scene, x, tolerance: float, sweeps: int):
                     moved_any = True
             for of, op, ob_bound in obstacles:
                 if not np.any(np.linalg.norm(poses[..., i, :2] - op[:2], axis=-1)
-                              <= ob_bound + bounds[i] + tolerance + 1e-9):
+                              <= ob_bound + bounds[i] + tolerance + obstacle_gap + 1e-9):
                     continue
                 depth, n = pair_penetration(of, op, f, poses[..., i, :])
+                depth = depth + obstacle_gap
                 hit = depth > tolerance
                 if np.any(hit):
                     poses[..., i, :2] += np.where(hit[..., None], n * depth[..., None], 0.0)

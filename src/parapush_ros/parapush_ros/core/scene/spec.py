@@ -407,12 +407,15 @@ def _coarse_params(ctx: _Ctx, c) -> dict:
 
 
 def _start_overlaps(s: Scene) -> list:
-    """(field, message prefix, depth) of every overlap at the start that projection can resolve (an object is
-    involved); pusher–obstacle overlaps are left to ``_check_consistency`` (both are fixed)."""
+    """(field, message, depth, reach) of every overlap at the start that projection can resolve (an object is
+    involved): ``reach`` > 0 is what projection moves away, the depth itself, or for an obstacle the depth plus the
+    contact tolerance (an object that close is projected out to it too); pusher–obstacle overlaps are left to
+    ``_check_consistency`` (both are fixed)."""
     out = []
     for i, b in enumerate(s.objects):
         depth, _ = disc_penetration(np.array(s.pusher.start), s.pusher.radius, b.footprint, np.array(b.pose))
-        out.append(("pusher.start", f"pusher overlaps objects[{i}] {b.name!r}", float(depth)))
+        out.append(("pusher.start", f"pusher overlaps objects[{i}] {b.name!r} by {_mm(depth)}", float(depth),
+                    float(depth)))
     others = [("objects", i, b) for i, b in enumerate(s.objects)] + [("obstacles", i, b) for i, b in
                                                                       enumerate(s.obstacles)]
     for i, b in enumerate(s.objects):
@@ -421,25 +424,30 @@ def _start_overlaps(s: Scene) -> list:
                 continue
             depth, _ = pair_penetration(b.footprint, np.array(b.pose), c.footprint, np.array(c.pose))
             key = "start" if kind == "objects" else "pose"
-            out.append((f"{kind}[{j}].{key}", f"{c.name!r} overlaps objects[{i}] {b.name!r}", float(depth)))
+            if kind == "obstacles" and depth <= _TOUCHING:
+                text = (f"objects[{i}] {b.name!r} within the {_mm(TOUCH_DISTANCE)} contact tolerance of {c.name!r} "
+                        f"({_mm(max(0.0, -depth))} apart)")
+            else:
+                text = f"{c.name!r} overlaps objects[{i}] {b.name!r} by {_mm(depth)}"
+            reach = depth + (TOUCH_DISTANCE if kind == "obstacles" else 0.0)
+            out.append((f"{kind}[{j}].{key}", text, float(depth), float(reach)))
     return out
 
 
 def _project_start(ctx: _Ctx, s: Scene) -> Scene:
     """Measured starts: overlaps up to START_OVERLAP_TOLERANCE are projected out with a warning naming each depth;
     a deeper one is an error naming it."""
-    overlaps = [o for o in _start_overlaps(s) if o[2] > _TOUCHING]
+    overlaps = [o for o in _start_overlaps(s) if o[3] > _TOUCHING]
     if not overlaps:
         return s
-    for path, what, depth in overlaps:
+    for path, what, depth, _reach in overlaps:
         if depth > START_OVERLAP_TOLERANCE:
-            ctx.fail(path, f"{what} by {_mm(depth)} (more than the {_mm(START_OVERLAP_TOLERANCE)} a measured "
-                           f"start may be off by)")
+            ctx.fail(path, f"{what} (more than the {_mm(START_OVERLAP_TOLERANCE)} a measured start may be off by)")
     from .projection import separate_completely  # noqa: PLC0415 (projection imports this module)
     x, _ = separate_completely(s, s.initial_state())
     moved = s.with_poses(object_poses=s.layout.object_poses(x))
     warnings.warn(f"{s.source}: start overlaps projected out (within the {_mm(START_OVERLAP_TOLERANCE)} "
-                  f"tolerance): " + "; ".join(f"{path}: {what} by {_mm(depth)}" for path, what, depth in overlaps),
+                  f"tolerance): " + "; ".join(f"{path}: {what}" for path, what, _depth, _reach in overlaps),
                   StartOverlapWarning, stacklevel=3)
     return moved
 

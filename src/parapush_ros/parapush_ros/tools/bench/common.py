@@ -251,7 +251,8 @@ def seeded(run_one, per_seed_args=None, name: str | None = None, units: bool = T
                    "unit_threads": units}
         todo = [Unit.of(seed=s) for s in seeds]
         if units:
-            done = Study(Path(out) / "seeds_study", f"bench {bench} --seeds", study_settings(args)).run(
+            settings = {k: v for k, v in study_settings(args).items() if k != "seed"}  # its units are the seeds
+            done = Study(Path(out) / "seeds_study", f"bench {bench} --seeds", settings).run(
                 todo, seed_unit, context, args, desc=f"bench {bench} seeds")
         else:
             done = {}

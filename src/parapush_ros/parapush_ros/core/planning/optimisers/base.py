@@ -30,7 +30,7 @@ import numpy as np
 from ...config import finite, knob, require
 from ...models.mjcf import TIMESTEP
 from ...models.registry import DEFAULT_MODEL, ModelSpec
-from ..tasks import ranked_costs
+from ..tasks import ranked_costs, unknown_where_variance_is
 
 
 @dataclass(frozen=True)
@@ -162,8 +162,7 @@ class SamplingOptimiser(ABC):
             U = self.clip(U)
             t0 = time.perf_counter()
             states, costs, terms, pred = self.rollout(x0, U, u_prev)
-            if pred.variance is not None:  # whether or not a weight reads it: a NaN variance is never planned on
-                costs = np.where(np.isfinite(pred.variance).reshape(len(U), -1).all(axis=1), costs, np.nan)
+            costs = unknown_where_variance_is(costs, pred.variance)
             result.predict_time += time.perf_counter() - t0
             result.predict_calls += 1
             result.samples_evaluated += len(U)

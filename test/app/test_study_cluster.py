@@ -157,5 +157,7 @@ def test_a_bench_gives_the_same_json_on_the_cluster_as_in_one_process(cluster, t
             "world_config", "fine_slices", "trajectories", "path")
     assert [[r[k] for k in keys] for r in ray["runs"]] == [[r[k] for k in keys] for r in serial["runs"]]
     assert len(ray["runs"]) == 8 and ray["scene_defs"] == serial["scene_defs"]
-    nodes = {w.split(":")[0] for _, _, w in Study(tmp_path / "ray" / "mpc_study", "bench mpc", {}).log()}
+    manifest = json.loads((tmp_path / "ray" / "mpc_study" / "study.json").read_text())  # reopened as it was made
+    settings = {k: v for k, v in manifest.items() if k not in ("format", "kind")}
+    nodes = {w.split(":")[0] for _, _, w in Study(tmp_path / "ray" / "mpc_study", "bench mpc", settings).log()}
     assert len(nodes) == 2  # both nodes ran units

@@ -10,6 +10,7 @@ import numpy as np
 import yaml
 
 from ..arguments import fraction, nonnegative_float, output_dir, output_file, positive_float, positive_int
+from ..core.config import ConfigError
 from ..core.models.registry import DEFAULT_COARSE, coarse_choices
 from ..core.scene.spec import load_scene
 
@@ -143,10 +144,8 @@ def run_calibrate(args) -> dict:
         bar.set_postfix_str(f"rms {rms:.3f} mm, " + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
     try:
         result = cal.fit(scene, train_cases, names, args.max_evaluations, on_evaluation=progress)
-    except ValueError as e:
-        if str(e).startswith("max_evaluations:"):
-            raise ValueError(f"--max-evaluations{str(e)[len('max_evaluations'):]}") from None
-        raise
+    except ConfigError as e:  # the budget, named as the option
+        raise ValueError(f"--max-evaluations: {str(e).partition(': ')[2]}") from None
     bar.close()
     fitted = cal.scene_with(scene, names, result.values)
 

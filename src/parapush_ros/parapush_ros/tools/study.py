@@ -263,8 +263,10 @@ def _execution(args) -> tuple[int, str | None, int]:
     if args is None:
         return 1, None, 0
     workers = getattr(args, "workers", None)
+    asked = workers is not None  # by --workers or $PARAPUSH_WORKERS, not by the machine's cores
     if workers is None:
         env = os.environ.get(ENV_WORKERS)
+        asked = bool(env)
         try:
             workers = int(env) if env else cores()
         except ValueError:
@@ -276,8 +278,7 @@ def _execution(args) -> tuple[int, str | None, int]:
         raise ValueError(f"--retries: must be >= 0, got {retries}")
     # --workers 1 (or $PARAPUSH_WORKERS=1) means this process without Ray: a RAY_ADDRESS in the environment does not
     # override it (--ray does); a machine of one core, without either, still goes to RAY_ADDRESS's cluster
-    here = getattr(args, "workers", None) == 1 or (getattr(args, "workers", None) is None
-                                                   and os.environ.get(ENV_WORKERS, "").strip() == "1")
+    here = asked and workers == 1
     address = getattr(args, "ray", None) or (None if here else os.environ.get("RAY_ADDRESS")) or None
     return workers, address, retries
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import ConfigError
 from ..models.base import rollout
 from ..models.fine import FineModel
 from ..models.mjcf import TIMESTEP
@@ -145,8 +146,8 @@ def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluati
     names = check_names(scene, names)
     n = len(names)
     if (max_evaluations - 1) // (n + 1) < 2:
-        raise ValueError(f"max_evaluations: at least {2 * n + 3} for {n} parameter(s) (the start, its Jacobian's "
-                         f"{n} evaluations and one step), got {max_evaluations}")
+        raise ConfigError("max_evaluations", f"at least {2 * n + 3} for {n} parameter(s) (the start, its "
+                                             f"Jacobian's {n} evaluations and one step), got {max_evaluations}")
     start = parameter_values(scene, names)
     trace = []
 

@@ -20,7 +20,7 @@ import yaml
 
 from ..config import finite, knob, require, yaml_problem
 from ..scene.assets import shipped
-from ..scene.geometry import ray_entry
+from ..scene.shapes import push_distance
 from ..scene.queries import TOUCH_DISTANCE, obstacle_clearance, off_table, path_to_goal
 from ..scene.spec import Scene
 from ..scene.state import wrap_angle
@@ -260,14 +260,8 @@ class PushTask:
         outline's extent along the push, at the target's yaw in ``states`` (a box pushed face on: its half
         width, not its half diagonal). Why exact: a bounding radius put the push point of a box 39 mm behind the
         contact, so ``pusher_approach`` charged every state that pushed it."""
-        r = self.scene.pusher.radius + gap
-        if self.target_footprint.shape == "cylinder":
-            return np.full(np.shape(direction)[:-1], self.target_footprint.radius + r)
         pose = self.layout.object_poses(np.asarray(states, dtype=float))[..., self.target, :]
-        d = np.asarray(direction, dtype=float)
-        far = self.push_offset + gap + 1.0
-        entry = ray_entry(pose[..., :2] - far * d, d, far, self.target_footprint, pose, r)
-        return far - np.where(np.isfinite(entry), entry, far - self.push_offset - gap)
+        return push_distance(self.target_footprint, pose, direction, self.scene.pusher.radius, gap)
 
     def goal_distance(self, states) -> np.ndarray:
         return np.linalg.norm(self.target_xy(states) - np.asarray(self.goal.position), axis=-1)

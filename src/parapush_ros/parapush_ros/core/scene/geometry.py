@@ -146,27 +146,15 @@ def _box_box_penetration(fa: Footprint, pa, fb: Footprint, pb):
     direction = np.where(direction == 0.0, 1.0, direction)
     # separated: the best axis's gap only bounds the distance from below (a corner facing a corner reads closer than
     # it is, e.g. 0.92 mm for 1.30 mm: a "hit" of the 1 mm contact tolerance); the exact gap between two disjoint
-    # convex outlines is the least distance of a corner of one to an edge of the other. Computed where the bound is
+    # convex outlines is the least distance of a corner of one to the other outline. Computed where the bound is
     # within EXACT_GAP (what contact and collision margins judge; farther, the bound is close enough for the cost
     # and an ellipse's 64 corners cost 20x the test)
     near = (depth < 0.0) & (depth > -EXACT_GAP)
     if np.any(near):
-        ca_n = np.broadcast_to(ca, near.shape + ca.shape[-2:])[near]
-        cb_n = np.broadcast_to(cb, near.shape + cb.shape[-2:])[near]
         depth = np.array(depth, dtype=float)
-        depth[near] = -np.minimum(_corners_to_edges(ca_n, cb_n), _corners_to_edges(cb_n, ca_n))
+        depth[near] = -np.minimum(fb.sdf(ca[near], pb[near][..., None, :])[0].min(-1),
+                                  fa.sdf(cb[near], pa[near][..., None, :])[0].min(-1))
     return depth, axis * direction[..., None]
-
-
-def _corners_to_edges(points, corners):
-    """Least distance (...,) of the ``points`` (..., P, 2) to the edges of the outline ``corners`` (..., V, 2)."""
-    a, b = corners, np.roll(corners, -1, axis=-2)
-    ab = b - a  # (..., V, 2)
-    ap = points[..., :, None, :] - a[..., None, :, :]  # (..., P, V, 2)
-    t = np.clip(np.einsum("...pvd,...vd->...pv", ap, ab) / np.maximum(np.einsum("...vd,...vd->...v", ab, ab),
-                                                                       _EPS)[..., None, :], 0.0, 1.0)
-    d = ap - t[..., None] * ab[..., None, :, :]
-    return np.sqrt(np.einsum("...pvd,...pvd->...pv", d, d)).min(axis=(-2, -1))
 
 
 def pair_penetration(fa: Footprint, pa, fb: Footprint, pb):

@@ -75,12 +75,22 @@ def pusher_behind(footprint: Footprint, pose, direction, radius: float, gap: flo
     ``radius`` ``gap`` from the outline (the exact entry of the inflated disc: right for any convex outline)."""
     pose = np.asarray(pose, dtype=float)
     d = np.asarray(direction, dtype=float)
+    return pose[:2] - float(push_distance(footprint, pose, d, radius, gap)) * d
+
+
+def push_distance(footprint: Footprint, pose, direction, radius: float, gap: float = 0.0) -> np.ndarray:
+    """(...,) distance behind the outline's origin, against the unit ``direction`` (..., 2), of a pusher disc of
+    ``radius`` that pushes through the origin ``gap`` short of touching the outline at ``pose`` (..., 3): the exact
+    entry of the inflated disc along that line (a disc's radius + ``radius``; a box pushed face on its half width)."""
+    d = np.asarray(direction, dtype=float)
+    if footprint.shape == "cylinder":  # rotation invariant: no ray needed
+        return np.full(d.shape[:-1], footprint.radius + radius + gap)
+    pose = np.asarray(pose, dtype=float)
     far = 1.0 + footprint.bounding_radius + radius + gap
-    origin = pose[:2] - far * d
-    entry = float(ray_entry(origin, d, far, footprint, pose, radius + gap))
-    if not np.isfinite(entry):
+    entry = ray_entry(pose[..., :2] - far * d, d, far, footprint, pose, radius + gap)
+    if not np.all(np.isfinite(entry)):
         raise ValueError("the pusher's ray misses the outline")  # cannot happen: the ray runs through the origin
-    return origin + entry * d
+    return far - entry
 
 
 def clearance(fa: Footprint, pa, fb: Footprint, pb) -> float:

@@ -478,13 +478,20 @@ def _check_consistency(ctx: _Ctx, s: Scene):
         if not support_fits(b.shape, b.size, s.support, b.vertices):
             ctx.fail("support.spread", f"{s.support.spread} puts the support points of objects[{i}] {b.name!r} "
                                        f"outside its footprint")
-    # no overlaps at the start
+    # no overlaps at the start, and nothing within the contact tolerance of an obstacle: the outcome monitor would
+    # judge the start itself a hit, before any push
+    def too_close(what, j, ob, depth) -> str:
+        return (f"{what} starts {_mm(max(0.0, -depth))} from obstacles[{j}] {ob.name!r}, within the "
+                f"{_mm(TOUCH_DISTANCE)} contact tolerance: the push would be judged a hit before it starts (start it "
+                f"at least {_mm(TOUCH_DISTANCE)} clear)")
     bodies = [("objects", i, b) for i, b in enumerate(s.objects)] + \
              [("obstacles", i, b) for i, b in enumerate(s.obstacles)]
     for kind, i, b in bodies:
         depth, _ = disc_penetration(np.array(s.pusher.start), s.pusher.radius, b.footprint, np.array(b.pose))
         if depth > _TOUCHING:
             ctx.fail("pusher.start", f"pusher overlaps {kind}[{i}] {b.name!r} by {_mm(depth)}")
+        if kind == "obstacles" and -depth < TOUCH_DISTANCE:
+            ctx.fail("pusher.start", too_close("the pusher", i, b, depth))
     for a in range(len(bodies)):
         for c in range(a + 1, len(bodies)):
             ka, ia, ba = bodies[a]
@@ -495,20 +502,8 @@ def _check_consistency(ctx: _Ctx, s: Scene):
             if depth > _TOUCHING:
                 key = "start" if kc == "objects" else "pose"
                 ctx.fail(f"{kc}[{ic}].{key}", f"{bc.name!r} overlaps {ka}[{ia}] {ba.name!r} by {_mm(depth)}")
-    # nothing starts within the contact tolerance of an obstacle (overlaps are reported above): the outcome
-    # monitor would judge the start itself a hit, before any push
-    movers = [("pusher.start", "the pusher", s.pusher)] + [(f"objects[{i}].start", repr(b.name), b)
-                                                          for i, b in enumerate(s.objects)]
-    for field_name, what, b in movers:
-        for j, ob in enumerate(s.obstacles):
-            if b is s.pusher:
-                depth, _ = disc_penetration(np.array(b.start), b.radius, ob.footprint, np.array(ob.pose))
-            else:
-                depth, _ = pair_penetration(ob.footprint, np.array(ob.pose), b.footprint, np.array(b.pose))
-            if depth <= _TOUCHING and -depth < TOUCH_DISTANCE:  # (deeper: an overlap, reported above)
-                ctx.fail(field_name, f"{what} starts {_mm(max(0.0, -depth))} from obstacles[{j}] {ob.name!r}, "
-                                     f"within the {_mm(TOUCH_DISTANCE)} contact tolerance: the push would be judged "
-                                     f"a hit before it starts (start it at least {_mm(TOUCH_DISTANCE)} clear)")
+            if kc == "obstacles" and -depth < TOUCH_DISTANCE:  # (objects come before obstacles in ``bodies``)
+                ctx.fail(f"{ka}[{ia}].start", too_close(repr(ba.name), ic, bc, depth))
     if s.goal is not None:
         if s.goal.object not in {o.name for o in s.objects}:
             ctx.fail("goal.object", f"{s.goal.object!r} is not one of the objects "

@@ -215,7 +215,8 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
         res = {"settings": {"seed": args.seed, "w": args.w}, "a": {"x": float(args.seed), "ok": args.seed > 0},
                "name": "n", "list": [1, 2], "per_k": [float(args.seed), 2.0 * args.seed],
                "maybe": float("nan") if args.seed == 1 else float(args.seed), "runs": [{"x": 1.0}],
-               "per_object_k": [[1.0, 2.0], [3.0, float(args.seed)]], "grid": [[0.0] * 10] * 10}
+               "per_object_k": [[1.0, 2.0], [3.0, float(args.seed)]], "grid": [[0.0] * 10] * 10,
+               "per_action": [1.0] * (args.seed + 1), "per_object_action": [[1.0] * (args.seed + 1), [2.0]]}
         write_json(output_paths(args, "t")[0], res)
         return res
 
@@ -232,6 +233,9 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
     # a figure per k: one per element; lists of records are not figures
     assert r["summary"]["per_k[1]"]["mean"] == 2.0 and r["summary"]["per_object_k[1][1]"]["mean"] == 1.0
     assert not any(k.startswith(("runs", "grid")) for k in r["summary"])  # records, and data (100 numbers)
+    # a list whose length differs between seeds is per-run data (its i-th elements are not one figure)
+    assert not any(k.startswith("per_action") for k in r["summary"])
+    assert "per_object_action[1][0]" in r["summary"] and "per_object_action[0][0]" not in r["summary"]
     # a seed without a finite value is counted out, and its JSON holds null (JSON has no NaN)
     assert r["summary"]["maybe"]["seeds"] == 2 and r["summary"]["maybe"]["mean"] == 1.0
     assert r["summary"]["a.x"]["seeds"] == 3

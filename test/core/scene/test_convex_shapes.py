@@ -75,6 +75,22 @@ def test_polygon_geometry_agrees_with_the_box_geometry_on_a_rectangle():
         np.testing.assert_allclose(a, b, atol=1e-12)
 
 
+def test_a_deep_overlap_reads_the_distance_that_separates_the_outlines():
+    """A small box deep inside a long wall, off its centre line: the separating-axis overlap of two intervals where
+    one contains the other is the small one's width (10 mm here), not how far it must move to clear (25 mm, out
+    through the near face); the projection moves objects by this depth along this normal."""
+    wall = Footprint("box", half_extents=(0.2, 0.03))
+    small = Footprint("box", half_extents=(0.005, 0.005))
+    for shape in (small, Footprint("polygon", vertices=[[-0.005, -0.005], [0.005, -0.005], [0.005, 0.005],
+                                                        [-0.005, 0.005]])):
+        depth, n = pair_penetration(wall, np.zeros(3), shape, np.array([0.05, 0.02, 0.0]))
+        assert depth == pytest.approx(0.015) and n == pytest.approx([0.0, 1.0])  # out through +y: 0.03 - 0.02 + 0.005
+        depth, n = pair_penetration(wall, np.zeros(3), shape, np.array([0.05, -0.01, 0.0]))
+        assert depth == pytest.approx(0.025) and n == pytest.approx([0.0, -1.0])
+        depth, n = pair_penetration(shape, np.array([0.05, -0.01, 0.0]), wall, np.zeros(3))
+        assert depth == pytest.approx(0.025) and n == pytest.approx([0.0, 1.0])  # from the small box toward the wall
+
+
 def test_support_grid_of_a_polygon_is_uniform_pressure_about_its_centroid():
     shifted = [[x + 0.01, y - 0.005] for x, y in HEXAGON]
     size = (0.12, 0.1, 0.02)

@@ -138,12 +138,15 @@ def _box_box_penetration(fa: Footprint, pa, fb: Footprint, pb):
     ca, cb = fa.corners(pa), fb.corners(pb)  # (..., 4, 2)
     proj_a = np.einsum("...kd,...cd->...kc", axes, ca)
     proj_b = np.einsum("...kd,...cd->...kc", axes, cb)
-    overlap = np.minimum(proj_a.max(-1), proj_b.max(-1)) - np.maximum(proj_a.min(-1), proj_b.min(-1))
+    # along each axis, b must move forward by max a - min b or back by max b - min a to clear a: the lesser is the
+    # depth along it (the overlap of the two intervals is not, where one contains the other: a deep overlap)
+    forward = proj_a.max(-1) - proj_b.min(-1)
+    back = proj_b.max(-1) - proj_a.min(-1)
+    overlap = np.minimum(forward, back)
     k = np.argmin(overlap, axis=-1)
     depth = np.take_along_axis(overlap, k[..., None], -1)[..., 0]
     axis = np.take_along_axis(axes, k[..., None, None].repeat(2, -1), -2)[..., 0, :]
-    direction = np.sign(np.einsum("...d,...d->...", axis, pb[..., :2] - pa[..., :2]))
-    direction = np.where(direction == 0.0, 1.0, direction)
+    direction = np.where(np.take_along_axis(forward <= back, k[..., None], -1)[..., 0], 1.0, -1.0)
     # separated: the best axis's gap only bounds the distance from below (a corner facing a corner reads closer than
     # it is, e.g. 0.92 mm for 1.30 mm: a "hit" of the 1 mm contact tolerance); the exact gap between two disjoint
     # convex outlines is the least distance of a corner of one to the other outline. Computed where the bound is

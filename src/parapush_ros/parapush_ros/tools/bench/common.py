@@ -160,18 +160,21 @@ def _numbers_in(tree) -> int | None:
     return None
 
 
-def numeric_leaves(tree, prefix: str = "") -> dict:
+def numeric_leaves(tree, prefix: str = "", lengths: dict | None = None) -> dict:
     """{"a.b.c": value} of the numbers and booleans in nested dicts, a (nested) list of at most
     ``FIGURE_ARRAY_MAX`` numbers (a figure per k, per object and k ...) as "a.b[0]", "a.b[0][1]" ...; lists of
     anything else (the runs), larger arrays and strings are left out. A non-finite number is left out too
-    (``summarise_seeds`` counts the seeds that have each figure)."""
+    (``summarise_seeds`` counts the seeds that have each figure). ``lengths`` (if given) receives each expanded
+    list's length by its key ("a.b": 2), so that ``summarise_seeds`` can tell a figure per k from per-run data."""
     out = {}
     if isinstance(tree, dict):
         for k, v in tree.items():
-            out.update(numeric_leaves(v, f"{prefix}{k}."))
+            out.update(numeric_leaves(v, f"{prefix}{k}.", lengths))
     elif isinstance(tree, (list, tuple)) and prefix and 0 < (_numbers_in(tree) or 0) <= FIGURE_ARRAY_MAX:
+        if lengths is not None:
+            lengths[prefix[:-1]] = len(tree)
         for i, v in enumerate(tree):
-            out.update(numeric_leaves(v, f"{prefix[:-1]}[{i}]."))
+            out.update(numeric_leaves(v, f"{prefix[:-1]}[{i}].", lengths))
     elif _number(tree) and prefix:
         key = prefix[:-1]
         if key.rsplit(".", 1)[-1] not in SEED_KEYS and np.isfinite(float(tree)):
@@ -182,9 +185,17 @@ def numeric_leaves(tree, prefix: str = "") -> dict:
 def summarise_seeds(results: dict) -> dict:
     """{figure: {"mean", "std", "min", "max", "seeds", "per_seed": {seed: value}}} over the results by seed, for
     every numeric leaf of any seed's result (a boolean's mean: the share of seeds where it held; ``seeds``: how many
-    seeds have a finite value of it, the others left out of the mean)."""
-    leaves = {s: numeric_leaves(r) for s, r in results.items()}
-    keys = list(dict.fromkeys(k for d in leaves.values() for k in d))
+    seeds have a finite value of it, the others left out of the mean). A list whose length differs between seeds
+    (one number per action, per plan ...) is per-run data whose i-th elements are not the same figure: left out."""
+    lengths = {s: {} for s in results}
+    leaves = {s: numeric_leaves(r, lengths=lengths[s]) for s, r in results.items()}
+    varying = {k for k in set().union(*lengths.values())
+               if len({n[k] for n in lengths.values() if k in n}) > 1}
+
+    def per_run(key: str) -> bool:  # under a list that varies: "a.b[3]", "a.b[0][2]" of a varying "a.b" or "a.b[0]"
+        return any(key.startswith(v + "[") for v in varying)
+
+    keys = [k for k in dict.fromkeys(k for d in leaves.values() for k in d) if not per_run(k)]
     summary = {}
     for k in keys:
         per = {str(s): d[k] for s, d in leaves.items() if k in d}

@@ -659,12 +659,21 @@ def run(args) -> dict:
     kind = "clutter" if args.task == "multi_object" else "obstacle"
     if shapes:
         kind += f" ({', '.join(shapes)})"
-    print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s); "
-          f"{config.optimiser} optimiser, {config.sampling.samples} samples x {config.sampling.iterations} "
-          f"iterations, N = {config.sampling.horizon} x {config.sampling.control_duration:g} s, max "
-          f"{args.max_actions} actions"
-          + (f"; real time: planning while pushing, up to {config.sampling.iterations} iterations until the switch "
-             f"(margin {args.plan_margin:g} s), latency charged as measured" if args.realtime else ""), flush=True)
+    described = []  # each planner that runs, as configured
+    if "mpc" in planners:
+        described.append(
+            f"1 Hz planner: {config.optimiser} optimiser, {config.sampling.samples} samples x "
+            f"{config.sampling.iterations} iterations, N = {config.sampling.horizon} x "
+            f"{config.sampling.control_duration:g} s"
+            + (f", real time: up to {config.sampling.iterations} iterations until the switch (margin "
+               f"{args.plan_margin:g} s)" if args.realtime else ""))
+    if "fast" in planners:
+        described.append(f"fast planner at {fast.replan_rate:g} Hz: {fast.candidates} candidates on the "
+                         f"{fast.screen_model} screen, best {fast.rescore} re-scored, horizon {fast.horizon:g} s, "
+                         f"knots every {fast.knot_interval:g} s")
+    print(f"bench mpc: {len(scenes)} random {kind} scenes x {len(models)} models x {len(worlds)} world(s), max "
+          f"{args.max_actions} actions{'; latency charged as measured' if args.realtime else ''}; "
+          + "; ".join(described), flush=True)
     res = {"task": args.task, "seed": args.seed, "scenes": len(scenes), "shapes": list(shapes) if shapes else None,
            "models": models, "coarse": args.coarse, "parareal_variance_threshold": args.parareal_variance_threshold,
            "worlds": worlds, "realtime": args.realtime, "replan_rate": args.replan_rate, "planners": planners,

@@ -308,6 +308,12 @@ def test_joint_velocity_output(harness):
     h.wait_output(lambda m: list(m.data) == pytest.approx([0.03, -0.02]), "joint velocities")
     h.command(None)
     h.wait_output(lambda m: list(m.data) == [0.0, 0.0], "joint zeros from the watchdog")
+    # the joint matrix maps table velocities itself: a yaw would be ignored where the parameter says it rotates
+    res = h.node.set_parameters([Parameter("table_yaw_in_output_frame", value=0.3)])[0]
+    assert not res.successful and "with output joint_velocity" in res.reason
+    with pytest.raises(ValueError, match=r"table_yaw_in_output_frame: 0\.3 with output joint_velocity"):
+        VelocityCommanderNode(parameter_overrides=[Parameter("output", value="joint_velocity"),
+                                                   Parameter("table_yaw_in_output_frame", value=0.3)])
 
 
 def test_ur_twist_output_rotated_into_the_base_frame(harness):

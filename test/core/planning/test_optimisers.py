@@ -70,6 +70,17 @@ def test_each_optimiser_lowers_the_cost_with_one_batched_prediction_per_iteratio
     np.testing.assert_array_equal(again.optimise(x0, initial=bad_start).controls, r.controls)  # seeded
 
 
+@pytest.mark.parametrize("cls, config", [(StochasticOptimiser, None), (MPPI, MPPIConfig(temperature=0.5))])
+def test_a_sample_the_model_could_not_predict_weighs_nothing_even_when_the_others_tie(side_problem, cls, config):
+    """A NaN cost (the model could not predict it) weighs nothing, also where every finite cost is the same (the
+    stochastic optimiser's normalisation had no range there and gave every sample the same weight)."""
+    scene, task, _ = side_problem
+    opt = cls(SpyPredictor(scene), task, SamplingConfig(samples=4, iterations=1), config, model="coarse")
+    for costs, want in (([1.0, np.nan, np.nan], [1.0, 0.0, 0.0]), ([1.0, 1.0, np.inf], [0.5, 0.5, 0.0]),
+                        ([2.0, np.nan, 2.0, 2.0], [1 / 3, 0.0, 1 / 3, 1 / 3])):
+        np.testing.assert_allclose(opt.weights(np.array(costs)), want, atol=1e-12)
+
+
 def test_without_warm_start_the_first_proposal_comes_first(side_problem):
     scene, task, x0 = side_problem
     spy = SpyPredictor(scene)

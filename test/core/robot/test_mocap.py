@@ -284,6 +284,28 @@ def test_a_receive_clock_that_steps_back_loses_the_body_until_a_sample_on_the_ne
     assert tr.rate(98.22) == pytest.approx(2.0)  # samples of the old timeline no longer count
 
 
+def test_a_pose_repeated_to_the_bit_is_a_body_the_driver_no_longer_sees():
+    """natnet_ros2 republishes an occluded body's last pose with fresh stamps: after frozen_timeout of one pose to the
+    bit the body is invalid, then lost, and stays so while the repeats go on; a pose that changes is tracked again.
+    A resting body's measured pose is never bit-identical (camera noise), so a still body is not affected."""
+    tr = BodyTracker("slider", TrackingConfig(timeout=0.1, frozen_timeout=0.1))
+    feed(tr, 0.0, 10)  # tracked, moving
+    still = flat(0.0181, 0.0)
+    for k in range(10, 60):  # 0.5 s of the same pose, fresh stamps
+        t = 0.01 * k
+        reason = tr.update(t, t, still)
+        assert (reason is None) == (t - 0.1 <= 0.1 + 1e-9), (t, reason)
+        assert tr.estimate(t).valid == (reason is None)
+    e = tr.estimate(0.59)
+    assert e.state == LOST and "unchanged to the bit" in e.reason
+    assert tr.update(0.6, 0.6, flat(0.0182, 0.0)) is None and tr.estimate(0.6).valid  # seen again
+    rng = np.random.default_rng(0)
+    for k in range(61, 200):  # a resting body as a camera measures it: 20 um of noise
+        assert tr.update(0.01 * k, 0.01 * k, flat(*(0.0182 + rng.normal(0.0, 2e-5, 2)))) is None
+    off = BodyTracker("slider", TrackingConfig(frozen_timeout=0.0))  # 0: off
+    assert all(off.update(0.01 * k, 0.01 * k, still) is None for k in range(100))
+
+
 def test_tracking_config_is_validated():
     with pytest.raises(MocapConfigError, match="timeout"):
         TrackingConfig(timeout=0.0)

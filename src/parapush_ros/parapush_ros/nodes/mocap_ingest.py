@@ -41,7 +41,7 @@ from ..core.robot.mocap import (
 from ..core.config import knobs
 from ..core.scene.spec import load_scene
 from ..ros.params import MOCAP_INGEST_IO, declare_all
-from ..ros.node import declare_config, node_main
+from ..ros.node import declare_config, node_main, period_clock
 
 _LEVELS = {TRACKING: DiagnosticStatus.OK, INVALID: DiagnosticStatus.WARN, LOST: DiagnosticStatus.ERROR,
            NEVER_SEEN: DiagnosticStatus.STALE}
@@ -67,10 +67,13 @@ class MocapIngestNode(Node):
         self.marker_pub = self.create_publisher(MarkerArray, topics.MOCAP_MARKERS, qos.RELIABLE)
         self.subs = [self.create_subscription(PoseStamped, self.topics[k], functools.partial(self._on_pose, k),
                                               qos.SENSOR) for k in self.bodies]
-        self.create_timer(1.0 / p["rate"], self._publish_state)
-        self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
+        # the receive times, ages and stamps stay on the ROS clock (a step back loses every body until a sample on
+        # the new timeline); the periods run on the steady clock on a robot, so that they go on through the step
+        timers = period_clock(self)
+        self.create_timer(1.0 / p["rate"], self._publish_state, clock=timers)
+        self.create_timer(p["diagnostics_period"], self._publish_diagnostics, clock=timers)
         if p["markers_period"] > 0.0:
-            self.create_timer(p["markers_period"], self._publish_markers)
+            self.create_timer(p["markers_period"], self._publish_markers, clock=timers)
         self._last_estimates = {}
         listing = ", ".join(f"{k} <- {self.topics[k]}" for k in self.bodies)
         self.get_logger().info(f"scene {self.scene.name!r}: {listing}; up axis {p['up_axis']}, table origin "
@@ -94,6 +97,12 @@ class MocapIngestNode(Node):
                                       throttle_duration_sec=1.0)
             return
         stamp = stamp_seconds(msg.header.stamp)
+        if stamp < 0.0:  # int32 seconds allow it; no clock gives it (and a state cannot carry it)
+            reason = f"negative stamp {stamp:.6f} s"
+            tracker.reject(now, reason)
+            self.get_logger().warning(f"{key} ({self.topics[key]}): pose rejected: {reason}",
+                                      throttle_duration_sec=1.0)
+            return
         if stamp == 0.0:  # a driver without stamps: the receive time is the best measurement time known
             self._zero_stamps[key] += 1
             stamp = now

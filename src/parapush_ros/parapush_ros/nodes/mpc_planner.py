@@ -47,7 +47,7 @@ from ..core.planning.session import PushArbiter, PushSession, SessionConfig, Ses
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..ros.params import PLANNER, declare_all
-from ..ros.node import ManagedEntities, node_main, transition
+from ..ros.node import ManagedEntities, node_main, period_clock, transition
 
 
 
@@ -103,8 +103,9 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             (self.destroy_subscription, self.state_sub),
             (self.destroy_subscription, self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose,
                                                                  10, callback_group=io)),
-            (self.destroy_timer, self.create_timer(1.0 / self.control_rate, self._on_timer,
-                                                   callback_group=MutuallyExclusiveCallbackGroup())),
+            (self.destroy_timer, self.create_timer(1.0 / self.control_rate, self._on_timer,  # on through a clock step
+                                                   callback_group=MutuallyExclusiveCallbackGroup(),
+                                                   clock=period_clock(self))),
             (lambda action: action.destroy(), self.action)]
         self.get_logger().info("configured: silent until activate")
 

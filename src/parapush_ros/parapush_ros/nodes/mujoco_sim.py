@@ -90,6 +90,10 @@ class MujocoSimNode(Node):
         self.config = declare_config(self, SimConfig, read_only=False)
         self.mocap_config = declare_config(self, EmulatedMocapConfig, read_only=False)
         p.update({**asdict(self.config), **asdict(self.mocap_config)})  # every parameter's value by name
+        if self.mocap_config.position_noise == 0.0 and self.mocap_config.yaw_noise == 0.0:
+            self.get_logger().info("noise-free mocap: a body at rest repeats its pose to the bit, which mocap_ingest "
+                                   "takes for a driver republishing a lost body after its frozen_timeout (set that "
+                                   "to 0 for an ideal sensor)")
         self.joint_matrix = self.config.command_matrix
         self.twist_gain = self._servo_gain(p[topics.SERVO_COMMAND_IN_TYPE], p[topics.SERVO_SCALE_LINEAR])
         self._clock_offset = self.mocap_config.clock_offset

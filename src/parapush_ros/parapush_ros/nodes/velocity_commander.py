@@ -66,7 +66,7 @@ from ..core.robot.command_safety import (
 )
 from ..core.scene.spec import load_scene
 from ..ros import qos, topics
-from ..ros.node import ManagedEntities, config_setter, declare_config, node_main, transition
+from ..ros.node import ManagedEntities, config_setter, declare_config, node_main, period_clock, transition
 from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = topics.COMMANDER_OUTPUTS
@@ -93,6 +93,11 @@ _LEVEL = {"ok": DiagnosticStatus.OK, "limited": DiagnosticStatus.OK, "waiting fo
           "estop": DiagnosticStatus.ERROR, "servo settings": DiagnosticStatus.ERROR}
 
 
+# the joint output maps table velocities with joint_matrix, which holds the table's orientation: a yaw would be
+# ignored where the parameter says the output is rotated by it
+JOINT_OUTPUT_YAW = ("velocity_commander: invalid parameter table_yaw_in_output_frame: {!r} with output joint_velocity, "
+                    "whose joint_matrix maps table velocities itself (rotate the matrix instead; 0 here)")
+
 class VelocityCommanderNode(ManagedEntities, LifecycleNode):
     def __init__(self, **kwargs):
         """Declares and checks the parameters (a bad one fails here, naming it); nothing is created or sent
@@ -115,6 +120,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                              f"output ur_twist: the UR twist controller takes only its base frame (base, or "
                              f"<tf_prefix>base); set output_frame_id and table_yaw_in_output_frame (docs/robot.md, "
                              f"'Which way the arm moves')")
+        if p["output"] == "joint_velocity" and p["table_yaw_in_output_frame"] != 0.0:
+            raise ValueError(JOINT_OUTPUT_YAW.format(p["table_yaw_in_output_frame"]))
         try:
             self.joint_matrix = joint_matrix(p["joint_matrix"])
         except SafetyConfigError as e:
@@ -148,6 +155,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         limit): the reason is returned and nothing changes."""
         with self._output_lock:
             yaw_changes = limits.table_yaw_in_output_frame != self.limits.table_yaw_in_output_frame
+            if yaw_changes and self.p["output"] == "joint_velocity":
+                return JOINT_OUTPUT_YAW.format(limits.table_yaw_in_output_frame)
             if yaw_changes and any(self._last_out):
                 vx, vy = self._last_out
                 return (f"parameter table_yaw_in_output_frame: not changed while the output moves ({vx:.3f}, "
@@ -165,7 +174,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.scene = load_scene(p["scene"])
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         # simulated time is the world's clock; otherwise ages are steady-clock spans (immune to system clock steps)
-        self._watch_clock = self.get_clock() if self._sim_time else self._steady
+        self._watch_clock = period_clock(self)
         with self._output_lock:
             self.safety = CommandSafety(lim, Workspace.from_scene(self.scene), output_period=1.0 / p["rate"])
             if self._latched:
@@ -186,7 +195,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             (self.destroy_service, self.create_service(Trigger, topics.ESTOP_SERVICE, self._on_estop)),
             (self.destroy_service, self.create_service(Trigger, topics.ESTOP_RESET_SERVICE, self._on_reset)),
             (self.destroy_timer, self.create_timer(1.0 / p["rate"], self._tick, clock=self._watch_clock)),
-            (self.destroy_timer, self.create_timer(1.0, self._publish_diagnostics)),
+            (self.destroy_timer, self.create_timer(1.0, self._publish_diagnostics, clock=self._watch_clock)),
         ]
         if p["output"] == "servo" and p["switch_command_type"]:
             self._setup_servo_switch()

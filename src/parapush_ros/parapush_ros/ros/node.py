@@ -254,6 +254,18 @@ class ManagedEntities:
         """Drop the node's references to what configure made (the entities themselves are destroyed)."""
 
 
+def period_clock(node):
+    """The clock a node's periodic work (its timers, the ages it measures) runs on: the node's clock under
+    ``use_sim_time``, where the simulated world sets the pace; otherwise the steady clock. An rcl timer on the system
+    clock stalls after that clock steps back (an NTP step) until real time has made the step up (ros2/rclpy#1490):
+    the node would fall silent for as long as the step, instead of reporting what the step did."""
+    from rclpy.clock import Clock, ClockType  # noqa: PLC0415
+
+    if node.get_parameter("use_sim_time").value:
+        return node.get_clock()
+    return Clock(clock_type=ClockType.STEADY_TIME)
+
+
 def autostart(node) -> bool:
     """Configure and activate a lifecycle node whose parameter ``autostart`` is true (in the caller's thread, before
     it spins); whether it is active. A transition that fails leaves the node where it stopped, running, with the

@@ -20,8 +20,9 @@ at the goal.
 pushes at each cell of a grid of box positions. ``planning_heat_map`` adds a
 distance-to-data term to it (what Algorithm 2 plans on). ``low_uncertainty_path`` is Algorithm 2: way-point paths
 from start to goal (several starts: the straight line and detours to either side) improved by path-integral
-updates (STOMP-like: noisy copies of the interior way-points, weights exp(-S / lambda), weighted mean) against a
-scale-free cost (``path_terms``: the heat in units of the model's variance on its own data per straight-line
+updates (STOMP-like: noisy copies of the interior way-points, weights exp(-S' / lambda) with S' the costs
+normalised to [0, 1] per iteration, as STOMP and paper 000's optimiser do, so lambda is scale-free; weighted mean)
+against a scale-free cost (``path_terms``: the heat in units of the model's variance on its own data per straight-line
 distance, plus w_smooth (length / straight-line distance)^2), under the workspace limits (way-points clipped into
 them); the ends stay fixed; the cheapest path wins. ``PathTracker`` follows the way-points
 with Algorithm 1 without the uncertainty term, aiming at the first way-point not yet reached.

@@ -59,7 +59,8 @@ class SafetyConfig:
     teleop_timeout: float = knob(0.5, "pusher_cmd_teleop has priority over the planner's pusher_cmd until this long "
                                       "after its last message (s)")
     table_yaw_in_output_frame: float = knob(0.0, "yaw of the table frame in the output frame (rad): output "
-                                                 "velocities are rotated by it")
+                                                 "twists are rotated by it (output joint_velocity: 0, its "
+                                                 "joint_matrix maps table velocities)")
 
     def __post_init__(self):
         for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon",

@@ -268,6 +268,9 @@ class TrackingConfig:
     jump_tolerance: float = knob(0.01, "displacements below max_speed * dt + this are never jumps (m)")
     jump_confirm_samples: int = knob(5, "consecutive consistent samples that confirm a jumped-to position")
     max_tilt: float = knob(0.5, "a body tilted further than this from upright is invalid (rad)")
+    frozen_timeout: float = knob(0.1, "a body whose pose has not changed by one bit for this long is lost, like one "
+                                      "without samples: a driver that republishes an occluded body's last pose "
+                                      "(natnet_ros2 does) with fresh stamps (s; 0 = off)")
     velocity_time_constant: float = knob(0.05, "time constant of the low-pass on finite-difference velocities (s); "
                                                "0 = raw differences")
     rate_window: float = 1.0  # s: window of the rate estimate
@@ -277,7 +280,7 @@ class TrackingConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0.0):
                 raise MocapConfigError(f"{name}: must be > 0, got {v}")
-        for name in ("table_margin", "jump_tolerance", "max_tilt", "velocity_time_constant"):
+        for name in ("table_margin", "jump_tolerance", "max_tilt", "velocity_time_constant", "frozen_timeout"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0.0):
                 raise MocapConfigError(f"{name}: must be >= 0, got {v}")
@@ -324,6 +327,10 @@ class BodyTracker:
     it meaningless: the body is LOST until a sample comes on the new timeline, which starts the track afresh (its
     stamp too will usually have stepped back, and a sample older than the last would otherwise be dropped as out
     of order while the last pose counted as fresh).
+    A pose that repeats to the bit for ``frozen_timeout`` is not a measurement: a tracked body's pose carries the
+    cameras' noise (OptiTrack: tens of micrometres, thousands of float steps), and natnet_ros2 republishes an
+    occluded body's last pose with fresh stamps (it does not read Motive's tracking-valid bit). Such samples are
+    flagged, so the body goes LOST after ``timeout`` as if nothing came.
     """
 
     def __init__(self, name: str, config: TrackingConfig):
@@ -338,6 +345,7 @@ class BodyTracker:
         self._flag_pose: PlanarPose | None = None  # pose to report while flagged (off-table: where it really is)
         self._flag_stamp = 0.0
         self._candidate: list = []  # (stamp, pose) after a jump, waiting for confirmation
+        self._unchanged_since = None  # receive time of the first accepted sample of the last pose
 
     # --- inputs
     def reject(self, receive_time: float, reason: str):
@@ -359,7 +367,7 @@ class BodyTracker:
             self.stats.rejected += 1  # dropped (a duplicate carries no news) without flagging the body
             self.stats.last_rejection = reason
             return reason
-        problem = self._placement_problem(pose)
+        problem = self._placement_problem(pose) or self._frozen(receive_time, pose)
         if problem:
             self._candidate.clear()
             return self._flagged(problem, pose, stamp)
@@ -394,7 +402,20 @@ class BodyTracker:
         self.stats.last_rejection = reason
         return reason
 
+    def _frozen(self, receive_time, pose: PlanarPose) -> str:
+        """Why ``pose`` is a repeat, not a measurement ('' if it is fine); a frozen body stays frozen through the
+        loss it causes, until its pose changes."""
+        if self.cfg.frozen_timeout <= 0.0 or pose != self._pose or self._unchanged_since is None:
+            return ""
+        unchanged = receive_time - self._unchanged_since
+        if unchanged <= self.cfg.frozen_timeout:
+            return ""
+        return (f"pose unchanged to the bit for {unchanged:.3f} s (frozen_timeout {self.cfg.frozen_timeout:g} s): "
+                f"a driver republishing an occluded body's last pose?")
+
     def _accept(self, receive_time, stamp, pose):
+        if pose != self._pose or self._received is None:
+            self._unchanged_since = receive_time
         self.filter.update(stamp, pose.x, pose.y, pose.yaw)
         self._pose, self._stamp, self._received = pose, stamp, receive_time
         self._flag, self._flag_pose = "", None

@@ -25,6 +25,7 @@ class StochasticOptimiser(SamplingOptimiser):
     def weights(self, costs):
         finite_costs = ranked_costs(costs)
         lo, hi = finite_costs.min(), finite_costs[np.isfinite(finite_costs)].max()
-        c = (finite_costs - lo) / (hi - lo) if hi > lo else np.zeros_like(finite_costs)
+        # all finite costs equal: they weigh alike, and a sample the model could not predict (ranked +inf) nothing
+        c = (finite_costs - lo) / (hi - lo) if hi > lo else np.where(np.isfinite(finite_costs), 0.0, np.inf)
         w = np.exp(-self.config.sensitivity * c)
         return w / w.sum()

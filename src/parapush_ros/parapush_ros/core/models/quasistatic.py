@@ -22,7 +22,9 @@ control acts on the slider within one step, which keeps DDP's Jacobians informat
 3. Mode: in contact (gap between pusher surface and face <= ``contact_tol`` and |p_y| <= half width) and
    v_n >= 0: sticking if gamma_b v_n <= v_t <= gamma_t v_n, else sliding up / down (the slider moves as if
    v_t = gamma v_n; the pusher slides along the face by the rest); otherwise separation: the slider stays.
-   (v_n = 0 in contact counts as contact, so a pusher resting on a face still has gradients.)
+   (v_n = 0 in contact counts as contact, so a pusher resting on a face still has gradients; the other side of
+   that: at rest in contact the Jacobian is the sticking one for both signs of v_n, so DDP does not see that pulling
+   away separates, and a plan from rest on a face gets no gradient toward leaving it.)
 4. Slider twist in the face frame (sticking, D = c^2 + p_x^2 + p_y^2)::
 
        [v_x, v_y, omega] = [(c^2 + p_x^2) v_n + p_x p_y v_t,  p_x p_y v_n + (c^2 + p_y^2) v_t,  p_x v_t - p_y v_n] / D

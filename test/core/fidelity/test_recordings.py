@@ -5,11 +5,18 @@ import numpy as np
 import pytest
 
 from parapush_ros.core.fidelity.recordings import (McapPoseWriter, MocapTopics, Recording, RecordingError,
-                                                   expand_paths, read_csv, read_mcap, read_recording, write_csv)
+                                                   expand_paths, read_csv, read_mcap, read_recording, read_recordings,
+                                                   write_csv)
 from parapush_ros.core.robot.mocap import MocapToTable, quat_from_yaw
 from parapush_ros.core.scene.spec import load_scene
 
 HEADER = "time,pusher_x,pusher_y,box_x,box_y,box_yaw"
+
+
+def jitter(k: int) -> float:
+    """A few micrometres of a camera's noise on sample k: a measured pose never repeats to the bit (a repeated one
+    is a driver's frozen pose, dropped by the tracking checks)."""
+    return 2e-6 * math.sin(1.7 * k)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +113,8 @@ def test_mcap_errors_say_sample_and_only_reader_failures_are_unreadable_bags(tmp
     with McapPoseWriter(tmp_path / "gap.mcap") as bag:
         for k in range(40):
             t = 0.01 * k + (1.0 if k >= 20 else 0.0)  # a 1 s dropout after sample 19
-            for topic in (topics.topic("pusher"), "/Box7/pose"):
-                bag.write(topic, t, "world", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+            for topic in (topics.topic("pusher"), "/Box7/pose"):  # at rest, with a camera's noise
+                bag.write(topic, t, "world", [jitter(k), 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
     with pytest.raises(RecordingError, match=r"gap.mcap: topic /pusher/pose: sample 20: 1.010 s since the previous "
                                              r"sample \(at most"):
         read_mcap(tmp_path / "gap.mcap", scene, topics)
@@ -129,7 +136,7 @@ def test_an_object_dropout_or_a_pose_that_is_not_one_is_never_read_as_measured(t
                 b.write(topics.topic("pusher"), t, "world", [-0.1 + 0.0005 * k, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
                 sample = box_sample(k)
                 if sample is not None:
-                    b.write("/Box7/pose", t, "world", [0.0005 * k, 0.0, 0.0], sample)
+                    b.write("/Box7/pose", t, "world", [0.0005 * k, jitter(k), 0.0], sample)
         return tmp_path / name
 
     hole = bag("hole.mcap", lambda k: None if 60 <= k < 120 else [0.0, 0.0, 0.0, 1.0])
@@ -146,9 +153,10 @@ def test_an_object_dropout_or_a_pose_that_is_not_one_is_never_read_as_measured(t
     # a hole in the box's stream after the pusher's last sample (same stamps: one frame) is outside the push
     with McapPoseWriter(tmp_path / "after.mcap") as b:
         for k in range(150):
-            b.write(topics.topic("pusher"), 100.0 + 0.01 * k, "world", [-0.1, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+            b.write(topics.topic("pusher"), 100.0 + 0.01 * k, "world", [-0.1 + jitter(k), 0.0, 0.0],
+                    [0.0, 0.0, 0.0, 1.0])
         for k in [*range(150), *range(180, 200)]:
-            b.write("/Box7/pose", 100.0 + 0.01 * k, "world", [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+            b.write("/Box7/pose", 100.0 + 0.01 * k, "world", [jitter(k), 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
     assert len(read_mcap(tmp_path / "after.mcap", scene, topics).times) == 150
 
 
@@ -166,12 +174,92 @@ def test_a_bag_whose_recorder_was_killed_is_read_up_to_where_it_stops(tmp_path, 
     n = 6000  # 60 s of two bodies at 100 Hz
     for k in range(n):
         t = 1000.0 + 0.01 * k
-        for topic, x in ((topics.topic("pusher"), -0.1 + 0.0005 * k), ("/Box7/pose", 0.0005 * k)):
+        for topic, x in ((topics.topic("pusher"), -0.1 + 0.00005 * k), ("/Box7/pose", 0.00005 * k)):  # on the table
             p, q = transform.to_mocap([x, 0.0, 0.005], quat_from_yaw(0.0))
             bag.write(topic, t, "world", p, q)
     bag._file.flush()  # the process dies here: no finish(), no summary
     rec = read_recording(path, scene)  # the transform and topics from the bag itself
     assert "killed.mcap: the bag was not closed" in rec.note
     assert 0.8 * n * 0.01 < rec.duration <= n * 0.01  # all but the last, unwritten chunk
-    np.testing.assert_allclose(rec.pusher[:, 0], -0.1 + 0.0005 * np.round((rec.times - 1000.0) / 0.01), atol=1e-6)
+    np.testing.assert_allclose(rec.pusher[:, 0], -0.1 + 0.00005 * np.round((rec.times - 1000.0) / 0.01), atol=1e-6)
     bag._file.close()
+
+
+def _bag(path, topics, transform, rec, box=lambda k, pose: pose, mocap=None):
+    """``rec`` (moving) written as the mocap driver streams it; ``box(k, (x, y, yaw))`` may alter the box's
+    sample k (None: not sent)."""
+    with McapPoseWriter(path, mocap=mocap) as bag:
+        for k, t in enumerate(rec.times):
+            for topic, pose in ((topics.topic("pusher"), (*rec.pusher[k], 0.0)),
+                                (topics.object_topics(load_scene("box_slider"))[0], box(k, tuple(rec.objects[k, 0])))):
+                if pose is not None:
+                    p, q = transform.to_mocap([pose[0], pose[1], 0.005], quat_from_yaw(pose[2]))
+                    bag.write(topic, 100.0 + t, "world", p, q)
+    return path
+
+
+def test_mocap_ingest_s_tracking_checks_keep_a_frozen_or_flipped_pose_out_of_the_ground_truth(tmp_path, scene):
+    """A recording is what the models are scored against: natnet_ros2's frozen pose of an occluded box (0.3 s of
+    one pose to the bit) is not read as the box standing still, and a marker set flipped by 180 deg for one frame is
+    not read as a turn; both are dropped by mocap_ingest's own checks, the first leaving a gap that is an error
+    naming why, the second interpolated over with a note."""
+    transform = MocapToTable.from_params([0.0, 0.0, 0.0], [0.0], "z")
+    topics = MocapTopics(transform=transform, body_map="box=Box7")
+    rec = recording(80)
+    frozen = _bag(tmp_path / "frozen.mcap", topics, transform, rec,
+                  lambda k, pose: tuple(rec.objects[30, 0]) if 30 <= k < 60 else pose)
+    with pytest.raises(RecordingError, match=r"frozen.mcap: topic /Box7/pose: sample \d+: .* a tracking dropout\); "
+                                             r"dropped by mocap_ingest's tracking checks: /Box7/pose: \d+ sample\(s\), "
+                                             r"the first at 100.4\d\d s \(pose unchanged to the bit"):
+        read_mcap(frozen, scene, topics)
+    flipped = _bag(tmp_path / "flipped.mcap", topics, transform, rec,
+                   lambda k, pose: (pose[0], pose[1], pose[2] + math.pi) if k == 40 else pose)
+    back = read_mcap(flipped, scene, topics)
+    assert "flipped.mcap: samples dropped by mocap_ingest's tracking checks: /Box7/pose: 1 sample(s)" in back.note
+    assert "yaw jump of 180 deg" in back.note
+    assert np.abs(np.diff(back.objects[:, 0, 2])).max() < 0.01  # no turn read: interpolated over the one frame
+    assert len(back.times) == 80
+
+
+def test_a_bag_without_metadata_says_where_its_transform_came_from_and_other_types_are_named(tmp_path, scene):
+    topics = MocapTopics.from_config()  # what the bag is read with when it carries no metadata
+    plain = _bag(tmp_path / "plain.mcap", topics, topics.transform, recording(80))
+    assert "plain.mcap: no parapush metadata in the bag" in read_recording(plain, scene).note
+    from mcap_ros2.writer import Writer
+    with (tmp_path / "tf.mcap").open("wb") as f:
+        w = Writer(f)
+        schema = w.register_msgdef("geometry_msgs/msg/Vector3", "float64 x\nfloat64 y\nfloat64 z\n")
+        for k in range(10):
+            for topic in ("/pusher/pose", "/box/pose"):
+                w.write_message(topic, schema, {"x": 0.0, "y": 0.0, "z": 0.0}, log_time=k, publish_time=k)
+        w.finish()
+    with pytest.raises(RecordingError, match=r"tf.mcap: topic /pusher/pose: messages of type "
+                                             r"'geometry_msgs/msg/Vector3', expected 'geometry_msgs/msg/PoseStamped'"):
+        read_recording(tmp_path / "tf.mcap", scene)
+
+
+def test_recordings_of_two_folders_with_the_same_file_names_are_told_apart(tmp_path, scene):
+    for folder in ("S_0", "S_1"):
+        write_csv(tmp_path / folder / "push_000.csv", scene, recording())
+        write_csv(tmp_path / folder / f"only_{folder}.csv", scene, recording())
+    names = [r.name for r in read_recordings([tmp_path / "S_0", tmp_path / "S_1"], scene)]
+    assert names == ["only_S_0", "S_0/push_000.csv", "only_S_1", "S_1/push_000.csv"]  # unique stems stay short
+
+
+def test_an_object_moved_with_nothing_near_it_is_not_read_as_a_push(tmp_path, scene):
+    """A session bag of two pushes with the box set back by hand between them would be scored as one push, the
+    hand's move counted as the models' error: an object moving with the pusher far from it is refused, naming it,
+    when and how far the pusher was. Sliding on after a stroke, with the pusher still near, is a push."""
+    t = np.arange(200) / 100.0
+    pusher = np.stack([-0.07 + 0.05 * np.minimum(t, 1.0), np.zeros_like(t)], -1)  # pushes for 1 s, then waits
+    box = np.stack([0.05 * np.minimum(t, 1.0) + 0.004 * np.clip(t - 1.0, 0.0, 0.1) / 0.1, np.zeros_like(t),
+                    np.zeros_like(t)], -1)[:, None, :]  # a 4 mm slide on after the push
+    write_csv(tmp_path / "push.csv", scene, Recording("push", t, pusher, box))
+    assert len(read_recording(tmp_path / "push.csv", scene).times) == 200
+    pusher[100:, 0] = np.linspace(pusher[99, 0], -0.35, 100)  # the pusher backs off 0.3 m ...
+    box[150:, 0, 0] -= np.linspace(0.0, 0.03, 50)  # ... and a hand moves the box back 3 cm
+    write_csv(tmp_path / "session.csv", scene, Recording("session", t, pusher, box))
+    with pytest.raises(RecordingError, match=r"session.csv: object 'box' moved 30 mm between \d\.\d\d and 1.99 s "
+                                             r"\(past 5 mm at 1.\d\d s\) with the pusher at least \d+ mm from touching "
+                                             r"it and no moving object near: not a push"):
+        read_recording(tmp_path / "session.csv", scene)

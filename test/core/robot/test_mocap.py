@@ -249,6 +249,20 @@ def test_jump_is_flagged_until_confirmed():
     assert e.valid and (e.x, e.y) == (0.3, 0.1) and e.vx == 0.0  # velocity restarted, no spike
 
 
+def test_a_flipped_marker_set_is_a_yaw_jump_until_confirmed():
+    """A symmetric marker set that Motive flips by 180 deg in one frame: the position is where it was, the yaw is
+    not a turn any pushed object makes in 10 ms (flagged like a position jump, confirmed after as many samples)."""
+    tr = BodyTracker("slider", TrackingConfig(jump_confirm_samples=3, timeout=0.5))
+    for k in range(5):  # turning at 2 rad/s: no jump
+        assert tr.update(0.01 * k, 0.01 * k, flat(0.1, 0.0, yaw=0.02 * k)) is None
+    assert "yaw jump of 180 deg" in tr.update(0.05, 0.05, flat(0.1, 0.0, yaw=0.08 + math.pi))
+    assert not tr.estimate(0.05).valid and tr.estimate(0.05).yaw == pytest.approx(0.08)
+    assert tr.update(0.06, 0.06, flat(0.1, 0.0, yaw=0.1)) is None  # a one-frame glitch
+    assert tr.update(0.07, 0.07, flat(0.1, 0.0, yaw=0.12 - math.pi)) is not None
+    assert tr.update(0.08, 0.08, flat(0.1, 0.0, yaw=0.14 - math.pi)) is not None
+    assert tr.update(0.09, 0.09, flat(0.1, 0.0, yaw=0.16 - math.pi)) is None  # confirmed: the flip stays
+
+
 def test_rejected_samples_never_refresh_a_body():
     tr = BodyTracker("slider", TrackingConfig(timeout=0.1))
     feed(tr, 0.0, 3)

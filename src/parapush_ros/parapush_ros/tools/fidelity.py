@@ -115,7 +115,7 @@ def run_replay(args) -> dict:
         ax.set_ylabel("y (mm)")
         ax.set_title(rec.name)
         ax.legend(fontsize=7)
-        save_figure(fig, out / f"replay_{rec.name}.png")
+        save_figure(fig, out / f"replay_{rec.name.replace('/', '_')}.png")
     return payload
 
 
@@ -156,6 +156,8 @@ def run_calibrate(args) -> dict:
     before, after = held_out(scene), held_out(fitted)
     rows = [[n, f"{s0:.4g}", f"{v:.4g}", f"{sd:.2g}", f"{100 * sd / v:.1f} %"]
             for n, s0, v, sd in zip(names, result.start, result.values, result.sigma)]
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     print_table(["parameter", "start", "fitted", "std error", "relative"], rows,
                 title=f"calibrate: {result.evaluations} evaluations, training residual RMS {result.rms_start:.3f} -> "
                       f"{result.rms:.3f} mm (1 deg counted as {cal.YAW_WEIGHT_MM_PER_DEG} mm)")
@@ -180,6 +182,7 @@ def run_calibrate(args) -> dict:
                "fitted": dict(zip(names, result.values)), "std_error": dict(zip(names, result.sigma)),
                "training": {"recordings": [r.name for r in train], "rms_start_mm": result.rms_start,
                             "rms_mm": result.rms, "evaluations": result.evaluations},
+               "warnings": result.warnings,
                "held_out": {"recordings": [r.name for r in held], "before": before, "after": after},
                "scene_out": str(out)}
     if args.json:
@@ -254,8 +257,8 @@ def add_parser(sub) -> None:
 def _read_all(paths, scene, topics) -> list:
     """The recordings of ``--recordings``; what a reader should know about one (a bag that was not closed) is said
     on stderr."""
-    from ..core.fidelity.recordings import expand_paths, read_recording  # noqa: PLC0415
-    recordings = [read_recording(p, scene, topics) for p in expand_paths(paths)]
+    from ..core.fidelity.recordings import read_recordings  # noqa: PLC0415
+    recordings = read_recordings(paths, scene, topics)
     for r in recordings:
         if r.note:
             print(f"warning: {r.note}", file=sys.stderr)

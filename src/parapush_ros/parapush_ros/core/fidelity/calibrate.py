@@ -135,6 +135,7 @@ class FitResult:
     rms: float
     evaluations: int
     trace: list = field(default_factory=list)  # (evaluation, rms, values)
+    warnings: list = field(default_factory=list)  # what makes a fitted value or its std error less than it seems
 
 
 def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluation=None,
@@ -149,7 +150,7 @@ def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluati
         raise ConfigError("max_evaluations", f"at least {2 * n + 3} for {n} parameter(s) (the start, its "
                                              f"Jacobian's {n} evaluations and one step), got {max_evaluations}")
     start = parameter_values(scene, names)
-    trace = []
+    trace, walls = [], []
 
     def fun(log_values):
         if trace and np.array_equal(log_values, np.log(start)):  # SciPy's own first call: the start, done below
@@ -157,8 +158,11 @@ def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluati
         values = np.exp(log_values)
         try:
             r = residuals(scene_with(scene, names, values), cases, threads)
-        except ValueError:  # e.g. a spread that puts support points outside the footprint: a wall, not a crash
-            r = np.full(len(trace[0][3]) if trace else 1, 1e3)
+        except ValueError as e:  # e.g. a spread that puts support points outside the footprint: a wall, not a crash
+            if not trace:
+                raise
+            walls.append((dict(zip(names, values)), str(e)))
+            r = np.full(len(trace[0][3]), 1e3)
         rms = float(np.sqrt(np.mean(r ** 2)))
         trace.append((len(trace) + 1, rms, values, r))
         if on_evaluation is not None:
@@ -171,18 +175,49 @@ def fit(scene: Scene, cases: list, names, max_evaluations: int = 60, on_evaluati
     values = np.exp(res.x)
     dof = max(1, res.fun.size - len(names))
     s2 = float(res.fun @ res.fun) / dof
-    J = res.jac
-    cov_log = s2 * np.linalg.pinv(J.T @ J)
-    sigma = values * np.sqrt(np.clip(np.diag(cov_log), 0.0, None))  # delta method from log space
+    sigma, warnings = _standard_errors(res.jac, s2, values, names)
+    if walls:
+        where, why = walls[-1]
+        warnings.append(f"{len(walls)} evaluation(s) left the parameters' valid range (the last at "
+                        + ", ".join(f"{k} {v:.4g}" for k, v in where.items()) + f": {why}); a fitted value next "
+                        f"to that wall is where the fit stopped, not a free optimum, and its std error does not "
+                        f"say how far the data would take it")
+    if res.status == 0:
+        warnings.append(f"stopped at the evaluation budget ({max_evaluations}) before converging: more "
+                        f"--max-evaluations, or start nearer")
     return FitResult(names=names, start=start, values=values, sigma=sigma,
                      rms_start=float(np.sqrt(np.mean(r0 ** 2))), rms=float(np.sqrt(np.mean(res.fun ** 2))),
-                     evaluations=len(trace), trace=[(e, r, v) for e, r, v, _ in trace])
+                     evaluations=len(trace), trace=[(e, r, v) for e, r, v, _ in trace], warnings=warnings)
+
+
+UNDETERMINED = 1e-6  # a direction of the parameters whose singular value is below this x the largest: no data on it
+
+
+def _standard_errors(J, s2: float, values, names) -> tuple[np.ndarray, list]:
+    """Gauss-Newton standard errors from the Jacobian in log space (delta method back to values), and warnings.
+    A parameter the residuals do not depend on (alone or in a combination with others) has no finite error: a
+    pseudo-inverse would report it as exactly known (std error 0) at its start value; it is inf here, and said."""
+    _, sv, vt = np.linalg.svd(J, full_matrices=False)
+    null = sv <= UNDETERMINED * max(float(sv[0]), np.finfo(float).tiny)
+    inv = np.where(null, 0.0, 1.0 / np.where(null, 1.0, sv) ** 2)
+    cov_log = s2 * (vt.T * inv) @ vt
+    sigma = values * np.sqrt(np.clip(np.diag(cov_log), 0.0, None))
+    undetermined = np.any(np.abs(vt[null]) > 0.1, axis=0) if null.any() else np.zeros(len(names), bool)
+    sigma = np.where(undetermined, np.inf, sigma)
+    warnings = [f"{n}: not determined by these recordings (the residuals do not change with it"
+                + (", alone or with " + ", ".join(m for m, u in zip(names, undetermined) if u and m != n)
+                   if undetermined.sum() > 1 else "")
+                + "): the fitted value is where it started, std error inf" for n, u in zip(names, undetermined) if u]
+    return sigma, warnings
 
 
 def split(cases: list, holdout: float, seed: int) -> tuple[list, list]:
     """(training, held-out): a seeded shuffle; at least one of each when holdout > 0."""
     if not 0.0 <= holdout < 1.0:
         raise ValueError(f"--holdout: a fraction in [0, 1), got {holdout}")
+    if holdout > 0 and len(cases) < 2:
+        raise ValueError(f"--holdout {holdout:g} needs at least 2 recordings (one to fit on, one held out), got "
+                         f"{len(cases)}; --holdout 0 fits on all")
     order = np.random.default_rng(seed).permutation(len(cases))
     k = int(round(holdout * len(cases)))
     if holdout > 0:

@@ -21,12 +21,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..robot.mocap import MocapToTable, check_pose, parse_body_map, pose_topic, yaw_from_quaternion
+from ..robot.mocap import (BodyTracker, MocapToTable, PlanarPose, TrackingConfig, check_pose, parse_body_map,
+                           pose_topic)
 from ..scene.spec import Scene
 
 MIN_RATE_HZ = 50.0  # rows per second at least (mean), and ...
@@ -189,6 +191,7 @@ class MocapTopics:
     template: str = ""
     pusher_body: str = "pusher"
     body_map: str = ""  # "object=MocapBody, ..." (mocap_ingest's body_map); objects not listed use their own name
+    from_shipped_config: bool = False  # the shipped config/mocap_ingest.yaml's, for a bag that says nothing
 
     @classmethod
     def from_values(cls, values: dict) -> MocapTopics:
@@ -256,7 +259,7 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     note = ""
     try:
         with path.open("rb") as f:
-            messages = [(channel.topic, msg) for _schema, channel, _message, msg in
+            messages = [(channel.topic, schema.name if schema else "", msg) for schema, channel, _message, msg in
                         make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=wanted)]
     except OSError as e:
         raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
@@ -268,23 +271,25 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
                 f"{path.stat().st_size}, where its writer stopped")
     from ...ros.params import MOCAP_INGEST_IO  # noqa: PLC0415
     tolerance = MOCAP_INGEST_IO["quaternion_tolerance"].default
-    for topic, msg in messages:
+    for topic, schema, msg in messages:
+        if schema != POSE_DATATYPE:
+            raise RecordingError(f"{path.name}: topic {topic}: messages of type {schema or 'unknown'!r}, expected "
+                                 f"{POSE_DATATYPE!r}")
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
         quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
         if check_pose(pos, quat, "", "", tolerance):  # not a pose: no sample (a gap it leaves is judged below)
             continue
-        p, q = topics.transform.to_table(pos, quat)
-        series[topic].append((stamp, p[0], p[1], yaw_from_quaternion(q)))
-    arrays = {}
+        series[topic].append((stamp, *topics.transform.to_table(pos, quat)))
+    arrays, dropped = {}, {}
     for t in wanted:
         if not series[t]:
             raise RecordingError(f"{path.name}: topic {t}: no PoseStamped messages (topics wanted: "
                                  f"{', '.join(wanted)})")
-        a = np.array(sorted(series[t]))
-        a = a[np.concatenate([[True], np.diff(a[:, 0]) > 0])]  # one sample per stamp
-        a[:, 3] = np.unwrap(a[:, 3])
-        arrays[t] = a
+        try:
+            arrays[t], dropped[t] = _tracked(series[t], scene)
+        except RecordingError as e:
+            raise RecordingError(f"{path.name}: topic {t}: {e}") from None
     pusher = arrays[wanted[0]]
     times = pusher[:, 0]
     for t in wanted[1:]:  # only where every body has been seen
@@ -294,22 +299,62 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     rec = Recording(name=path.stem, times=times,
                     pusher=np.stack([np.interp(times, pusher[:, 0], pusher[:, k]) for k in (1, 2)], -1),
                     objects=objects, note=note)
-    _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
-    for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
-        st = arrays[t][:, 0]
-        # the samples the interpolation uses: from the last at or before the first time to the first at or after
-        # the last (bodies of one frame share a stamp: no sample beyond those, whose gap nothing was read across)
-        lo = max(0, int(np.searchsorted(st, times[0], side="right")) - 1)
-        hi = int(np.searchsorted(st, times[-1], side="left")) + 1
-        _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
+    said = "; ".join(f"{t}: {len(d)} sample(s), the first at {d[0][0]:.3f} s ({d[0][1]})"
+                     for t, d in dropped.items() if d)
+    try:
+        _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
+        for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
+            st = arrays[t][:, 0]
+            # the samples the interpolation uses: from the last at or before the first time to the first at or
+            # after the last (bodies of one frame share a stamp: no sample beyond those, whose gap nothing was read
+            # across)
+            lo = max(0, int(np.searchsorted(st, times[0], side="right")) - 1)
+            hi = int(np.searchsorted(st, times[-1], side="left")) + 1
+            _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
+    except RecordingError as e:  # a gap may be samples the tracking checks dropped: say which and why
+        raise RecordingError(f"{e}" + (f"; dropped by mocap_ingest's tracking checks: {said}" if said else "")) \
+            from None
+    notes = [rec.note]
+    if said:  # interpolated over, or the push read only where every body passed (a trimmed start or end)
+        notes.append(f"{path.name}: samples dropped by mocap_ingest's tracking checks: {said}; read from "
+                     f"{times[0]:.3f} to {times[-1]:.3f} s")
+    if topics.from_shipped_config:
+        notes.append(f"{path.name}: no parapush metadata in the bag: its topics and mocap -> table transform are "
+                     f"taken from config/mocap_ingest.yaml (--mocap-config for another)")
+    rec.note = "; ".join(filter(None, notes))
     return rec
+
+
+def _tracked(samples, scene: Scene) -> tuple[np.ndarray, list]:
+    """One body's samples (stamp, table position (3,), table quaternion (4,)) through mocap_ingest's tracking
+    checks (``BodyTracker``: off the table, tilted, jumps, a pose repeated to the bit), in stamp order, one per
+    stamp: ((S, 4) array of stamp, x, y, unwrapped yaw of the samples kept, [(stamp, why) of those dropped]). A
+    recording is the ground truth of the replay: a flipped marker set or a driver's frozen pose must not be."""
+    tracker = BodyTracker("recorded", TrackingConfig(table_half=tuple(float(h) for h in scene.table.half)))
+    kept, dropped, last = [], [], None
+    for stamp, p, q in sorted(samples, key=lambda s: s[0]):
+        if last is not None and stamp <= last:
+            continue  # one sample per stamp
+        last = stamp
+        pose = PlanarPose.from_table_pose(p, q)
+        why = tracker.update(stamp, stamp, pose)
+        if why is None:
+            kept.append((stamp, pose.x, pose.y, pose.yaw))
+        else:
+            dropped.append((stamp, why))
+    if len(kept) < 2:
+        raise RecordingError(f"fewer than 2 samples pass the tracking checks (first dropped at "
+                             f"{dropped[0][0]:.3f} s: {dropped[0][1]})" if dropped else "fewer than 2 samples")
+    a = np.array(kept)
+    a[:, 3] = np.unwrap(a[:, 3])
+    return a, dropped
 
 
 def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
     """The records of a bag that has no summary (its writer was killed before closing it), read in order up to
-    where they stop: ([(metadata name, dict)], [(topic, decoded message)] of ``topics``, the byte where reading
-    ended). Why not mcap's readers: the seeking one needs the summary, the non-seeking one yields nothing from a
-    file cut short."""
+    where they stop: ([(metadata name, dict)], [(topic, schema name, decoded message)] of ``topics``, the byte
+    where reading ended). Why not mcap's readers: the seeking one needs the summary, the non-seeking one yields
+    nothing from a file cut short."""
     from mcap.records import Channel, Message, Metadata, Schema  # noqa: PLC0415
     from mcap.stream_reader import StreamReader  # noqa: PLC0415
     from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415
@@ -329,7 +374,8 @@ def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
                     if ch.id not in decoders:
                         decoders[ch.id] = factory.decoder_for(ch.message_encoding, schemas.get(ch.schema_id))
                     if decoders[ch.id] is not None:  # another encoding: not a pose of ours
-                        messages.append((ch.topic, decoders[ch.id](r.data)))
+                        schema = schemas.get(ch.schema_id)
+                        messages.append((ch.topic, schema.name if schema else "", decoders[ch.id](r.data)))
         except Exception:  # noqa: BLE001 - the end of what was written (a record cut short, or nothing more)
             pass
         end = f.tell()
@@ -337,18 +383,56 @@ def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
 
 
 def read_recording(path, scene: Scene, topics: MocapTopics | None = None) -> Recording:
-    """A CSV (``.csv``) or MCAP (``.mcap``) recording."""
+    """A CSV (``.csv``) or MCAP (``.mcap``) recording of one push (``check_only_pushed``)."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        return read_csv(path, scene)
-    if path.suffix.lower() == ".mcap":
+        rec = read_csv(path, scene)
+    elif path.suffix.lower() == ".mcap":
         if topics is None:  # what the bag says it was recorded with, else the shipped mocap_ingest configuration
             try:
                 topics = MocapTopics.from_bag(path)
             except Exception as e:  # noqa: BLE001 - the mcap library's errors: a truncated or foreign file
                 raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
-        return read_mcap(path, scene, topics or MocapTopics.from_config())
-    raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")
+        rec = read_mcap(path, scene, topics or replace(MocapTopics.from_config(), from_shipped_config=True))
+    else:
+        raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")
+    check_only_pushed(rec, scene, path.name)
+    return rec
+
+
+UNPUSHED_REACH = 0.05  # m beyond touching: a pusher (or a moving object) this near may have moved an object
+UNPUSHED_MOTION = 0.005  # m an object may move with nothing that near (mocap noise, the end of a free slide)
+
+
+def check_only_pushed(rec: Recording, scene: Scene, name: str) -> None:
+    """A recording is scored as one push: every motion of an object in it must have a cause the models know, the
+    pusher or (through a chain) another object within ``UNPUSHED_REACH`` of touching it. An object moved further
+    than ``UNPUSHED_MOTION`` with nothing that near (a hand setting it back between pushes of one session bag, a
+    person bumping the table) would be scored as the models' error: ``RecordingError`` naming the object, the
+    times and how far the pusher was."""
+    xy = rec.objects[..., :2]  # (T, n, 2)
+    reach = np.array([o.footprint.bounding_radius for o in scene.objects])
+    to_pusher = np.linalg.norm(xy - rec.pusher[:, None], axis=-1) - reach - scene.pusher.radius
+    explained = to_pusher <= UNPUSHED_REACH
+    between = np.linalg.norm(xy[:, :, None] - xy[:, None], axis=-1) - reach[:, None] - reach[None]
+    near = (between <= UNPUSHED_REACH) & ~np.eye(len(reach), dtype=bool)
+    for _ in range(len(reach) - 1):  # chains: pushed by an object that is itself pushed
+        explained |= np.any(near & explained[:, None, :], axis=-1)
+    for i, o in enumerate(scene.objects):
+        free = ~explained[:, i]
+        starts = np.flatnonzero(free & ~np.concatenate([[False], free[:-1]]))
+        for a in starts:  # each run of samples with nothing near: its motion from the run's first sample
+            b = a + int(np.argmin(free[a:])) if not free[a:].all() else len(free)
+            moved = np.linalg.norm(xy[a:b, i] - xy[a, i], axis=-1)
+            if moved.max() > UNPUSHED_MOTION:
+                k = a + int(np.argmax(moved > UNPUSHED_MOTION))
+                t0 = rec.times[0]
+                raise RecordingError(
+                    f"{name}: object {o.name!r} moved {1e3 * moved.max():.0f} mm between {rec.times[a] - t0:.2f} and "
+                    f"{rec.times[b - 1] - t0:.2f} s (past {1e3 * UNPUSHED_MOTION:.0f} mm at {rec.times[k] - t0:.2f} s) "
+                    f"with the pusher at least {1e3 * to_pusher[a:b, i].min():.0f} mm from touching it and no moving "
+                    f"object near: not a push (a hand? a bump?). A recording is scored as one push: record one bag "
+                    f"per push (record:= starts a new one per launch), or cut the session's bag into pushes")
 
 
 def expand_paths(paths) -> list:
@@ -365,6 +449,22 @@ def expand_paths(paths) -> list:
         else:
             raise RecordingError(f"{p}: no such file or directory")
     return out
+
+
+def read_recordings(paths, scene: Scene, topics: MocapTopics | None = None) -> list:
+    """Every recording of files and directories (``expand_paths``), each named by its file's stem, or where two
+    share a stem (``rec/S_0/push_000.csv`` and ``rec/S_1/push_000.csv``) by its path below their common folder
+    (``S_0/push_000.csv``), so that results, plots and a calibrated scene's header tell them apart."""
+    files = expand_paths(paths)
+    recordings = [read_recording(p, scene, topics) for p in files]
+    stems = [p.stem for p in files]
+    if len(set(stems)) < len(stems):
+        resolved = [p.resolve() for p in files]
+        common = Path(os.path.commonpath([r.parent for r in resolved]))
+        for rec, p, r in zip(recordings, files, resolved):
+            if stems.count(p.stem) > 1:
+                rec.name = str(r.relative_to(common))
+    return recordings
 
 
 class McapPoseWriter:

@@ -253,6 +253,7 @@ class PlanarVelocityFilter:
 
 # ------------------------------------------------------------------------------------------------ tracking
 NEVER_SEEN, TRACKING, INVALID, LOST = "never_seen", "tracking", "invalid", "lost"
+YAW_JUMP_TOLERANCE = 0.2  # rad: turns below max_angular_speed * dt + this are never jumps (mocap yaw noise: ~0.002)
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,8 @@ class TrackingConfig:
     min_height: float = knob(-0.05, "a body origin lower than this in the table frame has fallen off the table (m)")
     max_speed: float = knob(3.0, "a displacement between samples faster than this is a jump (m/s)")
     jump_tolerance: float = knob(0.01, "displacements below max_speed * dt + this are never jumps (m)")
+    max_angular_speed: float = knob(30.0, "a turn between samples faster than this (beyond a 0.2 rad tolerance) is a "
+                                          "jump: a marker set that flips (rad/s)")
     jump_confirm_samples: int = knob(5, "consecutive consistent samples that confirm a jumped-to position")
     max_tilt: float = knob(0.5, "a body tilted further than this from upright is invalid (rad)")
     frozen_timeout: float = knob(0.1, "a body whose pose has not changed by one bit for this long is lost, like one "
@@ -276,7 +279,7 @@ class TrackingConfig:
     rate_window: float = 1.0  # s: window of the rate estimate
 
     def __post_init__(self):
-        for name in ("timeout", "max_speed", "rate_window"):
+        for name in ("timeout", "max_speed", "max_angular_speed", "rate_window"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0.0):
                 raise MocapConfigError(f"{name}: must be > 0, got {v}")
@@ -438,6 +441,10 @@ class BodyTracker:
         dt = max(t1 - t0, 0.0)
         if d > self.cfg.max_speed * dt + self.cfg.jump_tolerance:
             return f"jump of {d:.3f} m in {dt:.3f} s (max_speed {self.cfg.max_speed:g} m/s)"
+        turn = abs(math.remainder(p1.yaw - p0.yaw, 2.0 * math.pi))
+        if turn > self.cfg.max_angular_speed * dt + YAW_JUMP_TOLERANCE:
+            return (f"yaw jump of {math.degrees(turn):.0f} deg in {dt:.3f} s (max_angular_speed "
+                    f"{self.cfg.max_angular_speed:g} rad/s): a marker set that flipped?")
         return ""
 
     # --- outputs

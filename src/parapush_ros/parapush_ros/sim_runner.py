@@ -334,7 +334,10 @@ class _PushClient:
         print("\nparapush sim: push result")
         for k, v in out.items():
             print(f"  {k:22s} {v:.4f}" if isinstance(v, float) else f"  {k:22s} {v}")
-        if self.late_plans:
+        if self.late_plans and self.planner == "fast":
+            print(f"  ({self.late_plans} cycle(s) ended after their hand-over: the plan was dropped and the running "
+                  f"one, which covers its horizon, went on; other jobs on the cores make more of them late)")
+        elif self.late_plans:
             print(f"  ({self.late_plans} plan(s) arrived after their switch: planning took longer than a control "
                   f"on this host, so the pusher ran on the previous plan meanwhile; other jobs on the cores make "
                   f"more of them late)")

@@ -12,9 +12,14 @@ MCAP (a ROS 2 bag, readable by ``ros2 bag`` and Foxglove): the mocap ``geometry_
 pusher and the scene objects (natnet_ros2 or vrpn_mocap names, as ``config/mocap_ingest.yaml`` sets them), in the
 mocap frame; ``MocapToTable`` (core/robot/mocap.py, the one place of that transform) maps them to the table. Read
 with ``mcap-ros2-support`` (PyPI, no ROS install needed). ``parapush sim --record FILE`` writes such bags. As in
-mocap_ingest, a pose that is not one (non-finite, a quaternion not of unit length) is not a sample; every body,
-not only the pusher, must be sampled at 50 Hz or faster without a dropout (a gap over 0.1 s) while the push is
-read, since the objects are interpolated to the pusher's stamps and a gap would be filled with invented poses.
+mocap_ingest, a pose that is not one (non-finite, a quaternion not of unit length) is not a sample, and every
+body's samples go through mocap_ingest's tracking checks (``BodyTracker``: a pose repeated to the bit, a position
+or yaw jump, off the table, tilted), the dropped ones said in the recording's note; every body, not only the
+pusher, must be sampled at 50 Hz or faster without a dropout (a gap over 0.1 s) while the push is read, since the
+objects are interpolated to the pusher's stamps and a gap would be filled with invented poses.
+
+A file is one push, scored from its first sample to its last (``check_only_pushed``: an object moved with nothing
+near it, a hand between two pushes of a session bag, is refused).
 """
 from __future__ import annotations
 

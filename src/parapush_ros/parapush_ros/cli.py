@@ -73,9 +73,11 @@ def _list_models(args):
     print(f"model specs: {', '.join(spec_names())}")
 
 
-def main(argv=None) -> int:
-    """Run one command; errors propagate (tests and scripts see the exception)."""
+def main(argv=None, own_process: bool = False) -> int:
+    """Run one command; errors propagate (tests and scripts see the exception). ``own_process``: the ``parapush``
+    executable, whose process the command may end itself (a teardown that hangs in rclpy)."""
     args = build_parser().parse_args(argv)
+    args.own_process = own_process
     try:
         args.func(args)
     except KeyboardInterrupt:
@@ -91,7 +93,7 @@ def console_main(argv=None) -> int:
 
     from .tools.study import StudyError  # noqa: PLC0415 (no Ray: imported only when a study runs on it)
     try:
-        return main(argv)
+        return main(argv, own_process=True)
     # our checks raise ValueError (and StudyError) with a message naming the field; OSError: a path that cannot be
     # read or written (a file where a directory is wanted, no permission, ...); a YAML file that does not parse
     except (ValueError, OSError, StudyError, yaml.YAMLError) as e:

@@ -1071,7 +1071,8 @@ def run(args, context=None) -> dict:
     if args.robot:
         from .soak_robot import run_robot_soak  # noqa: PLC0415
         summary = run_robot_soak(args.minutes, args.seed, args.scene, dt or 0.1, Path(args.out),
-                                 Path(args.json) if args.json else None, args.planner or "fast", args.fault_free)
+                                 Path(args.json) if args.json else None, args.planner or "fast", args.fault_free,
+                                 own_process=getattr(args, "own_process", False))
         if summary["failures"]:
             raise SystemExit("parapush soak --robot: FAILED: " + "; ".join(summary["failures"]))
         return summary

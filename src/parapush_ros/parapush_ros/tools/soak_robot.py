@@ -797,8 +797,16 @@ def fault_free(episodes: list) -> dict:
                        for e in plain if e["outcome"] != "reached"]}
 
 
+MONITOR_CLOSE_LIMIT_S = 20.0  # s the monitor's rclpy teardown may take in the CLI's own process
+
+
 def run_robot_soak(minutes: float, seed: int, scene: str, control_duration: float, out: Path,
-                   json_path: Path | None, planner: str = PLANNERS[0], fault_free_only: bool = False) -> dict:
+                   json_path: Path | None, planner: str = PLANNERS[0], fault_free_only: bool = False,
+                   own_process: bool = False) -> dict:
+    """The soak; its results are written before the monitor's ROS context is shut down. ``own_process`` (the CLI's
+    single soak): rclpy's context shutdown can block for ever below Python holding the GIL (seen once: the main
+    thread in ``rclpy_logging_fini`` after every launch had exited), so the process then ends after
+    ``MONITOR_CLOSE_LIMIT_S`` with the status its results earned (``ros.node.exit_after``), as a node's does."""
     why = launch_available()
     if why:
         raise SystemExit(f"parapush soak --robot: {why}")
@@ -806,15 +814,20 @@ def run_robot_soak(minutes: float, seed: int, scene: str, control_duration: floa
     # the stand-in cell must never meet a real one on the network: this host only (the soak and its processes)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     soak = RobotSoak(scene, seed, minutes, control_duration, out, planner, fault_free_only)
+    status = 1  # until the results say otherwise
     try:
         soak.run()
+        summary = soak.summary()
+        from .bench.common import write_json  # noqa: PLC0415
+        write_json(json_path or out / "soak_robot.json", summary)
+        _print_table(summary)
+        summary["png"] = str(_plot(soak, summary, out / "soak_robot.png"))
+        status = 1 if summary["failures"] else 0
     finally:
+        if own_process:
+            from ..ros.node import exit_after  # noqa: PLC0415
+            exit_after(MONITOR_CLOSE_LIMIT_S, status)
         soak.monitor.close()
-    summary = soak.summary()
-    from .bench.common import write_json  # noqa: PLC0415
-    write_json(json_path or out / "soak_robot.json", summary)
-    _print_table(summary)
-    summary["png"] = str(_plot(soak, summary, out / "soak_robot.png"))
     return summary
 
 

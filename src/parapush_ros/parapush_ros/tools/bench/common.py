@@ -207,7 +207,8 @@ def summarise_seeds(results: dict) -> dict:
 
 # options of a bench that only say how and where it runs, not what it computes (not part of a study's settings)
 # (the seed is a setting: another seed in the same --out would reuse this one's units)
-EXECUTION_KEYS = ("func", "command", "bench", "out", "json", "seeds", "workers", "ray", "retries", "verbose")
+EXECUTION_KEYS = ("func", "command", "bench", "out", "json", "seeds", "workers", "ray", "retries", "verbose",
+                  "own_process")
 
 
 def _plain(args):

@@ -263,3 +263,21 @@ def test_an_object_moved_with_nothing_near_it_is_not_read_as_a_push(tmp_path, sc
                                              r"\(past 5 mm at 1.\d\d s\) with the pusher at least \d+ mm from touching "
                                              r"it and no moving object near: not a push"):
         read_recording(tmp_path / "session.csv", scene)
+
+
+def test_a_bag_of_a_driver_without_stamps_is_read_at_its_log_times(tmp_path, scene):
+    """A driver that leaves the header stamp 0: every sample had one stamp (refused as 'at least 2 samples, got 1');
+    read at the log (receive) time, as mocap_ingest does, and said."""
+    transform = MocapToTable.from_params([0.0, 0.0, 0.0], [0.0], "z")
+    topics = MocapTopics(transform=transform, body_map="box=Box7")
+    rec = recording(80)
+    with McapPoseWriter(tmp_path / "nostamp.mcap") as bag:
+        for k, t in enumerate(rec.times):
+            for topic, (x, y, yaw) in ((topics.topic("pusher"), (*rec.pusher[k], 0.0)),
+                                       ("/Box7/pose", rec.objects[k, 0])):
+                p, q = transform.to_mocap([x, y, 0.005], quat_from_yaw(yaw))
+                bag.write(topic, 0.0, "world", p, q, log_time=500.0 + t)
+    back = read_mcap(tmp_path / "nostamp.mcap", scene, topics)
+    np.testing.assert_allclose(back.times - back.times[0], rec.times, atol=1e-6)
+    np.testing.assert_allclose(back.objects[:, 0, :2], rec.objects[:, 0, :2], atol=1e-9)
+    assert "samples without a header stamp, read at their log (receive) time" in back.note

@@ -264,7 +264,8 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     note = ""
     try:
         with path.open("rb") as f:
-            messages = [(channel.topic, schema.name if schema else "", msg) for schema, channel, _message, msg in
+            messages = [(channel.topic, schema.name if schema else "", message.log_time, msg)
+                        for schema, channel, message, msg in
                         make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(topics=wanted)]
     except OSError as e:
         raise RecordingError(f"{path.name}: cannot read: {e.strerror or e}") from None
@@ -276,11 +277,15 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
                 f"{path.stat().st_size}, where its writer stopped")
     from ...ros.params import MOCAP_INGEST_IO  # noqa: PLC0415
     tolerance = MOCAP_INGEST_IO["quaternion_tolerance"].default
-    for topic, schema, msg in messages:
+    unstamped = dict.fromkeys(wanted, 0)
+    for topic, schema, log_time_ns, msg in messages:
         if schema != POSE_DATATYPE:
             raise RecordingError(f"{path.name}: topic {topic}: messages of type {schema or 'unknown'!r}, expected "
                                  f"{POSE_DATATYPE!r}")
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if stamp == 0.0:  # a driver without stamps: the receive (log) time is the best measurement time known, as
+            stamp = log_time_ns * 1e-9  # in mocap_ingest
+            unstamped[topic] += 1
         pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
         quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
         if check_pose(pos, quat, "", "", tolerance):  # not a pose: no sample (a gap it leaves is judged below)
@@ -323,6 +328,9 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     if said:  # interpolated over, or the push read only where every body passed (a trimmed start or end)
         notes.append(f"{path.name}: samples dropped by mocap_ingest's tracking checks: {said}; read from "
                      f"{times[0]:.3f} to {times[-1]:.3f} s")
+    if any(unstamped.values()):
+        notes.append(f"{path.name}: samples without a header stamp, read at their log (receive) time as mocap_ingest "
+                     f"does: " + ", ".join(f"{t} {n}" for t, n in unstamped.items() if n))
     if topics.from_shipped_config:
         notes.append(f"{path.name}: no parapush metadata in the bag: its topics and mocap -> table transform are "
                      f"taken from config/mocap_ingest.yaml (--mocap-config for another)")
@@ -357,9 +365,9 @@ def _tracked(samples, scene: Scene) -> tuple[np.ndarray, list]:
 
 def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
     """The records of a bag that has no summary (its writer was killed before closing it), read in order up to
-    where they stop: ([(metadata name, dict)], [(topic, schema name, decoded message)] of ``topics``, the byte
-    where reading ended). Why not mcap's readers: the seeking one needs the summary, the non-seeking one yields
-    nothing from a file cut short."""
+    where they stop: ([(metadata name, dict)], [(topic, schema name, log time ns, decoded message)] of ``topics``,
+    the byte where reading ended). Why not mcap's readers: the seeking one needs the summary, the non-seeking one
+    yields nothing from a file cut short."""
     from mcap.records import Channel, Message, Metadata, Schema  # noqa: PLC0415
     from mcap.stream_reader import StreamReader  # noqa: PLC0415
     from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415
@@ -380,7 +388,8 @@ def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
                         decoders[ch.id] = factory.decoder_for(ch.message_encoding, schemas.get(ch.schema_id))
                     if decoders[ch.id] is not None:  # another encoding: not a pose of ours
                         schema = schemas.get(ch.schema_id)
-                        messages.append((ch.topic, schema.name if schema else "", decoders[ch.id](r.data)))
+                        messages.append((ch.topic, schema.name if schema else "", r.log_time,
+                                         decoders[ch.id](r.data)))
         except Exception:  # noqa: BLE001 - the end of what was written (a record cut short, or nothing more)
             pass
         end = f.tell()

@@ -89,16 +89,10 @@ class MocapIngestNode(Node):
         tracker = self.trackers[key]
         pos, ori = msg.pose.position, msg.pose.orientation
         position, quaternion = (pos.x, pos.y, pos.z), (ori.x, ori.y, ori.z, ori.w)
-        reason = check_pose(position, quaternion, msg.header.frame_id, self.p["mocap_frame_id"],
-                            self.p["quaternion_tolerance"])
-        if reason:
-            tracker.reject(now, reason)
-            self.get_logger().warning(f"{key} ({self.topics[key]}): pose rejected: {reason}",
-                                      throttle_duration_sec=1.0)
-            return
         stamp = stamp_seconds(msg.header.stamp)
-        if stamp < 0.0:  # int32 seconds allow it; no clock gives it (and a state cannot carry it)
-            reason = f"negative stamp {stamp:.6f} s"
+        reason = check_pose(position, quaternion, msg.header.frame_id, self.p["mocap_frame_id"],
+                            self.p["quaternion_tolerance"], stamp)
+        if reason:
             tracker.reject(now, reason)
             self.get_logger().warning(f"{key} ({self.topics[key]}): pose rejected: {reason}",
                                       throttle_duration_sec=1.0)

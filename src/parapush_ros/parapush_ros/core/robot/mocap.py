@@ -75,9 +75,13 @@ def tilt_from_quaternion(q) -> float:
     return math.acos(max(-1.0, min(1.0, cos_tilt)))
 
 
-def check_pose(position, quaternion, frame_id: str, expected_frame: str, unit_tolerance: float) -> str | None:
+def check_pose(position, quaternion, frame_id: str, expected_frame: str, unit_tolerance: float,
+               stamp: float = 0.0) -> str | None:
     """Why a raw mocap pose must be rejected, or None if it is usable: non-finite values, a quaternion that is not
-    unit length (beyond ``unit_tolerance``) or a frame other than ``expected_frame`` (empty = any frame)."""
+    unit length (beyond ``unit_tolerance``), a frame other than ``expected_frame`` (empty = any frame) or a
+    negative ``stamp`` (s; int32 seconds allow it, no clock gives it, and a state cannot carry it)."""
+    if stamp < 0.0:
+        return f"negative stamp {stamp:.6f} s"
     p = np.asarray(position, dtype=float)
     q = np.asarray(quaternion, dtype=float)
     if not np.all(np.isfinite(p)):

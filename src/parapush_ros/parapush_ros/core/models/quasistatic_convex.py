@@ -127,9 +127,18 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
             object.__setattr__(self, "_n", n)
             object.__setattr__(self, "_off", off)
             object.__setattr__(self, "_v", self.outline.verts)
+            e = np.roll(self.outline.verts, -1, axis=0) - self.outline.verts  # edge k: vertex k -> k + 1
+            object.__setattr__(self, "_e", e)
+            object.__setattr__(self, "_e2", (e ** 2).sum(1))
+            object.__setattr__(self, "_inward", -n)
+            object.__setattr__(self, "_inward_next", np.roll(-n, -1, axis=0))
         if self.limit_surface == "integrated" and self.tabulated:
             object.__setattr__(self, "_table", _twist_table(self.outline, self.support_points, self.c_scale,
                                                             self.mu_g, self.mu_p, self.contact_height))
+            psi = np.linspace(-0.5 * np.pi, 0.5 * np.pi, self._table.shape[1])  # the table's pusher directions
+            object.__setattr__(self, "_table_sin", np.sin(psi))
+            object.__setattr__(self, "_table_rows", self._table.reshape(-1, self._table.shape[2]))
+            object.__setattr__(self, "_table_step", psi[1] - psi[0])
         # the motion cone's edges must stay on the pushing side for every contact the outline allows
         pts, nrm = self.outline.contact_samples()
         p = pts - self._g
@@ -161,16 +170,15 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
             nx, ny = -rx / d, -ry / d
             R = self.outline.radius
             return (-R * nx, -R * ny), (nx, ny), d - (R + self.pusher_radius), np.zeros(len(_value(rx)), int)
-        n, off, v = self._n, self._off, self._v
+        n, off, v, e = self._n, self._off, self._v, self._e
         V = len(v)
         x, y = _value(rx)[:, None], _value(ry)[:, None]
         signed = x * n[:, 0] + y * n[:, 1] - off  # (N, V) signed distance to each edge line
-        e = np.roll(v, -1, axis=0) - v
-        t = ((x - v[:, 0]) * e[:, 0] + (y - v[:, 1]) * e[:, 1]) / (e ** 2).sum(1)
-        tc = np.clip(t, 0.0, 1.0)
+        t = ((x - v[:, 0]) * e[:, 0] + (y - v[:, 1]) * e[:, 1]) / self._e2
+        tc = np.minimum(np.maximum(t, 0.0), 1.0)
         dist = np.hypot(x - (v[:, 0] + tc * e[:, 0]), y - (v[:, 1] + tc * e[:, 1]))
-        inside = np.all(signed <= 0.0, axis=1)
-        k = np.where(inside, np.argmax(signed, axis=1), np.argmin(dist, axis=1))
+        inside = (signed <= 0.0).all(1)
+        k = np.where(inside, signed.argmax(1), dist.argmin(1))
         tk = t[np.arange(len(k)), k]
         # past an edge's ends (outside only): the nearest feature is a vertex, the edge's start or end
         at_vertex = ~inside & ((tk < 0.0) | (tk > 1.0))
@@ -197,16 +205,17 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         (sx, sy, th, px, py, vx1, vy1), (c, s), (rx, ry), (wx, wy) = pusher_in_object_frame(z, dt, ops)
         (cx, cy), (nx, ny), gap, feature = self._contact(rx, ry, ops)
         gx0, gy0 = self._g
-        qx, qy = cx - gx0, cy - gy0  # contact point relative to the centre of friction
-        p_x, p_y = qx * nx + qy * ny, qy * nx - qx * ny  # contact frame: x = inward normal, y = x turned +90 deg
-        vn, vt = wx * nx + wy * ny, wy * nx - wx * ny
+        vn, vt = wx * nx + wy * ny, wy * nx - wx * ny  # contact frame: x = inward normal, y = x turned +90 deg
         contact = (_value(gap) <= self.contact_tol) & (_value(vn) >= 0.0)
         if self.limit_surface == "integrated" and self.tabulated:
             tx, ty, om, up, down = self._table_twist(feature, (cx, cy), (nx, ny), (vn, vt), ops)
-        elif self.limit_surface == "integrated":
-            tx, ty, om, up, down = self._integrated_twist(contact, (p_x, p_y), (vn, vt), (nx, ny), ops)
         else:
-            tx, ty, om, up, down = contact_twist(p_x, p_y, vn, vt, self.c, self.mu_p, ops)
+            qx, qy = cx - gx0, cy - gy0  # contact point relative to the centre of friction
+            p = (qx * nx + qy * ny, qy * nx - qx * ny)
+            if self.limit_surface == "integrated":
+                tx, ty, om, up, down = self._integrated_twist(contact, p, (vn, vt), (nx, ny), ops)
+            else:
+                tx, ty, om, up, down = contact_twist(*p, vn, vt, self.c, self.mu_p, ops)
         if self.close_gap:
             # a pusher short of the outline pushes only for the part of the step after it has crossed the gap: the
             # gap closes instead of being carried along (a kept gap is free travel that the fine model, started
@@ -230,17 +239,17 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         count = self._table.shape[0]
         if self.outline.kind == "disc":
             return ops.arctan2(n[1], n[0]) * (count / (2.0 * np.pi))
-        verts, out = self._v, self._n
+        verts = self._v
         V = len(verts)
         per_unit = count // (2 * V)
         edge = feature < V
         k = np.where(edge, feature, (feature - V - 1) % V)  # the edge that ends at the vertex
-        e = np.roll(verts, -1, axis=0) - verts
-        t = ((cpt[0] - verts[k, 0]) * e[k, 0] + (cpt[1] - verts[k, 1]) * e[k, 1]) / (e[k] ** 2).sum(1)
+        e = self._e
+        t = ((cpt[0] - verts[k, 0]) * e[k, 0] + (cpt[1] - verts[k, 1]) * e[k, 1]) / self._e2[k]
         tv = _value(t)
         t = ops.where(tv < 0.0, 0.0, ops.where(tv > 1.0, 1.0, t))
-        a_x, a_y, b_x, b_y = -out[k, 0], -out[k, 1], -out[(k + 1) % V, 0], -out[(k + 1) % V, 1]
-        c1, c2 = a_x * n[1] - a_y * n[0], n[0] * b_y - n[1] * b_x
+        a, b = self._inward[k], self._inward_next[k]  # the inward normals of edge k and of the edge after it
+        c1, c2 = a[:, 0] * n[1] - a[:, 1] * n[0], n[0] * b[:, 1] - n[1] * b[:, 0]
         f = c1 / (c1 + c2 + 1e-300)
         fv = _value(f)
         f = ops.where(fv < 0.0, 0.0, ops.where(fv > 1.0, 1.0, f))
@@ -260,16 +269,19 @@ class QuasiStaticConvexSlider(LimitSurfaceLoads):
         vn, vt = v
         speed = ops.sqrt(vn * vn + vt * vt + 1e-30)
         sine = vt / speed
-        sv = np.clip(_value(sine), -1.0, 1.0)
-        psi = np.linspace(-0.5 * np.pi, 0.5 * np.pi, directions)
-        j0 = np.clip(np.floor((np.arcsin(sv) + 0.5 * np.pi) / (psi[1] - psi[0])).astype(int), 0, directions - 2)
-        s0, s1 = np.sin(psi[j0]), np.sin(psi[j0 + 1])
+        sv = np.minimum(np.maximum(_value(sine), -1.0), 1.0)
+        j0 = np.minimum(np.maximum(np.floor((np.arcsin(sv) + 0.5 * np.pi) / self._table_step).astype(int), 0),
+                        directions - 2)
+        s0, s1 = self._table_sin[j0], self._table_sin[j0 + 1]
         fs = (sine - s0) / (s1 - s0)
-        out = []
-        for q in range(table.shape[2]):
-            lo = table[i0, j0, q] + fu * (table[i1, j0, q] - table[i0, j0, q])
-            hi = table[i0, j0 + 1, q] + fu * (table[i1, j0 + 1, q] - table[i0, j0 + 1, q])
-            out.append(lo + fs * (hi - lo))
+        # the four corners' (t_x, t_y, omega, up, down) at once: (N, 5) each, weights as columns
+        flat, r0, r1 = self._table_rows, i0 * directions + j0, i1 * directions + j0  # one row per (position, direction)
+        t00, t10, t01, t11 = flat[r0], flat[r1], flat[r0 + 1], flat[r1 + 1]
+        fu, fs = dual.column(fu), dual.column(fs)
+        lo = t00 + fu * (t10 - t00)
+        hi = t01 + fu * (t11 - t01)
+        both = lo + fs * (hi - lo)
+        out = [Dual(both.val[:, q], both.der[:, q]) if isinstance(both, Dual) else both[:, q] for q in range(5)]
         up, down = _value(out[3]) > 0.5, _value(out[4]) > 0.5
         return out[0] * speed, out[1] * speed, out[2] * speed, up, down
 

@@ -5,7 +5,7 @@ import pytest
 
 from parapush_ros.core.fidelity.recordings import Recording
 from parapush_ros.core.fidelity.replay import prepare, replay, servo_commands, summarise
-from parapush_ros.core.fidelity.synthetic import random_push_plans, simulate
+from parapush_ros.core.fidelity.synthetic import PushPlan, random_push_plans, simulate
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.scene.spec import load_scene
 
@@ -72,3 +72,31 @@ def test_servo_commands_recover_the_velocity_steps_behind_a_recorded_path(noise)
     assert np.median(err) < (1e-5 if noise == 0 else 1e-4)
     assert err.max() < (0.01 if noise == 0 else 0.03)
     assert np.all(np.abs(v0) < (0.002 if noise == 0 else 0.01))
+
+
+def test_servo_commands_invert_a_long_recording():
+    """A 30 s recording (3000 periods at 100 Hz: a session, not one push) is inverted like a short one: the
+    commands are the ones sent. The fit is banded (states and commands as unknowns, the servo's dynamics as
+    constraints); with the states eliminated it was dense in the commands, O(N^3): 11 s for 10 s of recording."""
+    scene = load_scene("box_slider")
+    start = random_push_plans(scene, 1, seed=0)[0].start
+    L = scene.layout
+    away = L.pusher_pos(start) - L.object_poses(start)[0, :2]
+    away /= np.linalg.norm(away)
+    side = np.array([-away[1], away[0]])
+    segments = [(1.0, *(0.05 * away))]  # 5 cm clear of the box, then back and forth beside it
+    for i in range(19):
+        v = (0.04 if i % 2 == 0 else -0.04) * side + (0.01 if i % 4 < 2 else -0.01) * away
+        segments.append((1.5, *v))
+    plan = PushPlan(start, segments)
+    rec = simulate(scene, plan, "session", position_noise=1e-4, seed=2)
+    dt = 0.01
+    times = np.arange(int(np.floor(rec.duration / dt + 1e-9)) + 1) * dt
+    assert len(times) > 2900
+    controls, _ = servo_commands(rec.at(times)[0], dt)
+    commanded = np.concatenate([np.tile([vx, vy], (int(round(d / dt)), 1)) for d, vx, vy in plan.segments])
+    err = np.abs(controls - commanded[:len(controls)]).max(axis=1)
+    changes = np.cumsum([int(round(d / dt)) for d, *_ in plan.segments])[:-1]
+    near_change = np.abs(np.arange(len(err))[:, None] - changes).min(axis=1) <= 2  # noise blurs a jump's period
+    assert np.median(err) < 1e-4
+    assert err[~near_change].max() < 0.005

@@ -17,7 +17,9 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 from scipy.linalg import expm
+from scipy.sparse.linalg import spsolve
 
 from ..models.mjcf import PUSHER_OMEGA, SERVO_LEAD
 from ..scene.spec import Scene, StartOverlapWarning
@@ -118,24 +120,25 @@ def servo_commands(position: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndar
     A = np.array([[0.0, 1.0, 0.0, 0.0], [-w * w, -2.0 * w, w * w, 0.0], [0.0, 0.0, 0.0, 1.0], [0.0] * 4])
     step = expm(A * dt)  # state (p, v, s) and the held input u
     Ad, Bd = step[:3, :3], step[:3, 3]
-    n = 3 + N  # unknowns: (p0, v0, s0), u_0 .. u_{N-1}
-    observe = np.zeros((N + 1, n))
-    phi = np.zeros((3, n))
-    phi[:, :3] = np.eye(3)
-    for k in range(N + 1):
-        observe[k] = phi[0]
-        if k < N:
-            phi = Ad @ phi
-            phi[:, 3 + k] += Bd
-    jumps = np.zeros((N - 1, n))
-    jumps[np.arange(N - 1), 3 + np.arange(N - 1)] = -1.0
-    jumps[np.arange(N - 1), 4 + np.arange(N - 1)] = 1.0
-    lead = np.zeros((1, n))
-    lead[0, :3] = (-1.0, -SERVO_LEAD, 1.0)  # s0 = p0 + 2 v0 / omega
+    # Unknowns: every period's servo state x_k = (p, v, s), k = 0..N, then u_0 .. u_{N-1}; the exact dynamics
+    # x_{k+1} = Ad x_k + Bd u_k as equality constraints. Sparse and banded: O(N) per solve, where eliminating the
+    # states (each position a dense row of all earlier commands) made it O(N^3): minutes for a push of 10 s.
+    nx = 3 * (N + 1)
+    dynamics = sparse.hstack([sparse.kron(sparse.eye(N, N + 1, k=1), np.eye(3))
+                              - sparse.kron(sparse.eye(N, N + 1), Ad),
+                              sparse.kron(sparse.eye(N), -Bd[:, None])])
+    observe = sparse.hstack([sparse.kron(sparse.eye(N + 1), np.array([[1.0, 0.0, 0.0]])),
+                             sparse.csr_matrix((N + 1, N))])
+    jumps = sparse.hstack([sparse.csr_matrix((N - 1, nx)), sparse.eye(N - 1, N, k=1) - sparse.eye(N - 1, N)])
+    # s0 = p0 + 2 v0 / omega
+    lead = sparse.csr_matrix(([-1.0, -SERVO_LEAD, 1.0], ([0, 0, 0], [0, 1, 2])), shape=(1, nx + N))
+    fixed = observe.T @ observe + lead.T @ lead
 
     def solve(weights, y):
-        a = np.vstack([observe, np.sqrt(weights)[:, None] * jumps, lead])
-        return np.linalg.lstsq(a, np.concatenate([y, np.zeros(N)]), rcond=None)[0]
+        """The least-squares fit (positions, weighted command changes, the start's lead) under the dynamics."""
+        kkt = sparse.bmat([[fixed + jumps.T @ sparse.diags(weights) @ jumps, dynamics.T], [dynamics, None]],
+                          format="csc")
+        return spsolve(kkt, np.concatenate([observe.T @ y, np.zeros(3 * N)]))[:nx + N]
     controls, v0 = np.empty((N, 2)), np.empty(2)
     for axis in range(2):
         y = position[:, axis]
@@ -144,7 +147,7 @@ def servo_commands(position: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndar
             z = solve(weights, y)
             weights = SERVO_JUMP_WEIGHT / np.maximum(np.abs(jumps @ z), 1e-4)
         z = solve(np.where(np.abs(jumps @ z) > SERVO_JUMP_MIN, 0.0, 1e3), y)  # the jumps found, unshrunk
-        controls[:, axis], v0[axis] = z[3:], z[1]
+        controls[:, axis], v0[axis] = z[nx:], z[1]
     return controls, v0
 
 

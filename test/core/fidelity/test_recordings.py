@@ -281,3 +281,58 @@ def test_a_bag_of_a_driver_without_stamps_is_read_at_its_log_times(tmp_path, sce
     np.testing.assert_allclose(back.times - back.times[0], rec.times, atol=1e-6)
     np.testing.assert_allclose(back.objects[:, 0, :2], rec.objects[:, 0, :2], atol=1e-9)
     assert "samples without a header stamp, read at their log (receive) time" in back.note
+
+
+def write_clocked(path, rec, topics, transform, stamp_of, log_of):
+    """A bag of ``rec`` whose sample k of a topic has the header stamp ``stamp_of(topic, k, t)`` and the log
+    (receive) time ``log_of(topic, k, t)``."""
+    with McapPoseWriter(path) as bag:
+        for k, t in enumerate(rec.times):
+            for topic, (x, y, yaw) in ((topics.topic("pusher"), (*rec.pusher[k], 0.0)),
+                                       ("/Box7/pose", rec.objects[k, 0])):
+                p, q = transform.to_mocap([x, y, 0.005], quat_from_yaw(yaw))
+                bag.write(topic, stamp_of(topic, k, t), "world", p, q, log_time=log_of(topic, k, t))
+
+
+def test_stamps_are_checked_against_the_log_times(tmp_path, scene):
+    """The robot's clocks, not the simulator's: every topic stamped by a mocap host 5 s off the recorder's clock,
+    received 2-5 ms late and for 0.3 s up to 0.3 s late, is read as recorded; a stamping clock that steps back or
+    forward while recording, or bodies stamped by clocks that disagree (another host; a driver without stamps read at
+    its log times beside one with them), is refused naming the topic (sorted by stamp, a step back interleaved two
+    stretches of the push; bodies on different clocks were paired with each other's past)."""
+    transform = MocapToTable.from_params([0.0, 0.0, 0.0], [0.0], "z")
+    topics = MocapTopics(transform=transform, body_map="box=Box7")
+    rec = recording(120)
+    epoch = 1.7e9
+    pusher = topics.topic("pusher")
+
+    def delay(topic, k, t):  # a receive delay: 2-5 ms; the samples of 0.4-0.7 s held up, received in a burst at 0.7 s
+        return 0.002 + (0.7 + 1e-5 * k - t if 0.4 <= t < 0.7 else 0.003 * (k % 3) / 2)
+    write_clocked(tmp_path / "ok.mcap", rec, topics, transform, lambda tp, k, t: epoch + t,
+                  lambda tp, k, t: epoch + 5.0 + t + delay(tp, k, t))
+    back = read_mcap(tmp_path / "ok.mcap", scene, topics)
+    np.testing.assert_allclose(back.times - back.times[0], rec.times, atol=1e-6)
+    np.testing.assert_allclose(back.objects[:, 0, :2], rec.objects[:, 0, :2], atol=1e-9)
+
+    def stepped(by):  # the pusher's stamping clock steps by ``by`` s at sample 90
+        return lambda tp, k, t: epoch + t + (by if tp == pusher and k >= 90 else 0.0)
+    for by, words in ((-0.5, "sample 90 .* stamped 0.490 s before one logged earlier: the clock that stamps it "
+                             "stepped back"),
+                      (0.5, "from sample 90 .* the stamps run 0.500 s further ahead of the log times than before: "
+                            "the clock that stamps it stepped forward")):
+        write_clocked(tmp_path / "step.mcap", rec, topics, transform, stepped(by),
+                      lambda tp, k, t: epoch + t + delay(tp, k, t))
+        with pytest.raises(RecordingError, match=f"step.mcap: topic {pusher}: .*{words}"):
+            read_mcap(tmp_path / "step.mcap", scene, topics)
+
+    write_clocked(tmp_path / "hosts.mcap", rec, topics, transform,
+                  lambda tp, k, t: epoch + t + (0.2 if tp == pusher else 0.0), lambda tp, k, t: epoch + t + 0.003)
+    with pytest.raises(RecordingError, match=rf"hosts.mcap: the topics' stamps lag their log times by different "
+                                             rf"amounts \({pusher} -0.197 s, /Box7/pose \+0.003 s; 0.05 s apart at "
+                                             rf"most\): they were stamped by clocks that disagree"):
+        read_mcap(tmp_path / "hosts.mcap", scene, topics)
+    write_clocked(tmp_path / "mixed.mcap", rec, topics, transform,
+                  lambda tp, k, t: 0.0 if tp == pusher else epoch - 3.0 + t, lambda tp, k, t: epoch + t + 0.003)
+    with pytest.raises(RecordingError, match=rf"{pusher} \+0.000 s \(no stamps: read at its log times\), /Box7/pose "
+                                             rf"\+3.003 s"):
+        read_mcap(tmp_path / "mixed.mcap", scene, topics)

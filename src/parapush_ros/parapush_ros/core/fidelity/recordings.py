@@ -16,7 +16,10 @@ mocap_ingest, a pose that is not one (non-finite, a quaternion not of unit lengt
 body's samples go through mocap_ingest's tracking checks (``BodyTracker``: a pose repeated to the bit, a position
 or yaw jump, off the table, tilted), the dropped ones said in the recording's note; every body, not only the
 pusher, must be sampled at 50 Hz or faster without a dropout (a gap over 0.1 s) while the push is read, since the
-objects are interpolated to the pusher's stamps and a gap would be filled with invented poses.
+objects are interpolated to the pusher's stamps and a gap would be filled with invented poses. The stamps are
+checked against the bag's log (receive) times: a clock that stepped while recording, or bodies stamped by clocks
+that disagree (hosts not synchronised; one driver without stamps, read at its log times, beside one with them), is
+refused naming the topics (``_check_clocks``).
 
 A file is one push, scored from its first sample to its last (``check_only_pushed``: an object moved with nothing
 near it, a hand between two pushes of a session bag, is refused).
@@ -38,6 +41,14 @@ from ..scene.spec import Scene
 
 MIN_RATE_HZ = 50.0  # rows per second at least (mean), and ...
 MAX_GAP_S = 0.1  # ... no gap between two rows longer than this (a tracking dropout, not a push)
+# a bag's header stamps against its log (receive) times (``_check_clocks``): a stamp further than CLOCK_BACK_S before
+# one logged earlier on its topic, or stamps that move CLOCK_STEP_S ahead of their log times and stay there (the median
+# lag of CLOCK_WINDOW samples each side), are a step of the stamping clock ...
+CLOCK_BACK_S = 0.001
+CLOCK_STEP_S = 0.02
+CLOCK_WINDOW = 20
+# ... and topics whose stamps lag their log times by medians this far apart were stamped by different clocks
+CLOCK_OFFSET_S = 0.05
 
 
 class RecordingError(ValueError):
@@ -278,6 +289,7 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     from ...ros.params import MOCAP_INGEST_IO  # noqa: PLC0415
     tolerance = MOCAP_INGEST_IO["quaternion_tolerance"].default
     unstamped = dict.fromkeys(wanted, 0)
+    clocks = {t: [] for t in wanted}  # (log time, stamp) of every message
     for topic, schema, log_time_ns, msg in messages:
         if schema != POSE_DATATYPE:
             raise RecordingError(f"{path.name}: topic {topic}: messages of type {schema or 'unknown'!r}, expected "
@@ -286,6 +298,7 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
         if stamp == 0.0:  # a driver without stamps: the receive (log) time is the best measurement time known, as
             stamp = log_time_ns * 1e-9  # in mocap_ingest
             unstamped[topic] += 1
+        clocks[topic].append((log_time_ns * 1e-9, stamp))
         pos = (msg.pose.position.x, msg.pose.position.y, msg.pose.position.z)
         quat = (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w)
         if check_pose(pos, quat, "", "", tolerance):  # not a pose: no sample (a gap it leaves is judged below)
@@ -296,6 +309,8 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
         if not series[t]:
             raise RecordingError(f"{path.name}: topic {t}: no PoseStamped messages (topics wanted: "
                                  f"{', '.join(wanted)})")
+    _check_clocks(path.name, clocks, unstamped)
+    for t in wanted:
         try:
             arrays[t], dropped[t] = _tracked(series[t], scene)
         except RecordingError as e:
@@ -336,6 +351,45 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
                      f"taken from config/mocap_ingest.yaml (--mocap-config for another)")
     rec.note = "; ".join(filter(None, notes))
     return rec
+
+
+def _check_clocks(name: str, clocks: dict, unstamped: dict) -> None:
+    """Refuse a bag whose header stamps cannot be put on one time line: on a topic, a stamp before one logged
+    earlier (the stamping clock stepped back: sorted by stamp, the two stretches would interleave), or a step of the
+    stamps the log times do not show (stepped forward: an invented gap); across topics, stamps that lag the log times
+    by medians ``CLOCK_OFFSET_S`` or more apart (clocks that differ between hosts: the bodies would be paired with
+    each other's past). ``clocks``: per topic, (log time, stamp) of each message. Why against the log times: they are
+    one clock, the recorder's, for every topic; a receive delay only makes a stamp lag more, never run ahead."""
+    lags = {}
+    for topic, pairs in clocks.items():
+        if not pairs:
+            continue
+        log, stamp = np.asarray(sorted(pairs)).T  # in log order (samples logged at once: in stamp order)
+        back = np.maximum.accumulate(stamp) - stamp
+        if back.max() > CLOCK_BACK_S:
+            i = int(np.argmax(back > CLOCK_BACK_S))
+            raise RecordingError(f"{name}: topic {topic}: sample {i} (logged at {log[i]:.3f} s) is stamped "
+                                 f"{back[i]:.3f} s before one logged earlier: the clock that stamps it stepped back "
+                                 "while recording (synchronise the driver's clock without steps, e.g. chrony's "
+                                 "slewing, and record again)")
+        lag = log - stamp
+        # a forward step: the stamps run ahead of the log times, for good (a late receive only delays one sample's
+        # log time, so its successor's step in log time is short by the delay: the medians each side tell them apart)
+        for i in np.flatnonzero(np.diff(stamp) - np.diff(log) > CLOCK_STEP_S) + 1:
+            drop = np.median(lag[max(0, i - CLOCK_WINDOW):i]) - np.median(lag[i:i + CLOCK_WINDOW])
+            if drop > CLOCK_STEP_S:
+                raise RecordingError(f"{name}: topic {topic}: from sample {i} (logged at {log[i]:.3f} s) the stamps "
+                                     f"run {drop:.3f} s further ahead of the log times than before: the clock that "
+                                     "stamps it stepped forward while recording (synchronise the driver's clock "
+                                     "without steps, e.g. chrony's slewing, and record again)")
+        lags[topic] = float(np.median(lag))
+    if len(lags) > 1 and max(lags.values()) - min(lags.values()) >= CLOCK_OFFSET_S:
+        said = ", ".join(f"{t} {t_lag:+.3f} s" + (" (no stamps: read at its log times)" if unstamped.get(t) else "")
+                         for t, t_lag in lags.items())
+        raise RecordingError(f"{name}: the topics' stamps lag their log times by different amounts ({said}; "
+                             f"{CLOCK_OFFSET_S} s apart at most): they were stamped by clocks that disagree, and "
+                             "the bodies cannot be paired in time (synchronise the hosts' clocks, e.g. chrony or PTP, "
+                             "or stream every body from one driver)")
 
 
 def _tracked(samples, scene: Scene) -> tuple[np.ndarray, list]:

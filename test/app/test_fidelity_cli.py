@@ -80,3 +80,27 @@ def test_calibration_recovers_the_perturbed_world(tmp_path, recordings):
     assert fitted.support.spread == pytest.approx(data["fitted"]["spread"])
     assert "calibrated by `parapush calibrate`" in out_scene.read_text().splitlines()[0]
     assert yaml.safe_load(out_scene.read_text())["support"]["pattern"] == "grid"
+
+
+def test_split_pushes_cuts_a_session_into_recordings_replay_reads(tmp_path, recordings):
+    """``split-pushes``: three recorded pushes in one session file (the box set back by hand between them) are
+    refused by replay as one push, and cut into three CSV recordings that replay reads, with a table, JSON and a
+    timeline plot."""
+    from parapush_ros.core.fidelity.recordings import read_csv, write_csv
+    from parapush_ros.core.fidelity.synthetic import session
+    scene = load_scene("box_slider")
+    pushes = [read_csv(recordings / f"push_{i:03d}.csv", scene) for i in range(3)]
+    write_csv(tmp_path / "session.csv", scene, session(pushes)[0])
+    with pytest.raises(ValueError, match=r"not a push .*\(parapush split-pushes\)"):
+        main(["replay", "--scene", "box_slider", "--recordings", str(tmp_path / "session.csv"), "--models", "coarse",
+              "--out", str(tmp_path)])
+    assert main(["split-pushes", "--scene", "box_slider", "--recordings", str(tmp_path / "session.csv"),
+                 "--out", str(tmp_path / "cut")]) == 0
+    data = json.loads((tmp_path / "cut" / "split_pushes.json").read_text())
+    cut = data["sessions"][0]
+    assert [p["file"].rsplit("/", 1)[-1] for p in cut["pushes"]] == [f"session_push_{i:03d}.csv" for i in range(3)]
+    assert len(cut["breaks"]) == 2 and all("(a hand?)" in why for _, _, why in cut["breaks"])
+    assert (tmp_path / "cut" / "split_session.png").stat().st_size > 0
+    assert main(["replay", "--scene", "box_slider", "--recordings", str(tmp_path / "cut"), *GRID, "--models", "coarse",
+                 "--out", str(tmp_path / "r"), "--json", str(tmp_path / "r.json")]) == 0
+    assert len(json.loads((tmp_path / "r.json").read_text())["recordings"]) == 3

@@ -6,7 +6,9 @@ import pytest
 
 from parapush_ros.core.fidelity.recordings import (McapPoseWriter, MocapTopics, Recording, RecordingError,
                                                    expand_paths, read_csv, read_mcap, read_recording, read_recordings,
-                                                   write_csv)
+                                                   read_session, write_csv)
+from parapush_ros.core.fidelity.synthetic import random_push_plans, simulate
+from parapush_ros.core.fidelity.synthetic import session as synthetic_session
 from parapush_ros.core.robot.mocap import MocapToTable, quat_from_yaw
 from parapush_ros.core.scene.spec import load_scene
 
@@ -336,3 +338,29 @@ def test_stamps_are_checked_against_the_log_times(tmp_path, scene):
     with pytest.raises(RecordingError, match=rf"{pusher} \+0.000 s \(no stamps: read at its log times\), /Box7/pose "
                                              rf"\+3.003 s"):
         read_mcap(tmp_path / "mixed.mcap", scene, topics)
+
+
+def test_a_session_is_cut_into_its_pushes(tmp_path, scene):
+    """A session bag (three pushes, the box set back by hand between them, its markers covered meanwhile) is
+    refused as one push and cut into three by ``read_session``: each starts and ends where its push did (the box at
+    rest there), none spans the hand's move or the dropout, and each is read as one push once written out."""
+    plans = random_push_plans(scene, 3, seed=4)
+    pushes = [simulate(scene, plan, f"p{i}", position_noise=1e-4, seed=i) for i, plan in enumerate(plans)]
+    session, hidden = synthetic_session(pushes)
+    transform = MocapToTable.from_params([0.2, -0.1, 0.0], [0.4], "z")
+    topics = MocapTopics(transform=transform, body_map="box=Box7")
+    path = _bag(tmp_path / "session.mcap", topics, transform, session,
+                box=lambda k, pose: None if hidden[k] else pose)
+    with pytest.raises(RecordingError, match=r"session.mcap: .*(not a push|a tracking dropout)"):
+        read_recording(path, scene, topics)
+    cut = read_session(path, scene, topics)
+    assert [p.name for p in cut.pushes] == ["session_push_000", "session_push_001", "session_push_002"]
+    for push, truth in zip(cut.pushes, pushes):
+        # the box's motion is all in the cut, from rest to rest: the same start and end as the push alone
+        np.testing.assert_allclose(push.objects[0, 0, :2], truth.objects[0, 0, :2], atol=1e-3)
+        np.testing.assert_allclose(push.objects[-1, 0, :2], truth.objects[-1, 0, :2], atol=1e-3)
+        write_csv(tmp_path / f"{push.name}.csv", scene, push)
+    whys = " ".join(why for _, _, why in cut.breaks)
+    assert "a body not tracked" in whys and "object 'box' moved" in whys and "(a hand?)" in whys
+    back = read_recordings([tmp_path / f"{p.name}.csv" for p in cut.pushes], scene)
+    assert [len(r.times) for r in back] == [len(p.times) for p in cut.pushes]

@@ -1,5 +1,5 @@
-"""``parapush synth-pushes``, ``parapush replay`` and ``parapush calibrate``: parapush's models against recorded
-pushes (core/fidelity/)."""
+"""``parapush synth-pushes``, ``parapush split-pushes``, ``parapush replay`` and ``parapush calibrate``: parapush's
+models against recorded pushes (core/fidelity/)."""
 from __future__ import annotations
 
 import argparse
@@ -51,6 +51,60 @@ def run_synth(args) -> None:
         write_csv(out / f"push_{i:03d}.csv", scene, rec)
     (out / "world.yaml").write_text(yaml.safe_dump(scene.to_dict(), sort_keys=False))
     print(f"wrote {len(plans)} recordings and the world they were made in (world.yaml) to {out}")
+
+
+# ------------------------------------------------------------------------------------------------ split-pushes
+def run_split(args) -> dict:
+    """Each session recording cut into pushes (``core.fidelity.recordings.split_pushes``), written as one CSV per
+    push, with a table, JSON and a timeline plot per session that shows where it was cut and why."""
+    from .bench.common import print_table, pyplot, save_figure, write_json  # noqa: PLC0415
+    from ..core.fidelity.recordings import (UNPUSHED_REACH, MocapTopics, expand_paths, pusher_distance,  # noqa: PLC0415
+                                            read_session, write_csv)
+    scene = scene_with_overrides(args.scene, args.set)
+    topics = MocapTopics.from_config(args.mocap_config) if args.mocap_config else None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, sessions, plt = [], [], pyplot()
+    for path in expand_paths(args.recordings):
+        session = read_session(path, scene, topics)
+        if session.note:
+            print(f"warning: {session.note}", file=sys.stderr)
+        t0 = session.start
+        entry = {"recording": str(path), "pushes": [], "breaks": [list(b) for b in session.breaks],
+                 "left_out": [list(b) for b in session.left_out]}
+        for push in session.pushes:
+            file = out / f"{push.name}.csv"
+            write_csv(file, scene, push)
+            moved = {o.name: 1e3 * float(np.linalg.norm(push.objects[-1, i, :2] - push.objects[0, i, :2]))
+                     for i, o in enumerate(scene.objects)}
+            entry["pushes"].append({"file": str(file), "start_s": push.times[0] - t0, "end_s": push.times[-1] - t0,
+                                    "duration_s": push.duration, "moved_mm": moved})
+            rows.append([file.name, push.times[0] - t0, push.times[-1] - t0, push.duration,
+                         ", ".join(f"{k} {v:.0f}" for k, v in moved.items())])
+        for a, b, why in session.breaks + session.left_out:
+            print(f"{path.name}: {a:.2f}-{b:.2f} s not written as a push: {why}")
+        sessions.append(entry)
+        rec = session.recording
+        fig, ax = plt.subplots(figsize=(10, 3.5))
+        t, distance = rec.times - t0, 1e3 * pusher_distance(rec, scene)
+        for i, o in enumerate(scene.objects):
+            ax.plot(t, distance[:, i], lw=1, label=f"pusher to {o.name}'s bounding circle (mm)")
+        ax.axhline(1e3 * UNPUSHED_REACH, color="0.5", ls=":", lw=1, label="near (a push)")
+        for k, push in enumerate(session.pushes):
+            ax.axvspan(push.times[0] - t0, push.times[-1] - t0, color="tab:green", alpha=0.2,
+                       label="push (written)" if k == 0 else None)
+        for k, (a, b, _) in enumerate(session.breaks):
+            ax.axvspan(a, b, color="tab:red", alpha=0.15, label="not a push (hand, dropout)" if k == 0 else None)
+        ax.set_ylim(min(-20.0, distance.min() - 5.0), 300)  # far off: clipped
+        ax.set_xlabel("time since the first sample (s)")
+        ax.set_title(f"{path.name}: {len(session.pushes)} push(es)")
+        ax.legend(fontsize=7, loc="upper right")
+        save_figure(fig, out / f"split_{path.stem}.png")
+    print_table(["push", "start s", "end s", "duration s", "object moved mm"], rows,
+                title=f"split-pushes: {len(rows)} push(es) of scene {scene.name!r} written to {out}")
+    payload = {"scene": scene.name, "sessions": sessions}
+    write_json(out / "split_pushes.json", payload)
+    return payload
 
 
 # ------------------------------------------------------------------------------------------------------ replay
@@ -216,6 +270,12 @@ def add_parser(sub) -> None:
                                "with (default: the bag's own mocap_ingest parameters, which parapush's recorder "
                                "stores; for a bag without them the shipped config/mocap_ingest.yaml)")
     recorded.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scene override")
+
+    p = sub.add_parser("split-pushes", parents=[recorded],
+                       help="cut session recordings (several pushes, objects set back by hand between them) into one "
+                            "CSV recording per push, for replay and calibrate; a table, JSON and a timeline plot")
+    p.add_argument("--out", type=output_dir, required=True, help="directory for the CSV files and the plots")
+    p.set_defaults(func=run_split)
 
     p = sub.add_parser("replay", parents=[recorded], help="replay recorded pushes through the models; errors along "
                                                           "the path and at the end (JSON, table, a plot per push)")

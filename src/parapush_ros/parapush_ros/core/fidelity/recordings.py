@@ -27,6 +27,7 @@ near it, a hand between two pushes of a session bag, is refused).
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -267,9 +268,30 @@ class MocapTopics:
 def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
     """A push from a bag of mocap PoseStamped topics: every body sampled at the pusher's stamps (linear
     interpolation; yaw unwrapped first), transformed to the table frame. Errors name the file and the topic."""
+    path = Path(path)
+    rec, samples, said = _read_bodies(path, scene, topics)
+    wanted, times = list(samples), rec.times
+    try:
+        _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
+        for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
+            st = samples[t]
+            # the samples the interpolation uses: from the last at or before the first time to the first at or
+            # after the last (bodies of one frame share a stamp: no sample beyond those, whose gap nothing was read
+            # across)
+            lo = max(0, int(np.searchsorted(st, times[0], side="right")) - 1)
+            hi = int(np.searchsorted(st, times[-1], side="left")) + 1
+            _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
+    except RecordingError as e:  # a gap may be samples the tracking checks dropped: say which and why
+        raise RecordingError(f"{e}" + (f"; dropped by mocap_ingest's tracking checks: {said}" if said else "")) \
+            from None
+    return rec
+
+
+def _read_bodies(path: Path, scene: Scene, topics: MocapTopics) -> tuple[Recording, dict, str]:
+    """Every body of a bag at the pusher's stamps where every body has been seen (gaps not judged): (the recording
+    with its notes, each topic's own sample stamps (pusher first), what the tracking checks dropped, as text)."""
     from mcap.reader import make_reader  # noqa: PLC0415
     from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415
-    path = Path(path)
     wanted = [topics.topic(topics.pusher_body)] + topics.object_topics(scene)
     series = {t: [] for t in wanted}
     note = ""
@@ -326,19 +348,6 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
                     objects=objects, note=note)
     said = "; ".join(f"{t}: {len(d)} sample(s), the first at {d[0][0]:.3f} s ({d[0][1]})"
                      for t, d in dropped.items() if d)
-    try:
-        _check_samples(rec, f"{path.name}: topic {wanted[0]}", row_offset=0, unit="sample", column="")
-        for t in wanted[1:]:  # each object's own samples over the push (and the one each side of it)
-            st = arrays[t][:, 0]
-            # the samples the interpolation uses: from the last at or before the first time to the first at or
-            # after the last (bodies of one frame share a stamp: no sample beyond those, whose gap nothing was read
-            # across)
-            lo = max(0, int(np.searchsorted(st, times[0], side="right")) - 1)
-            hi = int(np.searchsorted(st, times[-1], side="left")) + 1
-            _check_times(st[lo:hi], f"{path.name}: topic {t}", row_offset=lo, unit="sample", column="")
-    except RecordingError as e:  # a gap may be samples the tracking checks dropped: say which and why
-        raise RecordingError(f"{e}" + (f"; dropped by mocap_ingest's tracking checks: {said}" if said else "")) \
-            from None
     notes = [rec.note]
     if said:  # interpolated over, or the push read only where every body passed (a trimmed start or end)
         notes.append(f"{path.name}: samples dropped by mocap_ingest's tracking checks: {said}; read from "
@@ -350,7 +359,7 @@ def read_mcap(path, scene: Scene, topics: MocapTopics) -> Recording:
         notes.append(f"{path.name}: no parapush metadata in the bag: its topics and mocap -> table transform are "
                      f"taken from config/mocap_ingest.yaml (--mocap-config for another)")
     rec.note = "; ".join(filter(None, notes))
-    return rec
+    return rec, {t: arrays[t][:, 0] for t in wanted}, said
 
 
 def _check_clocks(name: str, clocks: dict, unstamped: dict) -> None:
@@ -456,16 +465,24 @@ def read_recording(path, scene: Scene, topics: MocapTopics | None = None) -> Rec
     if path.suffix.lower() == ".csv":
         rec = read_csv(path, scene)
     elif path.suffix.lower() == ".mcap":
-        if topics is None:  # what the bag says it was recorded with, else the shipped mocap_ingest configuration
-            try:
-                topics = MocapTopics.from_bag(path)
-            except Exception as e:  # noqa: BLE001 - the mcap library's errors: a truncated or foreign file
-                raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
-        rec = read_mcap(path, scene, topics or replace(MocapTopics.from_config(), from_shipped_config=True))
+        rec = read_mcap(path, scene, _bag_topics(path, topics))
     else:
         raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")
     check_only_pushed(rec, scene, path.name)
     return rec
+
+
+def _bag_topics(path: Path, topics: MocapTopics | None) -> MocapTopics:
+    """``topics`` if given, else what the bag says it was recorded with, else the shipped mocap_ingest
+    configuration; a path that is not an MCAP bag is refused."""
+    if path.suffix.lower() != ".mcap":
+        raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")
+    if topics is None:
+        try:
+            topics = MocapTopics.from_bag(path)
+        except Exception as e:  # noqa: BLE001 - the mcap library's errors: a truncated or foreign file
+            raise RecordingError(f"{path.name}: not a readable MCAP bag: {e}") from None
+    return topics or replace(MocapTopics.from_config(), from_shipped_config=True)
 
 
 UNPUSHED_REACH = 0.05  # m beyond touching: a pusher (or a moving object) this near may have moved an object
@@ -478,14 +495,46 @@ def check_only_pushed(rec: Recording, scene: Scene, name: str) -> None:
     than ``UNPUSHED_MOTION`` with nothing that near (a hand setting it back between pushes of one session bag, a
     person bumping the table) would be scored as the models' error: ``RecordingError`` naming the object, the
     times and how far the pusher was."""
+    for run in _unpushed_runs(rec, scene)[:1]:
+        t0 = rec.times[0]
+        raise RecordingError(
+            f"{name}: object {run.name!r} moved {1e3 * run.moved:.0f} mm between {rec.times[run.a] - t0:.2f} and "
+            f"{rec.times[run.b - 1] - t0:.2f} s (past {1e3 * UNPUSHED_MOTION:.0f} mm at {rec.times[run.k] - t0:.2f} s) "
+            f"with the pusher at least {run.pusher_mm:.0f} mm from touching it and no moving object "
+            f"near: not a push (a hand? a bump?). A recording is scored as one push: record one bag per push "
+            f"(record:= starts a new one per launch), or cut the session's bag into pushes (parapush split-pushes)")
+
+
+@dataclass
+class _UnpushedRun:
+    """Samples [a, b) in which object ``name`` moved ``moved`` m (past ``UNPUSHED_MOTION`` first at sample k) with
+    the pusher at least ``pusher_mm`` from touching it and no moving object near."""
+
+    name: str
+    a: int
+    b: int
+    k: int
+    moved: float
+    pusher_mm: float
+
+
+def pusher_distance(rec: Recording, scene: Scene) -> np.ndarray:
+    """(T, n): how far the pusher's surface is from each object's bounding circle (m; <= 0: they may touch)."""
+    reach = np.array([o.footprint.bounding_radius for o in scene.objects])
+    return np.linalg.norm(rec.objects[..., :2] - rec.pusher[:, None], axis=-1) - reach - scene.pusher.radius
+
+
+def _unpushed_runs(rec: Recording, scene: Scene) -> list:
+    """Every run of samples in which an object moved with no cause the models know (``check_only_pushed``)."""
     xy = rec.objects[..., :2]  # (T, n, 2)
     reach = np.array([o.footprint.bounding_radius for o in scene.objects])
-    to_pusher = np.linalg.norm(xy - rec.pusher[:, None], axis=-1) - reach - scene.pusher.radius
+    to_pusher = pusher_distance(rec, scene)
     explained = to_pusher <= UNPUSHED_REACH
     between = np.linalg.norm(xy[:, :, None] - xy[:, None], axis=-1) - reach[:, None] - reach[None]
     near = (between <= UNPUSHED_REACH) & ~np.eye(len(reach), dtype=bool)
     for _ in range(len(reach) - 1):  # chains: pushed by an object that is itself pushed
         explained |= np.any(near & explained[:, None, :], axis=-1)
+    runs = []
     for i, o in enumerate(scene.objects):
         free = ~explained[:, i]
         starts = np.flatnonzero(free & ~np.concatenate([[False], free[:-1]]))
@@ -493,14 +542,103 @@ def check_only_pushed(rec: Recording, scene: Scene, name: str) -> None:
             b = a + int(np.argmin(free[a:])) if not free[a:].all() else len(free)
             moved = np.linalg.norm(xy[a:b, i] - xy[a, i], axis=-1)
             if moved.max() > UNPUSHED_MOTION:
-                k = a + int(np.argmax(moved > UNPUSHED_MOTION))
-                t0 = rec.times[0]
-                raise RecordingError(
-                    f"{name}: object {o.name!r} moved {1e3 * moved.max():.0f} mm between {rec.times[a] - t0:.2f} and "
-                    f"{rec.times[b - 1] - t0:.2f} s (past {1e3 * UNPUSHED_MOTION:.0f} mm at {rec.times[k] - t0:.2f} s) "
-                    f"with the pusher at least {1e3 * to_pusher[a:b, i].min():.0f} mm from touching it and no moving "
-                    f"object near: not a push (a hand? a bump?). A recording is scored as one push: record one bag "
-                    f"per push (record:= starts a new one per launch), or cut the session's bag into pushes")
+                runs.append(_UnpushedRun(o.name, int(a), int(b), int(a + np.argmax(moved > UNPUSHED_MOTION)),
+                                         float(moved.max()), float(1e3 * to_pusher[a:b, i].min())))
+    return sorted(runs, key=lambda r: r.a)
+
+
+# ------------------------------------------------------------------------------------------ session bags
+PUSH_MARGIN_S = 0.4  # s of a session kept before a push's first approach and after it (its approach, the free slide)
+PUSH_IDLE_S = 1.0  # s with no object near the pusher that separate two pushes of one session
+
+
+@dataclass
+class Session:
+    """A session's ``recording`` cut into pushes (``split_pushes``): ``pushes`` (``Recording`` each, named
+    ``<session>_push_000``, ...), ``breaks`` and ``left_out`` ((start s, end s, why), since the session's first
+    sample): the stretches no push may span (an object moved with nothing near it, a body not tracked), and those
+    near the pusher not written as a push (no object moved; one not accepted as a push)."""
+
+    recording: Recording
+    pushes: list
+    breaks: list
+    left_out: list
+
+    @property
+    def start(self) -> float:
+        """The session's first sample time (s): ``breaks`` and ``idle`` count from it."""
+        return float(self.recording.times[0])
+
+    @property
+    def note(self) -> str:
+        return self.recording.note
+
+
+def split_pushes(rec: Recording, scene: Scene, tracked: np.ndarray | None = None) -> Session:
+    """Cut a session (several pushes, the objects set back by hand between them) into recordings of one push
+    each, every one of which ``check_only_pushed`` accepts: a push is a stretch with an object within
+    ``UNPUSHED_REACH`` of the pusher (stretches less than ``PUSH_IDLE_S`` apart are one push), with
+    ``PUSH_MARGIN_S`` before and after, in which an object moved more than ``UNPUSHED_MOTION``; none spans an
+    object moved with nothing near (a hand), a gap of the samples, or a sample where ``tracked`` (T,) is False (a
+    body not seen within ``MAX_GAP_S``: occluded by the hand). A hand near the pusher is not told from the pusher:
+    keep the pusher away while setting objects back."""
+    t, T = rec.times, len(rec.times)
+    t0 = t[0]
+    free = np.ones(T, dtype=bool) if tracked is None else np.asarray(tracked, dtype=bool).copy()
+    breaks = []
+    for a, b in _runs(~free):
+        breaks.append((t[a] - t0, t[b - 1] - t0, f"a body not tracked (no sample within {MAX_GAP_S:g} s: occluded?)"))
+    for run in _unpushed_runs(rec, scene):
+        free[run.a:run.b] = False
+        breaks.append((t[run.a] - t0, t[run.b - 1] - t0, f"object {run.name!r} moved {1e3 * run.moved:.0f} mm with "
+                                                         f"the pusher {run.pusher_mm:.0f} mm or more away (a hand?)"))
+    cut = np.concatenate([[False], np.diff(t) > MAX_GAP_S])  # a gap of the samples: a new stretch after it
+    for k in np.flatnonzero(cut):
+        breaks.append((t[k - 1] - t0, t[k] - t0, f"no sample for {t[k] - t[k - 1]:.2f} s"))
+    engaged = (pusher_distance(rec, scene) <= UNPUSHED_REACH).any(axis=1)
+    stretches = [(s, e) for a, b in _runs(free)
+                 for s, e in itertools.pairwise([a, *(np.flatnonzero(cut[a + 1:b]) + a + 1), b])]
+    pushes, left_out = [], []
+    for s, e in stretches:
+        near = np.flatnonzero(engaged[s:e]) + s
+        for g in np.split(near, np.flatnonzero(np.diff(t[near]) > PUSH_IDLE_S) + 1) if near.size else []:
+            lo = int(np.searchsorted(t, max(t[s], t[g[0]] - PUSH_MARGIN_S), side="left"))
+            hi = int(np.searchsorted(t, min(t[e - 1], t[g[-1]] + PUSH_MARGIN_S), side="right"))
+            moved = np.linalg.norm(rec.objects[lo:hi, :, :2] - rec.objects[lo, :, :2], axis=-1).max()
+            if moved <= UNPUSHED_MOTION:
+                left_out.append((t[lo] - t0, t[hi - 1] - t0, f"the pusher came near, no object moved more than "
+                                                             f"{1e3 * UNPUSHED_MOTION:.0f} mm"))
+                continue
+            name = f"{rec.name}_push_{len(pushes):03d}"
+            push = Recording(name, t[lo:hi].copy(), rec.pusher[lo:hi].copy(), rec.objects[lo:hi].copy())
+            _check_samples(push, name, row_offset=lo, unit="sample", column="")
+            try:  # measured from the push's own start, a slow drift may add up past UNPUSHED_MOTION
+                check_only_pushed(push, scene, name)
+            except RecordingError as e:
+                left_out.append((t[lo] - t0, t[hi - 1] - t0, str(e).split(" A recording is scored")[0]))
+                continue
+            pushes.append(push)
+    return Session(rec, pushes, sorted(breaks), left_out)
+
+
+def _runs(mask: np.ndarray) -> list:
+    """[(a, b)] of the runs of True in ``mask`` (samples a .. b - 1)."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def read_session(path, scene: Scene, topics: MocapTopics | None = None) -> Session:
+    """A session's CSV or MCAP recording cut into pushes (``split_pushes``); in a bag, a body may drop out
+    between pushes (a hand over its markers): no push spans that."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        return split_pushes(read_csv(path, scene), scene)  # (a CSV file has no gap: read_csv refuses one)
+    rec, samples, _ = _read_bodies(path, scene, _bag_topics(path, topics))
+    tracked = np.ones(len(rec.times), dtype=bool)
+    for st in list(samples.values())[1:]:  # each object: a sample within MAX_GAP_S on both sides of the time
+        i = np.clip(np.searchsorted(st, rec.times), 1, len(st) - 1)
+        tracked &= (st[i] - st[i - 1] <= MAX_GAP_S) | np.isin(rec.times, st)
+    return split_pushes(rec, scene, tracked)
 
 
 def expand_paths(paths) -> list:

@@ -113,3 +113,34 @@ def simulate(scene: Scene, plan: PushPlan, name: str, rate: float = 100.0, posit
     objects[..., :2] += rng.normal(0.0, position_noise, objects[..., :2].shape)
     objects[..., 2] += rng.normal(0.0, yaw_noise, objects[..., 2].shape)
     return Recording(name=name, times=data[:, 0] - t0, pusher=pusher, objects=objects)
+
+
+def session(pushes: list, rate: float = 100.0, noise: float = 1e-4, seed: int = 0,
+            rest=(0.25, 0.3)) -> tuple[Recording, np.ndarray]:
+    """``pushes`` (recordings at ``rate``) back to back as a person records a session in one bag, the test of
+    ``recordings.split_pushes``: after each push the pusher backs off to ``rest`` (table frame, 1 s), a hand sets
+    the objects to the next push's start (0.6 s; the middle 0.3 s with their markers covered) and the pusher goes
+    to the next start (1 s). Between pushes the motion is drawn, not simulated. Returns (the session, (T,) True
+    where the objects' markers are covered)."""
+    rng = np.random.default_rng(seed)
+    rest = np.asarray(rest, dtype=float)
+    pusher, objects, covered = [], [], []
+
+    def add(p, o, hidden=False):
+        pusher.append(p + rng.normal(0.0, noise, 2))
+        objects.append(o + np.concatenate([rng.normal(0.0, noise, (len(o), 2)), np.zeros((len(o), 1))], 1))
+        covered.append(hidden)
+    for i, rec in enumerate(pushes):
+        for k in range(len(rec.times)):
+            add(rec.pusher[k], rec.objects[k])
+        if i + 1 == len(pushes):
+            break
+        end, nxt = rec.objects[-1], pushes[i + 1]
+        for f in np.linspace(0.0, 1.0, int(rate)):
+            add(rec.pusher[-1] + f * (rest - rec.pusher[-1]), end)
+        for f in np.linspace(0.0, 1.0, int(0.6 * rate)):
+            add(rest, end + f * (nxt.objects[0] - end), 0.15 < f < 0.65)
+        for f in np.linspace(0.0, 1.0, int(rate)):
+            add(rest + f * (nxt.pusher[0] - rest), nxt.objects[0])
+    return (Recording("session", np.arange(len(pusher)) / rate, np.array(pusher), np.array(objects)),
+            np.array(covered))

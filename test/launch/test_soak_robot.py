@@ -25,15 +25,22 @@ def test_a_short_robot_soak_meets_every_fault_once_and_is_safe(tmp_path):
     for key in ("unsafe_commands", "nonzero_after_stop", "param_sets_ignored", "exceptions"):
         assert s[key] == 0, (key, s)
     assert set(s["goals_reached"]) == set(FAULTS) and all(g["sent"] >= 1 for g in s["goals_reached"].values())
-    assert s["control_duration"] == 0.1 and len(s["starts"]) == 3  # the first start, then after SIGINT and SIGTERM
+    # the first start, then after SIGINT, SIGTERM and the commander's hang
+    assert s["control_duration"] == 0.1 and len(s["starts"]) == 4
     assert s["planner"] == "fast"  # re-planned every 0.1 s control
     assert len(s["episodes"]) == sum(g["sent"] for g in s["goals_reached"].values())  # one record per goal
     assert s["fault_free"]["sent"] == s["goals_reached"]["none"]["sent"]
     assert all(e["standin_skipped_s"] >= 0.0 for e in s["episodes"])
-    assert [st["servo_units"] for st in s["starts"]] == ["unitless", "speed_units", "unitless"]
-    assert s["hostile"] == {"count": 3 * len(HOSTILE_SETS), "refused": 3 * len(HOSTILE_SETS), "not_refused": []}
+    assert [st["servo_units"] for st in s["starts"]] == ["unitless", "speed_units", "unitless", "speed_units"]
+    assert s["hostile"] == {"count": 4 * len(HOSTILE_SETS), "refused": 4 * len(HOSTILE_SETS), "not_refused": []}
     stops = {e["signal"]: e for e in s["exits"]}
     assert stops["SIGINT"]["nodes"] == dict.fromkeys(("mocap_ingest", "parareal_predictor", "mpc_planner",
                                                       "velocity_commander"), 0)
     assert stops["SIGTERM"]["left_running"] == []
+    # velocity_commander stopped (SIGSTOP) while the arm moved: the launch zeroed the arm (nonzero_after_stop above
+    # counts a last twist that is not zero), said so, killed it, and the rest exited cleanly
+    (hang,) = s["commander_hangs"]
+    assert hang["moving"] and hang["said"] and 0.5 <= hang["silent_s"] < 5.0, hang
+    assert stops["commander_hang"]["nodes"] == {"mocap_ingest": 0, "parareal_predictor": 0, "mpc_planner": 0,
+                                                "velocity_commander": -9}
     assert all(c["injected"] >= 1 for c in s["clock_faults"].values())

@@ -19,11 +19,13 @@ launch then ends with a non-zero status.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
 import inspect
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -478,7 +480,8 @@ def _launch_actions(context, mode: str) -> list:
         actions.append(RegisterEventHandler(OnProcessExit(
             target_action=node, on_exit=functools.partial(_failed_node_ends_launch, s.name))))
         if s.name == "velocity_commander":
-            actions += _zero_when_the_commander_dies(context, node, kwargs["parameters"][0])
+            actions += _zero_when_the_commander_dies(context, node, kwargs["parameters"][0],
+                                                     watch_hang=mode == "robot")
     actions.append(Node(package="tf2_ros", executable="static_transform_publisher", name=MOCAP_TF_NODE,
                         output="screen", arguments=mocap_static_transform_arguments(mode, arguments, share),
                         parameters=[{"use_sim_time": use_sim_time}]))
@@ -519,11 +522,22 @@ def _failed_node_ends_launch(name, event, context):
     return [OpaqueFunction(function=fail)]
 
 
-def _zero_when_the_commander_dies(context, commander, params: dict) -> list:
+COMMANDER_HANG_TIMEOUT = 0.5  # s of silence after a non-zero command: 5 cm at the default speed limit, while a
+# loaded host's scheduling hiccups (tens of ms at the commander's 100 Hz) stay far below it
+
+
+def _zero_when_the_commander_dies(context, commander, params: dict, watch_hang: bool) -> list:
     """The UR twist controller and a forward velocity controller hold the last command: a commander killed
     mid-push (SIGKILL, out of memory) would leave the arm moving. The launch process outlives it: its own ROS node
     (launch_ros') sends the arm input one zero command as soon as the commander exits with an error. The publisher
-    is made now, so DDS has matched it with the arm's driver long before it is needed."""
+    is made now, so DDS has matched it with the arm's driver long before it is needed.
+
+    ``watch_hang`` (the robot, on the system clock): a commander that hangs without exiting (a deadlock, a stopped
+    process) is as dangerous and sends nothing at all, while a running one sends every period, zeros included; silent
+    for ``COMMANDER_HANG_TIMEOUT`` after a non-zero command, it is sent a zero by the launch and killed (a hung
+    process cannot be asked to stop; left alone, it might wake and resume at its old speed with the arm at rest), which
+    ends the launch as any failed node does. Not in simulation: there the commander's period is simulated time, and a
+    world slower than real time would look like a hang."""
     from launch.actions import LogInfo, RegisterEventHandler  # noqa: PLC0415
     from launch.event_handlers import OnProcessExit  # noqa: PLC0415
     from launch_ros.ros_adapters import get_ros_node  # noqa: PLC0415
@@ -537,6 +551,8 @@ def _zero_when_the_commander_dies(context, commander, params: dict) -> list:
     msg_type, topic = output_of(p)
     node = get_ros_node(context)
     publisher = node.create_publisher(msg_type, topic, qos.RELIABLE)
+    if watch_hang:
+        _watch_for_a_hang(node, commander, publisher, p, msg_type, topic)
 
     def on_exit(event, _context):
         if event.returncode == 0:  # it stopped as asked, after sending its own zero
@@ -549,6 +565,44 @@ def _zero_when_the_commander_dies(context, commander, params: dict) -> list:
         return [LogInfo(msg=f"velocity_commander exited with status {event.returncode}: the launch sent the arm a "
                             f"zero command on {topic}")]
     return [RegisterEventHandler(OnProcessExit(target_action=commander, on_exit=on_exit))]
+
+
+def _watch_for_a_hang(node, commander, publisher, p: dict, msg_type, topic: str) -> None:
+    """The hang watch of ``_zero_when_the_commander_dies``: the arm input as the launch's node receives it, judged
+    on the steady clock (a step of the system clock is not silence)."""
+    from rclpy.clock import Clock, ClockType  # noqa: PLC0415
+
+    from .nodes.velocity_commander import zero_output  # noqa: PLC0415
+    from .ros import qos  # noqa: PLC0415
+
+    steady = Clock(clock_type=ClockType.STEADY_TIME)
+    last = {"t": None, "moving": False, "fired": False}
+
+    def moving(msg) -> bool:  # a TwistStamped or (joint_velocity) a Float64MultiArray
+        if hasattr(msg, "twist"):
+            v = msg.twist
+            return any(x != 0.0 for x in (v.linear.x, v.linear.y, v.linear.z, v.angular.x, v.angular.y, v.angular.z))
+        return any(x != 0.0 for x in msg.data)
+
+    def on_command(msg):
+        last["t"], last["moving"] = steady.now().nanoseconds * 1e-9, moving(msg)
+
+    def check():
+        details = commander.process_details
+        if last["fired"] or not last["moving"] or last["t"] is None or details is None:
+            return
+        silent = steady.now().nanoseconds * 1e-9 - last["t"]
+        if silent < COMMANDER_HANG_TIMEOUT:
+            return
+        last["fired"] = True
+        publisher.publish(zero_output(p, node.get_clock().now().to_msg()))
+        node.get_logger().error(f"velocity_commander has sent nothing for {silent:.2f} s after a non-zero command "
+                                f"(hung?): the launch sent the arm a zero on {topic} and is killing it "
+                                f"(pid {details['pid']})")
+        with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: its exit handler sends a zero too
+            os.kill(details["pid"], signal.SIGKILL)
+    node.create_subscription(msg_type, topic, on_command, qos.RELIABLE)
+    node.create_timer(COMMANDER_HANG_TIMEOUT / 5.0, check, clock=steady)
 
 
 def _lifecycle_actions(node_kwargs: dict) -> list:

@@ -28,6 +28,9 @@ every goal without a fault, the push loop's yardstick alone):
   teleop               a person's twist on ``pusher_cmd_teleop`` for 1.5 s mid-push (it has priority)
   sigint, sigterm      the whole stack's process group gets SIGINT (Ctrl-C) / SIGTERM (systemd, docker stop)
                        mid-push; every node must exit 0 and leave a zero twist last; then a fresh start
+  commander_hang       velocity_commander stopped (SIGSTOP: a hang, not an exit) mid-push; the launch must send the
+                       arm a zero, say so and kill it (``bringup.COMMANDER_HANG_TIMEOUT``), and end; the last twist
+                       must be zero, every other node exit 0; then a fresh start
 
 and, once per start, hostile parameter sets (a read-only parameter, a negative speed limit, a non-finite one, a
 non-finite mocap offset) that must be refused naming the parameter.
@@ -84,7 +87,7 @@ import yaml
 from ..ros import topics
 
 FAULTS = ("none", "cancel", "estop", "mocap_offset_10ms", "mocap_offset_200ms", "mocap_offset_2s",
-          "mocap_clock_back", "max_speed_set", "teleop", "sigint", "sigterm")
+          "mocap_clock_back", "max_speed_set", "teleop", "commander_hang", "sigint", "sigterm")
 MOCAP_OFFSETS = {"mocap_offset_10ms": 0.01, "mocap_offset_200ms": 0.2, "mocap_offset_2s": 2.0,
                  "mocap_clock_back": -1.0}
 CLOCK_FAULT_HOLD = 2.0  # s a mocap clock fault lasts
@@ -204,6 +207,7 @@ class Results:
     teleop: dict = field(default_factory=lambda: {"episodes": 0, "twists": 0, "followed": 0})
     starts: list = field(default_factory=list)
     exits_last_zero: list = field(default_factory=list)
+    hangs: list = field(default_factory=list)  # per commander_hang: moving when stopped, said, silence seen (s)
     faults_during_push: dict = field(default_factory=dict)
     episodes: list = field(default_factory=list)  # one record per goal (``RobotSoak._record``)
 
@@ -380,7 +384,7 @@ class RobotSoak:
         self.launch = self.standin = None
         self.starts = 0
         self.gains: list = []  # (from stamp, m/s per unit of the arm's input): the stand-in Servo's units per start
-        self.signals: list = []  # (stamp, kind) of each SIGINT / SIGTERM of the stack
+        self.signals: list = []  # (stamp, kind) of each SIGINT / SIGTERM / commander hang of the stack
         self.monitor = Monitor(self.scene)
 
     # ------------------------------------------------------------------------------------------ the stack
@@ -435,7 +439,7 @@ class RobotSoak:
               flush=True)
         self._hostile_sets()
 
-    def stop(self, sig: int) -> dict:
+    def stop(self, sig: int, kind: str = "") -> dict:
         """Stop the stack's process group with ``sig``, then the stand-in. Each node's exit as ``ros2 launch``
         reports it (after SIGTERM it reports none: it ends at once, leaving its processes to their own SIGTERM), and
         the nodes still running ``EXIT_TIMEOUT`` later (killed then)."""
@@ -459,7 +463,7 @@ class RobotSoak:
         exits = {k: v for k, v in self.launch.exits().items() if k in OUR_NODES}
         self.standin.stop(signal.SIGINT)
         self.results.exceptions += node_errors(self.launch.output()) + node_errors(self.standin.output())
-        rec = {"signal": signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left,
+        rec = {"signal": kind or signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left,
                "others_left_running": others, "teardown_hangs": teardown_hangs(self.launch.output())}
         if others:
             print(f"[soak --robot] after {rec['signal']}: not parapush's, still running {EXIT_TIMEOUT:g} s later "
@@ -613,7 +617,42 @@ class RobotSoak:
             self.signals.append((m.now(), fault))
             self.stop(signal.SIGINT if fault == "sigint" else signal.SIGTERM)
             return True
+        elif fault == "commander_hang":
+            self._hang_commander()
+            return True
         return False
+
+    def _hang_commander(self):
+        """SIGSTOP to velocity_commander: the launch must notice its silence after a non-zero command, send the arm
+        a zero, kill it and end (a commander stopped while the arm is at rest sends nothing dangerous and is left to
+        the soak's own stop)."""
+        import psutil  # noqa: PLC0415
+
+        from ..bringup import COMMANDER_HANG_TIMEOUT  # noqa: PLC0415
+        m = self.monitor
+        (commander,) = [p for p in psutil.Process(self.launch.proc.pid).children(recursive=True)
+                        if any(a.endswith("/velocity_commander") for a in p.cmdline()[:2])]
+        def arm_moving() -> bool:
+            with m.lock:
+                return bool(m.twists) and float(np.linalg.norm(m.twists[-1].v)) > ZERO
+        m.pause(5.0, until=arm_moving)  # a hang mid-motion, where it matters (unless the push ends first)
+        moving = arm_moving()
+        t = m.now()
+        self.signals.append((t, "commander_hang"))
+        commander.suspend()
+        try:
+            self.launch.proc.wait(COMMANDER_HANG_TIMEOUT + EXIT_TIMEOUT if moving else COMMANDER_HANG_TIMEOUT + 2.0)
+        except subprocess.TimeoutExpired:
+            if moving:
+                self.results.problems.append("the launch did not end after the commander hung mid-push")
+            commander.resume()
+        said = re.search(r"velocity_commander has sent nothing for ([\d.]+) s after a non-zero command \(hung\?\)",
+                         self.launch.output())
+        self.results.hangs.append({"moving": moving, "said": bool(said),
+                                   "silent_s": float(said[1]) if said else None})
+        if moving and not said:
+            self.results.problems.append("the launch did not say it stopped a hung commander")
+        self.stop(signal.SIGINT, kind="commander_hang")
 
     def _teleop(self):
         """A person's twist for 1.5 s at 50 Hz on pusher_cmd_teleop, stamped now (the commander checks age)."""
@@ -740,8 +779,11 @@ class RobotSoak:
                       if f"start_{k}" in rec and f"end_{k}" in rec]
             rss_growth[name] = round(max(growth), 1) if growth else None
         stack = {"mocap_ingest", "parareal_predictor", "mpc_planner", "velocity_commander"}
-        bad_exits = [e for e in r.exits if any(c != 0 for c in e["nodes"].values()) or e["left_running"]
-                     or (e["signal"] == "SIGINT" and set(e["nodes"]) != stack)]
+        # after a hang the launch kills the commander (-9, or the SIGINT of the soak's stop where it was at rest)
+        bad_exits = [e for e in r.exits if e["left_running"]
+                     or any(c != 0 for n, c in e["nodes"].items()
+                            if not (e["signal"] == "commander_hang" and n == "velocity_commander"))
+                     or (e["signal"] in ("SIGINT", "commander_hang") and set(e["nodes"]) != stack)]
         hostile_failed = [h for h in r.hostile if not h["refused"]]
         s = {
             "mode": "robot", "seed": self.seed, "minutes": self.minutes, "wall_time_s": round(self.wall_s, 1),
@@ -755,7 +797,7 @@ class RobotSoak:
                               for k, v in r.goals.items()},
             "hostile": {"count": len(r.hostile), "refused": len(r.hostile) - len(hostile_failed),
                         "not_refused": hostile_failed},
-            "teleop": r.teleop, "exits": r.exits, "exceptions": len(r.exceptions),
+            "teleop": r.teleop, "exits": r.exits, "commander_hangs": r.hangs, "exceptions": len(r.exceptions),
             "teardown_hangs": sum(len(e.get("teardown_hangs", [])) for e in r.exits),
             "twists_received": len(twists), "twist_rate_hz": round(len(twists) / span, 1) if span > 0 else 0.0,
             "exception_lines": r.exceptions[:20], "rss_growth_mb": rss_growth, "problems": r.problems,

@@ -2,6 +2,7 @@
 at small optimiser sizes so the file stays fast; plus the world's mismatch knobs and the ``bench mpc`` command.
 """
 import json
+import math
 import re
 
 import numpy as np
@@ -179,7 +180,10 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
         assert 0 <= s["recovered_before_reaction"] <= s["recovered"]
     assert res["summary"]["nominal/fine@10Hz"]["fine_fraction"] < res["summary"]["nominal/fine"]["fine_fraction"]
     shoves = [r["shove"] for r in res["runs"]]
-    assert len(shoves) == 2 and shoves[0]["time_s"] == shoves[1]["time_s"]  # the same shove for both planners
+    # the same shove for both planners, at the same instant: the drawn one, on the world's next 1 ms step
+    assert len(shoves) == 2 and shoves[0]["time_s"] == shoves[1]["time_s"]
+    assert all(0.0 <= s["time_s"] - s["drawn_time_s"] < 1e-3 + 1e-9 for s in shoves)
+    assert res["fast"]["seed"] == res["seed"]  # the fast planner's knot noise follows --seed as the 1 Hz sampling does
     assert all(0.03 <= s["distance_m"] <= 0.05 for s in shoves)
     for s in shoves:
         if s["applied"]:
@@ -269,3 +273,52 @@ def test_predicted_cycles_reproduce_the_cycle_on_the_cores_it_ran_on(K):
     pred = predicted_cycles(records, measured_cores=records[0]["threads"], cores=(2, 4, 16))["predicted_cycle_s"]
     assert pred["P4"] == pytest.approx(0.05)
     assert pred["P2"] > pred["P4"] >= pred["P16"]
+
+
+@pytest.mark.parametrize("instant", [0.3004, 0.3006])
+def test_an_event_happens_at_its_instant_and_a_plan_from_then_has_seen_it(instant):
+    """A world event (the bench's shove) happens on the first 1 ms step at or after its instant, also in the middle
+    of one long wait (a 1 s control, a charged latency): rounded down to the wait's own step it waited for the next
+    stop, up to a whole control, so two planners got the same shove at different instants. An observation at the
+    event's step shows it, so a plan made from it has seen the shove (``reaction_time``)."""
+    from parapush_ros.core.sim.closed_loop import WorldIO
+    from parapush_ros.core.sim.shove import reaction_time
+    scene = load_scene("obstacle_push")
+    world = SimWorld(scene, WorldConfig())
+    fired = []
+
+    def shove():
+        fired.append(world.time)
+        world.displace_object(0, (0.0, 0.03, 0.0))
+    io = WorldIO(world, events=[(instant, shove)])
+    io.wait(1.0)
+    assert len(fired) == 1 and instant <= fired[0] + 1e-9 < instant + 1e-3
+    # stopped exactly at the event's step, the observation there is the shoved world's
+    world2 = SimWorld(scene, WorldConfig())
+    y0 = scene.layout.object_poses(world2.planar_state())[0, 1]
+    io2 = WorldIO(world2, events=[(instant, lambda: world2.displace_object(0, (0.0, 0.03, 0.0)))])
+    step = math.ceil(instant * 1000.0) / 1000.0
+    io2.wait(step)
+    obs = io2.observe()
+    assert obs.stamp_ns * 1e-9 == pytest.approx(step)
+    assert scene.layout.object_poses(obs.x)[0, 1] - y0 == pytest.approx(0.03, abs=2e-3)
+    at = fired[0]
+    assert reaction_time([(at, at + 0.1)], at) == pytest.approx(0.1)  # a plan from the shove's own step has seen it
+    assert reaction_time([(at - 1e-3, at + 0.05)], at) is None  # from the step before, it has not
+
+
+def test_shove_figures_count_the_runs_shoved_and_recoveries_of_runs_that_reached_the_goal():
+    """``disturbance_success_rate`` is over the runs that were shoved (a run whose shove found no free direction,
+    or that ended before it, is not a success under a disturbance); ``recovery_time_s`` over the runs that recovered
+    and reached the goal: one that went on to hit the obstacle was never back on a path that reaches it."""
+    from parapush_ros.tools.bench.mpc import cycle_summary
+
+    def run(outcome, applied, recovery, reaction):
+        return {"cycle_starts_s": [0.0, 1.0, 2.0], "cycle_times_s": [0.5] * 3, "cycles_late": 0, "outcome": outcome,
+                "task_time": 10.0, "fine_fraction": 1.0, "recovery_time_s": recovery, "reaction_time_s": reaction,
+                "shove": {"applied": applied, "clearance_m": 0.01}}
+    s = cycle_summary([run("reached", True, 0.3, 1.0), run("hit_obstacle", True, 0.2, 1.0),
+                       run("reached", False, None, None)], shove=True)
+    assert s["disturbance_success_rate"] == 0.5 and s["shoves_applied"] == 2
+    assert s["recovery_time_s"] == pytest.approx(0.3) and s["recovered"] == 1 and s["recovered_before_reaction"] == 1
+    assert cycle_summary([run("reached", False, None, None)], shove=True)["disturbance_success_rate"] is None

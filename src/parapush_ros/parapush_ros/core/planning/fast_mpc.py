@@ -545,6 +545,7 @@ class FastMPCPush(PushStrategy):
         K = c.n_knots
         while True:  # from rest: the first push, and again after every pause
             obs = s.usable_observation()
+            started = s.now_ns()  # the cycle's start, as every later cycle logs its own (not its hand-over)
             c0 = io.plan_clock()
             plan = self._plan(s, obs.x, np.zeros(2), None, c0 + c.budget_fraction * c.period)
             latency = io.planned(io.plan_clock() - c0)
@@ -554,7 +555,7 @@ class FastMPCPush(PushStrategy):
             t0 = s.now_ns()
             active = SplineSchedule(s.rel(t0), plan.knots, c.knot_interval, c.command_period,
                                     origin_ns=s.origin_ns)
-            self._log(t0, latency, False, plan)
+            self._log(started, latency, False, plan)
             self._hand_over(s, active, plan, t0, latency, obs.stamp_ns)
             lead = 1  # hand over this many periods after the cycle's base
             active_ns = t0  # the running plan's start (ns), where its grid of command periods begins

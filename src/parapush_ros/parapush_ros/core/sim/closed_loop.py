@@ -12,6 +12,8 @@ grazing the obstacle between two observations counts as a hit.
 """
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import dataclass, field
 
@@ -128,9 +130,11 @@ class WorldIO:
         """Run the world up to step ``target``, or until ``wake()``, or up to a clock jump (the wait's end was on
         the clock before it: the caller reads the new one)."""
         while self.step < target and not wake():
-            marks = [e[0] for e in self.events] + [t for w in self.dropouts for t in w] + [
-                t for t, _ in self.clock_jumps]
+            marks = [t for w in self.dropouts for t in w] + [t for t, _ in self.clock_jumps]
             steps = [int(round(m / self.ts)) for m in marks]
+            # an event at the first step at or after its instant: a step rounded down to this one would be passed
+            # over, and the event would wait for the next stop (a whole control, for the 1 Hz planner)
+            steps += [math.ceil(e[0] / self.ts - 1e-9) for e in self.events]
             # the last instant before a jump (a robot's loop reads its clock every few ms) and the first state
             # measured after it
             steps += [int(round(t / self.ts)) + d for t, _ in self.clock_jumps for d in (-1, 1)]

@@ -13,7 +13,7 @@ cost measures it) is ``RECOVERY_PROGRESS`` below both its value just before the 
 progress the shove took away is made good and the pusher is driving the object toward the goal again (a shove
 toward the goal counts only once the pusher pushes it on). None if that never happens.
 
-``reaction_time``: from the shove until the first plan made from a state measured after it starts to act: how long
+``reaction_time``: from the shove until the first plan made from a state measured at or after it starts to act: how long
 the pusher runs on plans that have not seen the shove (the 1 Hz planner: one to two controls; the fast one: one to
 two re-plan periods). Recovery can be shorter than it where the running plan happens to push the shoved object on.
 """
@@ -106,7 +106,9 @@ def reaction_time(plans, shove_time: float) -> float | None:
     """Seconds from the shove (at ``shove_time``, world time) until the first plan made from a state measured after
     it starts to act; ``plans``: (measured, acting) world times (s) of each plan handed over, the instant its state
     was measured (None: not known) and the instant it took over. None if no plan saw the shove."""
-    acting = [a for measured, a in plans if measured is not None and measured > shove_time + 1e-9]
+    # observations are world steps (1 ms) apart, and the shove happens on arriving at its step, before anything
+    # is measured there: one at the shove's own instant has seen it
+    acting = [a for measured, a in plans if measured is not None and measured > shove_time - 1e-6]
     return float(min(acting) - shove_time) if acting else None
 
 

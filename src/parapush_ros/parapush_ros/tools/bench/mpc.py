@@ -287,8 +287,11 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
     cycles = _cycles(planner, io, config, threads) if args.realtime else {}
     if shove is not None:
         applied = "delta" in shoved
-        cycles["shove"] = {"time_s": shove.time, "distance_m": shove.distance, "applied": applied,
-                           "delta_m": np.asarray(shoved.get("delta", [])).tolist(), "why_not": shoved.get("why", ""),
+        why_not = shoved.get("why", "") if "time" in shoved else f"the push ended before the shove's {shove.time:.2f} s"
+        # when it happened (the drawn instant, on the world's next step), the same for every planner
+        cycles["shove"] = {"time_s": shoved.get("time", shove.time), "drawn_time_s": shove.time,
+                           "distance_m": shove.distance, "applied": applied,
+                           "delta_m": np.asarray(shoved.get("delta", [])).tolist(), "why_not": why_not,
                            "clearance_m": shoved.get("clearance")}  # pusher to object right after it
         if shoved.get("why"):
             print(f"\n  bench mpc: scene {index} {world_kind}/{model}: {shoved['why']}: not shoved", flush=True)
@@ -367,10 +370,11 @@ def _shove(world: SimWorld, goal, shove, out: dict) -> None:
         out["why"] = str(e)
 
 
-def fast_config(rate: float, settings: list) -> FastConfig:
-    """The fast planner's settings: ``rate`` (``--replan-rate``) and ``settings`` (``--fast NAME=VALUE``, each
-    VALUE read as YAML, as a ROS parameter file would give it); a bad one is named as the user spelt it."""
-    values = {"replan_rate": rate}
+def fast_config(rate: float, settings: list, seed: int = 0) -> FastConfig:
+    """The fast planner's settings: ``rate`` (``--replan-rate``), its knot noise seeded by ``seed`` (``--seed``,
+    as the 1 Hz planner's sampling is) and ``settings`` (``--fast NAME=VALUE``, each VALUE read as YAML, as a ROS
+    parameter file would give it: ``--fast seed=S`` wins); a bad one is named as the user spelt it."""
+    values = {"replan_rate": rate, "seed": seed}
     for item in settings:
         name, sep, text = item.partition("=")
         name = name.strip()
@@ -415,7 +419,8 @@ def _cycles(planner, io: WorldIO, config: PlannerConfig, threads: int) -> dict:
 def cycle_summary(records: list, shove: bool) -> dict:
     """Issue 29's figures of a world/model: the median achieved re-plan rate (cycles per second of each run, the
     median of the runs' medians of 1 / cycle spacing), cycle time p95, fine fraction, time to goal (mean over the
-    runs that reached it), and with shoves the success rate and mean recovery time (runs that recovered)."""
+    runs that reached it), and with shoves the success rate of the runs shoved and the mean recovery time of those
+    that recovered and reached the goal (a run that went on to fail was never back on a path that reaches it)."""
     rates = []
     for r in records:
         gaps = np.diff(r["cycle_starts_s"])
@@ -436,8 +441,12 @@ def cycle_summary(records: list, shove: bool) -> dict:
         out["handover_jump_max_mps"] = float(max(r.get("handover_jump_max", 0.0) for r in records))
         out.update(predicted_cycles(records, measured_cores=records[0]["threads"]))
     if shove:
-        rec = [r["recovery_time_s"] for r in records if r.get("recovery_time_s") is not None]
-        out["disturbance_success_rate"] = len(ok) / len(records) if records else 0.0
+        shoved = [r for r in records if r["shove"]["applied"]]
+        # recovered: back on a path that reaches the goal, so only in runs that reached it
+        rec = [r["recovery_time_s"] for r in shoved
+               if r.get("recovery_time_s") is not None and r["outcome"] == Outcome.REACHED.value]
+        out["disturbance_success_rate"] = (sum(r["outcome"] == Outcome.REACHED.value for r in shoved) / len(shoved)
+                                           if shoved else None)
         out["recovery_time_s"] = float(np.mean(rec)) if rec else None
         out["recovery_time_median_s"] = float(np.median(rec)) if rec else None
         out["recovered"] = len(rec)
@@ -448,7 +457,8 @@ def cycle_summary(records: list, shove: bool) -> dict:
         # recovered before any plan that had seen the shove acted: the running plan pushed the object on
         out["recovered_before_reaction"] = int(sum(
             r.get("recovery_time_s") is not None and r.get("reaction_time_s") is not None
-            and r["recovery_time_s"] < r["reaction_time_s"] for r in records))
+            and r["outcome"] == Outcome.REACHED.value and r["recovery_time_s"] < r["reaction_time_s"]
+            for r in records))
         gaps = [r["shove"]["clearance_m"] for r in records if r["shove"].get("clearance_m") is not None]
         out["shove_clearance_median_m"] = float(np.median(gaps)) if gaps else None  # pusher to object after it
     return out
@@ -609,7 +619,7 @@ def run(args) -> dict:
     if args.replan_rate is not None:
         if not args.realtime:
             raise ValueError("--replan-rate: the fast planner plans while the pusher moves; add --realtime")
-        fast = fast_config(args.replan_rate, args.fast)
+        fast = fast_config(args.replan_rate, args.fast, args.seed)
         for m in models:
             kind = ModelSpec.parse(m).kind
             if kind not in ("fine", "parareal"):
@@ -775,8 +785,9 @@ def print_summary(res: dict, title: str) -> None:
     print_table(columns, rows, title=title)
     cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
                s["cycles_abandoned"], s["fine_fraction"], s["time_to_goal_s"] or "-", *(
-                   (f"{100 * s['disturbance_success_rate']:.0f}%", s["recovery_time_s"] or "-",
-                    f"{s['recovered']}/{s['runs']}", s.get("reaction_time_s") or "-",
+                   ("-" if s["disturbance_success_rate"] is None else f"{100 * s['disturbance_success_rate']:.0f}%",
+                    s["recovery_time_s"] or "-", f"{s['recovered']}/{s['shoves_applied']}",
+                    s.get("reaction_time_s") or "-",
                     s.get("recovered_before_reaction", "-"),
                     "-" if s.get("shove_clearance_median_m") is None else s["shove_clearance_median_m"] * 1e3)
                    if "recovery_time_s" in s else ()))
@@ -784,7 +795,7 @@ def print_summary(res: dict, title: str) -> None:
     if cycles:
         print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "abandoned", "fine fraction",
                      "time to goal s",
-                     *(["shove success", "recovery s", "recovered", "reaction s", "recovered first",
+                     *(["shove success", "recovery s", "recovered/shoved", "reaction s", "recovered first",
                         "clearance mm"] if len(cycles[0]) > 8 else [])],
                     cycles,
                     title=f"{title}: planning cycles")

@@ -82,3 +82,18 @@ def test_a_seeds_only_option_without_seeds_is_refused(capsys):
     """One soak runs in $ROS_DOMAIN_ID on the cores it has: --domain-id was silently ignored."""
     assert _refused(capsys, ["soak", "--minutes", "1", "--domain-id", "5"], lines=1) == \
         "parapush soak: error: --domain-id: only with --seeds"
+
+
+def test_parapush_sim_names_a_bad_parameter_file_in_one_line_as_the_launch_does(tmp_path, capsys, monkeypatch):
+    """``parapush sim --params-file``: a value of another type than the parameter's (``horizon: 4.5`` for an
+    integer) ended in a traceback, where the node under ``ros2 launch`` says it in one line; a misspelt key is
+    refused before anything starts."""
+    monkeypatch.setenv("ROS_DOMAIN_ID", "93")
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("mpc_planner:\n  ros__parameters:\n    horizon: 4.5\n")
+    line = _refused(capsys, ["sim", "--params-file", str(typed), "--duration", "0"])
+    assert line.startswith("parapush sim: error: mpc_planner: cannot start: ") and "'horizon'" in line, line
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("velocity_commander:\n  ros__parameters:\n    max_sped: 0.03\n")
+    assert "'max_sped' is not a parameter of velocity_commander (did you mean max_speed?)" in _refused(
+        capsys, ["sim", "--params-file", str(typo), "--duration", "0"])

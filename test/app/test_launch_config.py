@@ -190,6 +190,52 @@ def test_a_planners_defaults_reach_the_nodes_and_lose_to_arguments():
     assert robot["max_speed"] == 0.1 and robot["scene"] == "block_003"
     alg2 = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {"planner": "alg2", "scene": "four_cylinders"})
     assert (alg2["scene"], alg2["model"], alg2["optimiser"]) == ("four_cylinders", "learned", "mppi")
+    assert bringup.planner_defaults_in_effect("sim", {"planner": "dgoc"}) == {"scene": "block_003"}
+
+
+def test_a_users_file_wins_over_the_planners_defaults(tmp_path):
+    """The documented order: the planner's stack defaults (dgoc's scene, alg2's model) come before the user's
+    ``params_file`` (they were filled in as launch arguments, which come last: a lab's scene and model lost to them
+    on every node, without a word under ``ros2 launch``)."""
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("/**:\n  ros__parameters:\n    scene: box_slider\nmpc_planner:\n  ros__parameters:\n"
+                   "    model: parareal2\n    optimiser: stochastic\n")
+    dgoc = {s.name: bringup.node_parameters(s, "sim", {"planner": "dgoc", "params_file": str(lab)})
+            for s in bringup.nodes("sim")}
+    assert {n: p["scene"] for n, p in dgoc.items()} == {n: "box_slider" for n in dgoc}
+    alg2 = bringup.node_parameters(bringup.spec("mpc_planner"), "robot", {"planner": "alg2", "params_file": str(lab)})
+    assert (alg2["scene"], alg2["model"], alg2["optimiser"]) == ("box_slider", "parareal2", "stochastic")
+    assert bringup.planner_defaults_in_effect("sim", {"planner": "alg2", "params_file": str(lab)}) == {}
+    # a launch argument still wins over the file
+    arg = bringup.node_parameters(bringup.spec("mocap_ingest"), "sim",
+                                  {"planner": "dgoc", "params_file": str(lab), "scene": "block_003"})
+    assert arg["scene"] == "block_003"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("velocity_commander:\n  ros__parameters:\n    max_sped: 0.03\n",
+     r"section 'velocity_commander': 'max_sped' is not a parameter of velocity_commander \(did you mean max_speed\?\)"),
+    ("velocity_comander:\n  ros__parameters:\n    max_speed: 0.03\n",
+     r"section 'velocity_comander' names none of parapush's nodes \(did you mean velocity_commander\?\)"),
+    ("/**:\n  ros__parameters:\n    sceen: box_slider\n", r"section '/\*\*': 'sceen' is not a parameter .*scene"),
+    ("velocity_commander:\n  ros__parameters:\n    max_speed:\n", r"parameter 'max_speed' has no value \(empty\)"),
+    ("mocap_ingest:\n  ros__parameters:\n    body_map: []\n", r"parameter 'body_map' has no value \(an empty list\)"),
+])
+def test_a_users_file_that_would_be_ignored_in_part_is_refused_naming_it(tmp_path, text, says):
+    """A misspelt key or node name in ``params_file`` (README step 5 slows the arm this way for a first push) was
+    ignored, leaving the setting at its default; a key without a value failed with a traceback (``parapush sim``)
+    or a message naming neither (``ros2 launch``). Both bring-ups check the file before any node starts."""
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(text)
+    with pytest.raises(ValueError, match=says):
+        bringup.check_arguments("robot", {"params_file": str(lab)})
+
+
+def test_another_packages_sections_and_ros_own_parameters_pass(tmp_path):
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("ur_driver:\n  ros__parameters:\n    robot_ip: 10.0.0.2\n/**:\n  ros__parameters:\n"
+                   "    use_sim_time: false\n    qos_overrides./tf.publisher.depth: 10\n    max_speed: 0.05\n")
+    bringup.check_arguments("robot", {"params_file": str(lab)})
 
 
 def test_params_file_and_bad_arguments(tmp_path):

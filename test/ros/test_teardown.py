@@ -57,3 +57,39 @@ def test_a_hung_destroy_node_after_a_clean_stop_exits_0_with_its_traceback():
     assert out.split() == ["stopped"]  # the stop ran (and said so) before the cleanup that hung
     assert "Timeout" in err and "in destroy_node" in err  # the hung thread's traceback, for whoever reads the log
     assert elapsed >= DESTROY_LIMIT_S  # it waited for the cleanup as long as it said (no upper bound: host speed)
+
+
+RAISES = textwrap.dedent("""
+    import sys
+
+    from rclpy.node import Node
+
+    from parapush_ros.ros.node import run_node
+
+
+    class RaisesInACallback(Node):
+        def __init__(self):
+            super().__init__("raises_in_a_callback")
+            self.create_timer(0.01, self.tick)
+
+        def tick(self):
+            raise RuntimeError("boom in a callback")
+
+        def stop_activity(self, timeout):
+            print("stopped", flush=True)
+
+
+    run_node(RaisesInACallback, num_threads=int(sys.argv[1]))
+""")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_callback_that_raises_ends_the_node_with_status_1_after_its_stop(threads):
+    """One rule for every node process (and ``parapush sim``, which stops the stack): a callback's exception ends
+    the node, after its stop (its zeros), with status 1, so that ``ros2 launch`` ends the stack and the arm gets its
+    zero. The multi-threaded planner kept spinning after one (the single-threaded nodes exited), so the two
+    bring-ups and the nodes within one disagreed."""
+    proc = subprocess.run([sys.executable, "-c", RAISES, str(threads)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "boom in a callback" in proc.stderr
+    assert "stopped" in proc.stdout  # the node's stop ran

@@ -188,7 +188,12 @@ def read_sections(path) -> list:
         if not isinstance(body, dict) or set(body) != {"ros__parameters"} or not isinstance(
                 body["ros__parameters"], dict):
             raise ValueError(f"{path}: section {section!r} must hold exactly 'ros__parameters:' with a mapping")
-        out.append((str(section), _flatten(body["ros__parameters"])))
+        values = _flatten(body["ros__parameters"])
+        for key, value in values.items():  # ROS 2 types a parameter by its value: these have none
+            if value is None or (isinstance(value, list) and not value):
+                raise ValueError(f"{path}: section {section!r}: parameter {key!r} has no value "
+                                 f"({'empty' if value is None else 'an empty list'}): give one or leave it out")
+        out.append((str(section), values))
     return out
 
 
@@ -269,11 +274,50 @@ def check_arguments(mode: str, arguments: dict) -> None:
     if extra:
         if not Path(extra).is_file():
             raise ValueError(f"launch argument params_file: {extra!r} is not a file")
-        read_sections(extra)  # ValueError naming the file and section
+        check_parameter_file(extra)
     unknown = set(arguments) - set(LAUNCH_ARGUMENTS)
     if unknown:
         raise ValueError(f"unknown launch argument(s) {', '.join(sorted(unknown))} (known: "
                          f"{', '.join(LAUNCH_ARGUMENTS)})")
+
+
+def _declared(spec_: NodeSpec) -> set | None:
+    """The parameters a node declares, None where they are not known here (its module is missing)."""
+    try:
+        return set(spec_.param_spec())
+    except LookupError:
+        return None
+
+
+ROS_PARAMETERS = ("use_sim_time", "start_type_description_service")  # every rclpy node's own (and qos_overrides.*)
+
+
+def check_parameter_file(path) -> None:
+    """A user's parameter file (``params_file``) whose sections name parapush's nodes sets only parameters they
+    declare: a misspelt key (``max_sped: 0.03``, meant to slow the arm for a first push) or node name
+    (``velocity_comander:``) would otherwise leave the setting at its default without a word, as ROS does. Sections
+    of other packages' nodes (a lab's shared file) are left alone, unless the name is one of ours misspelt.
+    ValueError naming the file, the section and the key, with the nearest name."""
+    ours = NODES + OPTIONAL_NODES
+    declared = {s.name: _declared(s) for s in ours}
+    for section, values in read_sections(path):
+        matching = [s.name for s in ours if _section_matches(section, "/" + s.name)]
+        if not matching:
+            close = difflib.get_close_matches(section.strip("/").split("/")[-1], list(declared), n=1, cutoff=0.8)
+            if close:
+                raise ValueError(f"{path}: section {section!r} names none of parapush's nodes (did you mean "
+                                 f"{close[0]}?); its parameters would reach no node")
+            continue
+        if any(declared[n] is None for n in matching):
+            continue  # a node whose parameters are not known here (``--without`` it): it judges them itself
+        allowed = set().union(*(declared[n] for n in matching))
+        for key in values:
+            if key in allowed or key in ROS_PARAMETERS or key.startswith("qos_overrides."):
+                continue
+            hint = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.75)
+            raise ValueError(f"{path}: section {section!r}: {key!r} is not a parameter of "
+                             f"{', '.join(matching)}" + (f" (did you mean {hint[0]}?)" if hint else "")
+                             + ": it would be ignored")
 
 
 def argument_overrides(spec_: NodeSpec, arguments: dict) -> dict:
@@ -302,10 +346,12 @@ def inherited_parameters(spec_: NodeSpec, mode: str, share=None, arguments: dict
     return out
 
 
-def planner_defaults(mode: str, arguments: dict, share=None) -> tuple:
-    """The stack defaults of the planner a launch runs (``core.planning.planners``: e.g. dgoc's scene and the
-    commander limits its plans need in the sim): ``(arguments with the planner's defaults filled in where empty,
-    {node: {parameter: value}})``. The planner is the ``planner`` argument, else mpc_planner's files' value."""
+def planner_defaults(mode: str, arguments: dict, share=None) -> dict:
+    """The stack defaults of the planner a launch runs (``core.planning.planners``): ``{node: {parameter: value}}``,
+    its launch defaults (dgoc's scene, alg2's model) on every node that declares the parameter, its node parameters
+    and, in the sim, its sim parameters (e.g. the commander limits DG-OC's plans need). Step 2 of the order: the
+    config files lose to them; the user's ``params_file`` and the launch arguments win. The planner is the
+    ``planner`` argument, else what mpc_planner's files and ``params_file`` say."""
     from .core.planning.planners import planner_entry  # noqa: PLC0415
     planner = spec("mpc_planner")
     files = {**merge_like_rcl(parameter_files(planner, mode, share), planner.name),
@@ -314,16 +360,39 @@ def planner_defaults(mode: str, arguments: dict, share=None) -> tuple:
     try:
         entry = planner_entry(name)
     except ValueError:
-        return dict(arguments), {}  # mpc_planner refuses it at start, naming it
-    filled = dict(arguments)
-    for k, v in entry.launch_defaults.items():
-        if filled.get(k) in ("", None):
-            filled[k] = v
-    params = {node: dict(v) for node, v in entry.node_parameters.items()}
+        return {}  # mpc_planner refuses it at start, naming it
+    params = {}
+    for s_ in NODES + OPTIONAL_NODES:
+        declared = _declared(s_) or ()
+        params[s_.name] = {k: v for k, v in entry.launch_defaults.items() if k in declared}
+    for node, v in entry.node_parameters.items():
+        params.setdefault(node, {}).update(v)
     if mode == "sim":
         for node, v in entry.sim_parameters.items():
             params.setdefault(node, {}).update(v)
-    return filled, params
+    return params
+
+
+def planner_defaults_in_effect(mode: str, arguments: dict, share=None) -> dict:
+    """The planner's launch defaults that neither a launch argument nor the user's ``params_file`` replaces (what
+    the bring-up says the planner brings: ``planner dgoc with its default scene block_003``)."""
+    from .core.planning.planners import planner_entry  # noqa: PLC0415
+    planner = spec("mpc_planner")
+    user = _user_parameters(planner, arguments)
+    name = arguments.get("planner") or {**merge_like_rcl(parameter_files(planner, mode, share), planner.name),
+                                        **user}.get("planner", "mpc")
+    try:
+        entry = planner_entry(name)
+    except ValueError:
+        return {}
+    return {k: v for k, v in entry.launch_defaults.items() if arguments.get(k) in ("", None) and k not in user}
+
+
+def planner_defaults_text(arguments: dict, filled: dict) -> str:
+    """The line both bring-ups print about ``planner_defaults_in_effect``."""
+    return (f"planner {arguments.get('planner') or 'from the config'} with its default(s) "
+            + ", ".join(f"{k} {v}" for k, v in filled.items())
+            + " (set them by launch argument or params_file to change)")
 
 
 def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
@@ -332,7 +401,7 @@ def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> 
     merges them (``merge_like_rcl``), the planner's stack defaults, the user's ``params_file``, the launch
     arguments; then the sim's arm settings taken from the commander's (``sim_arm_parameters``), and whole numbers
     as doubles where declared so (``as_declared``)."""
-    arguments, planner_params = planner_defaults(mode, arguments, share)
+    planner_params = planner_defaults(mode, arguments, share)
     out = inherited_parameters(spec_, mode, share, arguments)
     out.update(merge_like_rcl(parameter_files(spec_, mode, share), spec_.name))
     out.update(planner_params.get(spec_.name, {}))
@@ -465,6 +534,9 @@ def _launch_actions(context, mode: str) -> list:
         raise ValueError(f"unknown launch argument(s) {named} (known: {', '.join(LAUNCH_ARGUMENTS)})")
     use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
     actions = []
+    filled = planner_defaults_in_effect(mode, arguments, share)
+    if filled:
+        actions.append(LogInfo(msg=planner_defaults_text(arguments, filled)))
     if others:
         actions.append(LogInfo(msg=f"WARNING: launch arguments not parapush's, left to the launch file that "
                                    f"includes this one: {named}; a misspelt one of ours would leave its setting at "

@@ -34,6 +34,7 @@ class SimStack:
         ``overrides``: {node name: {parameter: value}} on top of everything; ``without``: node names to leave out
         (explicitly: a node that is missing is otherwise an error)."""
         import rclpy  # noqa: PLC0415
+        from rclpy.exceptions import ParameterException  # noqa: PLC0415
         from rclpy.parameter import Parameter  # noqa: PLC0415
 
         from .ros.node import autostart  # noqa: PLC0415
@@ -46,6 +47,9 @@ class SimStack:
         if unknown:
             raise ValueError(f"--without: {sorted(unknown)} are not nodes of the sim "
                              f"({', '.join(s.name for s in bringup.nodes('sim'))})")
+        filled = bringup.planner_defaults_in_effect("sim", args, share)
+        if filled:  # what the planner brings (its scene, model), as the launch says it too
+            print("parapush sim: " + bringup.planner_defaults_text(args, filled), flush=True)
         self._own_context = context is None
         if self._own_context:  # without rclpy's signal handlers: see ros.node.run_node (the zeros at shutdown)
             from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
@@ -69,7 +73,11 @@ class SimStack:
                 params = bringup.node_parameters(spec, "sim", args, share)
                 params.update(overrides.get(spec.name, {}))
                 self.parameters[spec.name] = params
-                node = cls(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+                try:
+                    node = cls(context=context, parameter_overrides=[Parameter(k, value=v)
+                                                                     for k, v in params.items()])
+                except ParameterException as e:  # a value of another type than declared: one line, as a node
+                    raise ValueError(f"{spec.name}: cannot start: {e}") from None  # under ros2 launch says
                 self.add_node(spec.name, node)
                 if spec.lifecycle:  # autostart: true (config/<node>.yaml) configures and activates it, as under
                     autostart(node)  # ros2 launch, where the node's own main() does it
@@ -199,20 +207,15 @@ def run(args) -> dict:
         overrides["mujoco_sim"] = {"real_time_factor": float(args.real_time_factor)}
     if args.push and "mpc_planner" in args.without:
         raise SystemExit("parapush sim: --push needs the mpc_planner node (remove --without mpc_planner)")
-    if args.planner is not None:  # what the planner brings (its scene, model, limits): bringup.planner_defaults
+    if args.planner is not None:
         try:
-            entry = planner_entry(args.planner)
+            planner_entry(args.planner)
         except ValueError as e:
             raise ValueError(f"--{e}") from None
-        given = {k: v for k, v in (("scene", args.scene), ("model", args.model)) if v}
-        filled = {k: v for k, v in entry.launch_defaults.items() if k not in given}
-        if filled:
-            print(f"parapush sim: planner {args.planner} with its defaults "
-                  + ", ".join(f"{k} {v}" for k, v in filled.items()) + " (--scene / --model to change)", flush=True)
+    arguments = {"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
+                 "planner": args.planner or "", "record": args.record or "", "params_file": args.params_file or ""}
     _sigterm_interrupts()
-    stack = SimStack({"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
-                      "planner": args.planner or "", "record": args.record or "",
-                      "params_file": args.params_file or ""}, overrides, without=args.without)
+    stack = SimStack(arguments, overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
     watch = _Watch(watch_node)
@@ -239,6 +242,9 @@ def run(args) -> dict:
                 break
             if push is not None and push.step(watch):
                 break
+            if stack.errors:  # as under ros2 launch, where the node exits and the launch ends: fail-safe, not deaf
+                raise SystemExit(f"parapush sim: a node's callback raised {stack.errors[0]!r} (traceback above): "
+                                 f"stopping the stack, as ros2 launch stops when a node fails")
         if push is not None:
             summary = push.summary(watch)
     except KeyboardInterrupt:

@@ -123,9 +123,9 @@ def run_node(node_class, args=None, num_threads: int = 1):
             if num_threads == 1:  # spun right here: a single-threaded executor costs a node a fraction of the CPU
                 while not stop.is_set() and rclpy.ok():
                     spinning.executor.spin_once(timeout_sec=SIGNAL_POLL_S)
-            else:
-                spinning.start()
-                while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running:
+            else:  # a callback that raised is kept by the spin thread: the node ends as the single-threaded one
+                spinning.start()  # does (fail-safe: the launch then ends and the arm is sent its zero)
+                while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running and not spinning.errors:
                     pass
         finally:  # stop spinning, let the node stop (its zeros go out), wait for callbacks, destroy it
             # faulthandler's watchdog thread needs no GIL: a stop that hangs ends with its traceback and status 1

@@ -346,21 +346,27 @@ def inherited_parameters(spec_: NodeSpec, mode: str, share=None, arguments: dict
     return out
 
 
-def planner_defaults(mode: str, arguments: dict, share=None) -> dict:
-    """The stack defaults of the planner a launch runs (``core.planning.planners``): ``{node: {parameter: value}}``,
-    its launch defaults (dgoc's scene, alg2's model) on every node that declares the parameter, its node parameters
-    and, in the sim, its sim parameters (e.g. the commander limits DG-OC's plans need). Step 2 of the order: the
-    config files lose to them; the user's ``params_file`` and the launch arguments win. The planner is the
-    ``planner`` argument, else what mpc_planner's files and ``params_file`` say."""
+def _planner_entry(mode: str, arguments: dict, share=None):
+    """The registry entry of the planner a launch runs: the ``planner`` argument, else what mpc_planner's files and
+    ``params_file`` say; None for an unknown one (mpc_planner refuses it at start, naming it)."""
     from .core.planning.planners import planner_entry  # noqa: PLC0415
     planner = spec("mpc_planner")
     files = {**merge_like_rcl(parameter_files(planner, mode, share), planner.name),
              **_user_parameters(planner, arguments)}
-    name = arguments.get("planner") or files.get("planner", "mpc")
     try:
-        entry = planner_entry(name)
+        return planner_entry(arguments.get("planner") or files.get("planner", "mpc"))
     except ValueError:
-        return {}  # mpc_planner refuses it at start, naming it
+        return None
+
+
+def planner_defaults(mode: str, arguments: dict, share=None) -> dict:
+    """The stack defaults of the planner a launch runs (``core.planning.planners``): ``{node: {parameter: value}}``,
+    its launch defaults (dgoc's scene, alg2's model) on every node that declares the parameter, its node parameters
+    and, in the sim, its sim parameters (e.g. the commander limits DG-OC's plans need). Step 2 of the order: the
+    config files lose to them; the user's ``params_file`` and the launch arguments win."""
+    entry = _planner_entry(mode, arguments, share)
+    if entry is None:
+        return {}
     params = {}
     for s_ in NODES + OPTIONAL_NODES:
         declared = _declared(s_) or ()
@@ -376,16 +382,10 @@ def planner_defaults(mode: str, arguments: dict, share=None) -> dict:
 def planner_defaults_in_effect(mode: str, arguments: dict, share=None) -> dict:
     """The planner's launch defaults that neither a launch argument nor the user's ``params_file`` replaces (what
     the bring-up says the planner brings: ``planner dgoc with its default scene block_003``)."""
-    from .core.planning.planners import planner_entry  # noqa: PLC0415
-    planner = spec("mpc_planner")
-    user = _user_parameters(planner, arguments)
-    name = arguments.get("planner") or {**merge_like_rcl(parameter_files(planner, mode, share), planner.name),
-                                        **user}.get("planner", "mpc")
-    try:
-        entry = planner_entry(name)
-    except ValueError:
-        return {}
-    return {k: v for k, v in entry.launch_defaults.items() if arguments.get(k) in ("", None) and k not in user}
+    entry = _planner_entry(mode, arguments, share)
+    user = _user_parameters(spec("mpc_planner"), arguments)
+    return {} if entry is None else {k: v for k, v in entry.launch_defaults.items()
+                                     if arguments.get(k) in ("", None) and k not in user}
 
 
 def planner_defaults_text(arguments: dict, filled: dict) -> str:

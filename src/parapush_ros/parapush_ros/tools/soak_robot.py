@@ -630,8 +630,13 @@ class RobotSoak:
 
         from ..bringup import COMMANDER_HANG_TIMEOUT  # noqa: PLC0415
         m = self.monitor
-        (commander,) = [p for p in psutil.Process(self.launch.proc.pid).children(recursive=True)
-                        if any(a.endswith("/velocity_commander") for a in p.cmdline()[:2])]
+        found = [p for p in psutil.Process(self.launch.proc.pid).children(recursive=True)
+                 if any(a.endswith("/velocity_commander") for a in p.cmdline()[:2])]
+        if len(found) != 1:
+            self.results.problems.append(f"commander_hang: {len(found)} velocity_commander processes found, not 1")
+            self.stop(signal.SIGINT, kind="commander_hang")
+            return
+        commander = found[0]
         def arm_moving() -> bool:
             with m.lock:
                 return bool(m.twists) and float(np.linalg.norm(m.twists[-1].v)) > ZERO

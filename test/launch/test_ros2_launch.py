@@ -187,9 +187,13 @@ def test_every_argument_reaches_every_node_as_parapush_sim_gives_it(launch, ros_
     ("rviz:=maybe", r"launch argument rviz: 'maybe' is not one of auto, true, false"),
     # ros2 launch itself takes any name:=value: a misspelt argument would leave its setting at the default
     ("ouput:=ur_twist", r"unknown launch argument\(s\) ouput \(did you mean output\?\) \(known: "),
+    # so would a misspelt key in the user's file (ROS ignores it): README step 5 slows the arm this way
+    ("params_file:={tmp}/typo.yaml", r"section 'velocity_commander': 'max_sped' is not a parameter of "
+                                     r"velocity_commander \(did you mean max_speed\?\)"),
 ])
-def test_a_bad_argument_stops_the_launch_naming_it(launch, argument, says):
-    lt = launch("sim", argument)
+def test_a_bad_argument_stops_the_launch_naming_it(launch, argument, says, tmp_path):
+    (tmp_path / "typo.yaml").write_text("velocity_commander:\n  ros__parameters:\n    max_sped: 0.03\n")
+    lt = launch("sim", argument.format(tmp=tmp_path))
     assert lt.proc.wait(START_TIMEOUT) != 0
     out = lt.output()
     assert re.search(says, out), out[-3000:]

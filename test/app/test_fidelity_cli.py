@@ -104,3 +104,10 @@ def test_split_pushes_cuts_a_session_into_recordings_replay_reads(tmp_path, reco
     assert main(["replay", "--scene", "box_slider", "--recordings", str(tmp_path / "cut"), *GRID, "--models", "coarse",
                  "--out", str(tmp_path / "r"), "--json", str(tmp_path / "r.json")]) == 0
     assert len(json.loads((tmp_path / "r.json").read_text())["recordings"]) == 3
+
+    # two sessions of the same name would overwrite each other's pushes and plot: refused, naming them
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "session.csv").write_text((tmp_path / "session.csv").read_text())
+    with pytest.raises(ValueError, match="--recordings: several recordings named session"):
+        main(["split-pushes", "--scene", "box_slider", "--recordings", str(tmp_path / "session.csv"),
+              str(tmp_path / "b" / "session.csv"), "--out", str(tmp_path / "cut2")])

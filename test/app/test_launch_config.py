@@ -190,7 +190,8 @@ def test_a_planners_defaults_reach_the_nodes_and_lose_to_arguments():
     assert robot["max_speed"] == 0.1 and robot["scene"] == "block_003"
     alg2 = bringup.node_parameters(bringup.spec("mpc_planner"), "sim", {"planner": "alg2", "scene": "four_cylinders"})
     assert (alg2["scene"], alg2["model"], alg2["optimiser"]) == ("four_cylinders", "learned", "mppi")
-    assert bringup.planner_defaults_in_effect("sim", {"planner": "dgoc"}) == {"scene": "block_003"}
+    assert bringup.planner_defaults_in_effect("sim", {"planner": "dgoc"}).startswith(
+        "planner dgoc with its default(s) scene block_003")
 
 
 def test_a_users_file_wins_over_the_planners_defaults(tmp_path):
@@ -205,7 +206,11 @@ def test_a_users_file_wins_over_the_planners_defaults(tmp_path):
     assert {n: p["scene"] for n, p in dgoc.items()} == {n: "box_slider" for n in dgoc}
     alg2 = bringup.node_parameters(bringup.spec("mpc_planner"), "robot", {"planner": "alg2", "params_file": str(lab)})
     assert (alg2["scene"], alg2["model"], alg2["optimiser"]) == ("box_slider", "parareal2", "stochastic")
-    assert bringup.planner_defaults_in_effect("sim", {"planner": "alg2", "params_file": str(lab)}) == {}
+    assert bringup.planner_defaults_in_effect("sim", {"planner": "alg2", "params_file": str(lab)}) == ""
+    # the planner named in the user's file (not by argument) is the one named
+    (tmp_path / "dgoc.yaml").write_text("mpc_planner:\n  ros__parameters:\n    planner: dgoc\n")
+    assert bringup.planner_defaults_in_effect("sim", {"params_file": str(tmp_path / "dgoc.yaml")}).startswith(
+        "planner dgoc with its default(s) scene block_003")
     # a launch argument still wins over the file
     arg = bringup.node_parameters(bringup.spec("mocap_ingest"), "sim",
                                   {"planner": "dgoc", "params_file": str(lab), "scene": "block_003"})
@@ -232,10 +237,16 @@ def test_a_users_file_that_would_be_ignored_in_part_is_refused_naming_it(tmp_pat
 
 
 def test_another_packages_sections_and_ros_own_parameters_pass(tmp_path):
+    """A lab's shared file: another package's node (also one whose name contains ours), its keys in a wildcard
+    section, and ROS's own parameters pass; a near-miss of one of ours in the wildcard does not."""
     lab = tmp_path / "lab.yaml"
-    lab.write_text("ur_driver:\n  ros__parameters:\n    robot_ip: 10.0.0.2\n/**:\n  ros__parameters:\n"
-                   "    use_sim_time: false\n    qos_overrides./tf.publisher.depth: 10\n    max_speed: 0.05\n")
+    lab.write_text("ur_driver:\n  ros__parameters:\n    robot_ip: 10.0.0.2\nur_velocity_commander:\n"
+                   "  ros__parameters:\n    gain: 2.0\n/**:\n  ros__parameters:\n    use_sim_time: false\n"
+                   "    qos_overrides./tf.publisher.depth: 10\n    max_speed: 0.05\n    robot_ip: 10.0.0.2\n")
     bringup.check_arguments("robot", {"params_file": str(lab)})
+    lab.write_text("/**:\n  ros__parameters:\n    max_sped: 0.05\n")
+    with pytest.raises(ValueError, match=r"'max_sped' is not a parameter .* \(did you mean max_speed\?\)"):
+        bringup.check_arguments("robot", {"params_file": str(lab)})
 
 
 def test_params_file_and_bad_arguments(tmp_path):

@@ -303,21 +303,32 @@ def check_parameter_file(path) -> None:
     for section, values in read_sections(path):
         matching = [s.name for s in ours if _section_matches(section, "/" + s.name)]
         if not matching:
-            close = difflib.get_close_matches(section.strip("/").split("/")[-1], list(declared), n=1, cutoff=0.8)
+            close = _misspelt(section.strip("/").split("/")[-1], declared)
             if close:
                 raise ValueError(f"{path}: section {section!r} names none of parapush's nodes (did you mean "
-                                 f"{close[0]}?); its parameters would reach no node")
+                                 f"{close}?); its parameters would reach no node")
             continue
         if any(declared[n] is None for n in matching):
             continue  # a node whose parameters are not known here (``--without`` it): it judges them itself
         allowed = set().union(*(declared[n] for n in matching))
+        shared = "*" in section  # a wildcard reaches other packages' nodes too: their keys pass
         for key in values:
             if key in allowed or key in ROS_PARAMETERS or key.startswith("qos_overrides."):
                 continue
-            hint = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.75)
+            hint = _misspelt(key, allowed) if shared else (difflib.get_close_matches(key, sorted(allowed), n=1,
+                                                                                     cutoff=0.75) or [None])[0]
+            if shared and hint is None:
+                continue
             raise ValueError(f"{path}: section {section!r}: {key!r} is not a parameter of "
-                             f"{', '.join(matching)}" + (f" (did you mean {hint[0]}?)" if hint else "")
+                             f"{', '.join(matching)}" + (f" (did you mean {hint}?)" if hint else "")
                              + ": it would be ignored")
+
+
+def _misspelt(name: str, known) -> str | None:
+    """The one of ``known`` that ``name`` looks like a slip of the keyboard for (nearly the same, at most two
+    characters longer or shorter: ``velocity_comander``, not another package's ``ur_velocity_commander``)."""
+    close = [k for k in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8) if abs(len(k) - len(name)) <= 2]
+    return close[0] if close else None
 
 
 def argument_overrides(spec_: NodeSpec, arguments: dict) -> dict:
@@ -379,20 +390,15 @@ def planner_defaults(mode: str, arguments: dict, share=None) -> dict:
     return params
 
 
-def planner_defaults_in_effect(mode: str, arguments: dict, share=None) -> dict:
-    """The planner's launch defaults that neither a launch argument nor the user's ``params_file`` replaces (what
-    the bring-up says the planner brings: ``planner dgoc with its default scene block_003``)."""
+def planner_defaults_in_effect(mode: str, arguments: dict, share=None) -> str:
+    """The line both bring-ups print about the planner's launch defaults that neither a launch argument nor the
+    user's ``params_file`` replaces (``planner dgoc with its default(s) scene block_003 ...``); "" where none."""
     entry = _planner_entry(mode, arguments, share)
     user = _user_parameters(spec("mpc_planner"), arguments)
-    return {} if entry is None else {k: v for k, v in entry.launch_defaults.items()
-                                     if arguments.get(k) in ("", None) and k not in user}
-
-
-def planner_defaults_text(arguments: dict, filled: dict) -> str:
-    """The line both bring-ups print about ``planner_defaults_in_effect``."""
-    return (f"planner {arguments.get('planner') or 'from the config'} with its default(s) "
-            + ", ".join(f"{k} {v}" for k, v in filled.items())
-            + " (set them by launch argument or params_file to change)")
+    filled = {} if entry is None else {k: v for k, v in entry.launch_defaults.items()
+                                       if arguments.get(k) in ("", None) and k not in user}
+    return (f"planner {entry.name} with its default(s) " + ", ".join(f"{k} {v}" for k, v in filled.items())
+            + " (set them by launch argument or params_file to change)") if filled else ""
 
 
 def node_parameters(spec_: NodeSpec, mode: str, arguments: dict, share=None) -> dict:
@@ -534,9 +540,9 @@ def _launch_actions(context, mode: str) -> list:
         raise ValueError(f"unknown launch argument(s) {named} (known: {', '.join(LAUNCH_ARGUMENTS)})")
     use_sim_time = coerce(arguments["use_sim_time"], False, "use_sim_time")
     actions = []
-    filled = planner_defaults_in_effect(mode, arguments, share)
-    if filled:
-        actions.append(LogInfo(msg=planner_defaults_text(arguments, filled)))
+    said = planner_defaults_in_effect(mode, arguments, share)
+    if said:
+        actions.append(LogInfo(msg=said))
     if others:
         actions.append(LogInfo(msg=f"WARNING: launch arguments not parapush's, left to the launch file that "
                                    f"includes this one: {named}; a misspelt one of ours would leave its setting at "
@@ -648,7 +654,9 @@ def _watch_for_a_hang(node, commander, publisher, p: dict, msg_type, topic: str)
     from .ros import qos  # noqa: PLC0415
 
     steady = Clock(clock_type=ClockType.STEADY_TIME)
-    last = {"t": None, "moving": False, "fired": False}
+    # "suspect": silent at the last check; fired only if still silent at the next one (the executor runs due timers
+    # before waiting messages: after a stall of this node's own thread the first check has not yet seen them)
+    last = {"t": None, "moving": False, "fired": False, "suspect": False}
 
     def moving(msg) -> bool:  # a TwistStamped or (joint_velocity) a Float64MultiArray
         if hasattr(msg, "twist"):
@@ -657,14 +665,15 @@ def _watch_for_a_hang(node, commander, publisher, p: dict, msg_type, topic: str)
         return any(x != 0.0 for x in msg.data)
 
     def on_command(msg):
-        last["t"], last["moving"] = steady.now().nanoseconds * 1e-9, moving(msg)
+        last["t"], last["moving"], last["suspect"] = steady.now().nanoseconds * 1e-9, moving(msg), False
 
     def check():
         details = commander.process_details
         if last["fired"] or not last["moving"] or last["t"] is None or details is None:
             return
         silent = steady.now().nanoseconds * 1e-9 - last["t"]
-        if silent < COMMANDER_HANG_TIMEOUT:
+        if silent < COMMANDER_HANG_TIMEOUT or not last["suspect"]:
+            last["suspect"] = silent >= COMMANDER_HANG_TIMEOUT
             return
         last["fired"] = True
         publisher.publish(zero_output(p, node.get_clock().now().to_msg()))

@@ -47,9 +47,9 @@ class SimStack:
         if unknown:
             raise ValueError(f"--without: {sorted(unknown)} are not nodes of the sim "
                              f"({', '.join(s.name for s in bringup.nodes('sim'))})")
-        filled = bringup.planner_defaults_in_effect("sim", args, share)
-        if filled:  # what the planner brings (its scene, model), as the launch says it too
-            print("parapush sim: " + bringup.planner_defaults_text(args, filled), flush=True)
+        said = bringup.planner_defaults_in_effect("sim", args, share)
+        if said:  # what the planner brings (its scene, model), as the launch says it too
+            print("parapush sim: " + said, flush=True)
         self._own_context = context is None
         if self._own_context:  # without rclpy's signal handlers: see ros.node.run_node (the zeros at shutdown)
             from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415

@@ -285,11 +285,13 @@ def test_a_bag_of_a_driver_without_stamps_is_read_at_its_log_times(tmp_path, sce
     assert "samples without a header stamp, read at their log (receive) time" in back.note
 
 
-def write_clocked(path, rec, topics, transform, stamp_of, log_of):
+def write_clocked(path, rec, topics, transform, stamp_of, log_of, skip=()):
     """A bag of ``rec`` whose sample k of a topic has the header stamp ``stamp_of(topic, k, t)`` and the log
-    (receive) time ``log_of(topic, k, t)``."""
+    (receive) time ``log_of(topic, k, t)``; the samples ``skip`` are not sent (frames the mocap dropped)."""
     with McapPoseWriter(path) as bag:
         for k, t in enumerate(rec.times):
+            if k in skip:
+                continue
             for topic, (x, y, yaw) in ((topics.topic("pusher"), (*rec.pusher[k], 0.0)),
                                        ("/Box7/pose", rec.objects[k, 0])):
                 p, q = transform.to_mocap([x, y, 0.005], quat_from_yaw(yaw))
@@ -315,6 +317,10 @@ def test_stamps_are_checked_against_the_log_times(tmp_path, scene):
     back = read_mcap(tmp_path / "ok.mcap", scene, topics)
     np.testing.assert_allclose(back.times - back.times[0], rec.times, atol=1e-6)
     np.testing.assert_allclose(back.objects[:, 0, :2], rec.objects[:, 0, :2], atol=1e-9)
+    # frames the mocap dropped during the late burst: a gap in the stamps the log times do not show, yet no step
+    write_clocked(tmp_path / "burst.mcap", rec, topics, transform, lambda tp, k, t: epoch + t,
+                  lambda tp, k, t: epoch + 5.0 + t + delay(tp, k, t), skip={50, 51})
+    assert len(read_mcap(tmp_path / "burst.mcap", scene, topics).times) == len(rec.times) - 2
 
     def stepped(by):  # the pusher's stamping clock steps by ``by`` s at sample 90
         return lambda tp, k, t: epoch + t + (by if tp == pusher and k >= 90 else 0.0)
@@ -364,3 +370,10 @@ def test_a_session_is_cut_into_its_pushes(tmp_path, scene):
     assert "a body not tracked" in whys and "object 'box' moved" in whys and "(a hand?)" in whys
     back = read_recordings([tmp_path / f"{p.name}.csv" for p in cut.pushes], scene)
     assert [len(r.times) for r in back] == [len(p.times) for p in cut.pushes]
+    # the box sampled at 25 Hz during the second push only: that push is left out, said why, the others kept
+    second = (session.times >= cut.pushes[1].times[0] - 100.0) & (session.times <= cut.pushes[1].times[-1] - 100.0)
+    slow = _bag(tmp_path / "slow.mcap", topics, transform, session,
+                box=lambda k, pose: None if hidden[k] or (second[k] and k % 4) else pose)
+    cut = read_session(slow, scene, topics)
+    assert [p.name for p in cut.pushes] == ["slow_push_000", "slow_push_001"]
+    assert any("topic /Box7/pose: 25.0 samples per second, at least 50 needed" in why for _, _, why in cut.left_out)

@@ -322,3 +322,11 @@ def test_shove_figures_count_the_runs_shoved_and_recoveries_of_runs_that_reached
     assert s["disturbance_success_rate"] == 0.5 and s["shoves_applied"] == 2
     assert s["recovery_time_s"] == pytest.approx(0.3) and s["recovered"] == 1 and s["recovered_before_reaction"] == 1
     assert cycle_summary([run("reached", False, None, None)], shove=True)["disturbance_success_rate"] is None
+
+
+def test_a_bad_seed_of_the_fast_planner_is_named_as_the_user_gave_it():
+    from parapush_ros.tools.bench.mpc import fast_config
+    with pytest.raises(ValueError, match=r"^--seed: "):
+        fast_config(10.0, [], -1)
+    with pytest.raises(ValueError, match=r"^--fast seed: "):
+        fast_config(10.0, ["seed=-2"], 5)

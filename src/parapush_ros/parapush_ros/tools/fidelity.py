@@ -65,7 +65,14 @@ def run_split(args) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, sessions, plt = [], [], pyplot()
-    for path in expand_paths(args.recordings):
+    paths = expand_paths(args.recordings)
+    stems = [p.stem for p in paths]
+    twice = sorted({st for st in stems if stems.count(st) > 1})
+    if twice:  # their pushes and plots would overwrite each other's files in --out
+        raise ValueError(f"--recordings: several recordings named {', '.join(twice)} "
+                         f"({', '.join(str(p) for p in paths if p.stem in twice)}): split them into different --out "
+                         f"directories or rename them")
+    for path in paths:
         session = read_session(path, scene, topics)
         if session.note:
             print(f"warning: {session.note}", file=sys.stderr)

@@ -68,6 +68,7 @@ a hostile set or a node's exit failed. ``--minutes`` runs at least until every k
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -439,15 +440,16 @@ class RobotSoak:
               flush=True)
         self._hostile_sets()
 
-    def stop(self, sig: int, kind: str = "") -> dict:
+    def stop(self, sig: int, kind: str = "", family: list | None = None) -> dict:
         """Stop the stack's process group with ``sig``, then the stand-in. Each node's exit as ``ros2 launch``
         reports it (after SIGTERM it reports none: it ends at once, leaving its processes to their own SIGTERM), and
         the nodes still running ``EXIT_TIMEOUT`` later (killed then)."""
         import psutil  # noqa: PLC0415
-        try:
-            family = psutil.Process(self.launch.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            family = []
+        if family is None:  # (``family``: the launch's processes taken before it ended on its own)
+            try:
+                family = psutil.Process(self.launch.proc.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                family = []
         code = self.launch.stop(sig)
         _, alive = psutil.wait_procs(family, timeout=EXIT_TIMEOUT)
         left, others = [], []
@@ -630,8 +632,15 @@ class RobotSoak:
 
         from ..bringup import COMMANDER_HANG_TIMEOUT  # noqa: PLC0415
         m = self.monitor
-        found = [p for p in psutil.Process(self.launch.proc.pid).children(recursive=True)
-                 if any(a.endswith("/velocity_commander") for a in p.cmdline()[:2])]
+        family, found = [], []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family = psutil.Process(self.launch.proc.pid).children(recursive=True)
+        for p in family:
+            try:
+                if any(a.endswith("/velocity_commander") for a in p.cmdline()[:2]):
+                    found.append(p)
+            except psutil.Error:  # a process that ended meanwhile
+                continue
         if len(found) != 1:
             self.results.problems.append(f"commander_hang: {len(found)} velocity_commander processes found, not 1")
             self.stop(signal.SIGINT, kind="commander_hang")
@@ -657,7 +666,7 @@ class RobotSoak:
                                    "silent_s": float(said[1]) if said else None})
         if moving and not said:
             self.results.problems.append("the launch did not say it stopped a hung commander")
-        self.stop(signal.SIGINT, kind="commander_hang")
+        self.stop(signal.SIGINT, kind="commander_hang", family=family)
 
     def _teleop(self):
         """A person's twist for 1.5 s at 50 Hz on pusher_cmd_teleop, stamped now (the commander checks age)."""

@@ -43,11 +43,10 @@ from ..scene.spec import Scene
 MIN_RATE_HZ = 50.0  # rows per second at least (mean), and ...
 MAX_GAP_S = 0.1  # ... no gap between two rows longer than this (a tracking dropout, not a push)
 # a bag's header stamps against its log (receive) times (``_check_clocks``): a stamp further than CLOCK_BACK_S before
-# one logged earlier on its topic, or stamps that move CLOCK_STEP_S ahead of their log times and stay there (the median
-# lag of CLOCK_WINDOW samples each side), are a step of the stamping clock ...
+# one logged earlier on its topic, or stamps that move CLOCK_STEP_S ahead of their log times and stay there (the least
+# lag after below the least lag before), are a step of the stamping clock ...
 CLOCK_BACK_S = 0.001
 CLOCK_STEP_S = 0.02
-CLOCK_WINDOW = 20
 # ... and topics whose stamps lag their log times by medians this far apart were stamped by different clocks
 CLOCK_OFFSET_S = 0.05
 
@@ -382,10 +381,14 @@ def _check_clocks(name: str, clocks: dict, unstamped: dict) -> None:
                                  "while recording (synchronise the driver's clock without steps, e.g. chrony's "
                                  "slewing, and record again)")
         lag = log - stamp
-        # a forward step: the stamps run ahead of the log times, for good (a late receive only delays one sample's
-        # log time, so its successor's step in log time is short by the delay: the medians each side tell them apart)
+        # a forward step: the stamps run ahead of the log times, for good. A late receive only ever makes a sample lag
+        # more (a burst after a stall: the log times bunched, the stamps, and any frames missing among them, not),
+        # so the lower envelopes tell them apart: the least lag after the step below the least lag before it. (A
+        # recording that starts inside a stall has no undelayed samples before such a gap: it may be refused.)
+        least_before = np.minimum.accumulate(lag)
+        least_after = np.minimum.accumulate(lag[::-1])[::-1]
         for i in np.flatnonzero(np.diff(stamp) - np.diff(log) > CLOCK_STEP_S) + 1:
-            drop = np.median(lag[max(0, i - CLOCK_WINDOW):i]) - np.median(lag[i:i + CLOCK_WINDOW])
+            drop = least_before[i - 1] - least_after[i]
             if drop > CLOCK_STEP_S:
                 raise RecordingError(f"{name}: topic {topic}: from sample {i} (logged at {log[i]:.3f} s) the stamps "
                                      f"run {drop:.3f} s further ahead of the log times than before: the clock that "
@@ -574,14 +577,17 @@ class Session:
         return self.recording.note
 
 
-def split_pushes(rec: Recording, scene: Scene, tracked: np.ndarray | None = None) -> Session:
+def split_pushes(rec: Recording, scene: Scene, tracked: np.ndarray | None = None,
+                 object_samples: dict | None = None) -> Session:
     """Cut a session (several pushes, the objects set back by hand between them) into recordings of one push
     each, every one of which ``check_only_pushed`` accepts: a push is a stretch with an object within
     ``UNPUSHED_REACH`` of the pusher (stretches less than ``PUSH_IDLE_S`` apart are one push), with
     ``PUSH_MARGIN_S`` before and after, in which an object moved more than ``UNPUSHED_MOTION``; none spans an
     object moved with nothing near (a hand), a gap of the samples, or a sample where ``tracked`` (T,) is False (a
-    body not seen within ``MAX_GAP_S``: occluded by the hand). A hand near the pusher is not told from the pusher:
-    keep the pusher away while setting objects back."""
+    body not seen within ``MAX_GAP_S``: occluded by the hand). ``object_samples`` ({topic: sample stamps}, a bag's
+    objects) are held to a push's rate as ``read_mcap`` holds them; a push that fails it, or ``check_only_pushed``,
+    is left out, said why. A hand near the pusher is not told from the pusher: keep the pusher away while setting
+    objects back."""
     t, T = rec.times, len(rec.times)
     t0 = t[0]
     free = np.ones(T, dtype=bool) if tracked is None else np.asarray(tracked, dtype=bool).copy()
@@ -611,8 +617,12 @@ def split_pushes(rec: Recording, scene: Scene, tracked: np.ndarray | None = None
                 continue
             name = f"{rec.name}_push_{len(pushes):03d}"
             push = Recording(name, t[lo:hi].copy(), rec.pusher[lo:hi].copy(), rec.objects[lo:hi].copy())
-            _check_samples(push, name, row_offset=lo, unit="sample", column="")
-            try:  # measured from the push's own start, a slow drift may add up past UNPUSHED_MOTION
+            try:
+                _check_samples(push, name, row_offset=lo, unit="sample", column="")
+                for topic, st in (object_samples or {}).items():  # each object's own samples over the push
+                    a, b = np.searchsorted(st, t[lo], side="right") - 1, np.searchsorted(st, t[hi - 1]) + 1
+                    _check_times(st[max(0, a):b], f"{name}: topic {topic}", row_offset=0, unit="sample", column="")
+                # measured from the push's own start, a slow drift may add up past UNPUSHED_MOTION
                 check_only_pushed(push, scene, name)
             except RecordingError as e:
                 left_out.append((t[lo] - t0, t[hi - 1] - t0, str(e).split(" A recording is scored")[0]))
@@ -634,11 +644,12 @@ def read_session(path, scene: Scene, topics: MocapTopics | None = None) -> Sessi
     if path.suffix.lower() == ".csv":
         return split_pushes(read_csv(path, scene), scene)  # (a CSV file has no gap: read_csv refuses one)
     rec, samples, _ = _read_bodies(path, scene, _bag_topics(path, topics))
+    objects = dict(list(samples.items())[1:])
     tracked = np.ones(len(rec.times), dtype=bool)
-    for st in list(samples.values())[1:]:  # each object: a sample within MAX_GAP_S on both sides of the time
+    for st in objects.values():  # each object: a sample within MAX_GAP_S on both sides of the time
         i = np.clip(np.searchsorted(st, rec.times), 1, len(st) - 1)
         tracked &= (st[i] - st[i - 1] <= MAX_GAP_S) | np.isin(rec.times, st)
-    return split_pushes(rec, scene, tracked)
+    return split_pushes(rec, scene, tracked, objects)
 
 
 def expand_paths(paths) -> list:

@@ -386,7 +386,9 @@ def fast_config(rate: float, settings: list, seed: int = 0) -> FastConfig:
     try:
         return from_values(FastConfig, values)
     except ConfigError as e:
-        flag = "--replan-rate" if e.name == "replan_rate" else f"--fast {e.name}"
+        given = {item.partition("=")[0].strip() for item in settings}
+        flag = {"replan_rate": "--replan-rate", "seed": "--fast seed" if "seed" in given else "--seed"}.get(
+            e.name, f"--fast {e.name}")
         raise ValueError(f"{flag}: {str(e)[len(e.name) + 2:]}") from None
 
 

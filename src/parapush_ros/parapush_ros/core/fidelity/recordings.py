@@ -465,12 +465,8 @@ def _salvage(path: Path, topics=()) -> tuple[list, list, int]:
 def read_recording(path, scene: Scene, topics: MocapTopics | None = None) -> Recording:
     """A CSV (``.csv``) or MCAP (``.mcap``) recording of one push (``check_only_pushed``)."""
     path = Path(path)
-    if path.suffix.lower() == ".csv":
-        rec = read_csv(path, scene)
-    elif path.suffix.lower() == ".mcap":
-        rec = read_mcap(path, scene, _bag_topics(path, topics))
-    else:
-        raise RecordingError(f"{path.name}: unknown recording format {path.suffix!r} (expected .csv or .mcap)")
+    # (_bag_topics refuses a suffix that is neither)
+    rec = read_csv(path, scene) if path.suffix.lower() == ".csv" else read_mcap(path, scene, _bag_topics(path, topics))
     check_only_pushed(rec, scene, path.name)
     return rec
 
@@ -498,8 +494,9 @@ def check_only_pushed(rec: Recording, scene: Scene, name: str) -> None:
     than ``UNPUSHED_MOTION`` with nothing that near (a hand setting it back between pushes of one session bag, a
     person bumping the table) would be scored as the models' error: ``RecordingError`` naming the object, the
     times and how far the pusher was."""
-    for run in _unpushed_runs(rec, scene)[:1]:
-        t0 = rec.times[0]
+    runs = _unpushed_runs(rec, scene)
+    if runs:
+        run, t0 = runs[0], rec.times[0]
         raise RecordingError(
             f"{name}: object {run.name!r} moved {1e3 * run.moved:.0f} mm between {rec.times[run.a] - t0:.2f} and "
             f"{rec.times[run.b - 1] - t0:.2f} s (past {1e3 * UNPUSHED_MOTION:.0f} mm at {rec.times[run.k] - t0:.2f} s) "

@@ -272,10 +272,12 @@ def test_sigterm_to_the_launch_alone_mid_push_still_leaves_the_arm_at_zero(launc
 
     slow = tmp_path / "slow_sim.yaml"
     slow.write_text(SLOW_SIM)
-    lt = launch("sim", f"params_file:={slow}")
+    lt = launch("sim", f"params_file:={slow}", "model:=fine")  # planner auto: the 10 Hz planner with the fine model
     node = ros_executor.add(rclpy.create_node("launch_sigterm_watch"))
     arm = _arm_input(node)
     assert _send_readme_goal(lt, node).accepted
+    assert re.search(r"\[mpc_planner\]: planner auto: fast \(real time, one object, model fine\)",
+                     lt.output()), lt.output()[-3000:]
     wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
              what="the arm to move")
     children = psutil.Process(lt.proc.pid).children(recursive=False)
@@ -397,6 +399,7 @@ def test_readme_first_push_succeeds_under_ros2_launch(launch, tmp_path):
     stop_and_plan.write_text("mpc_planner:\n  ros__parameters:\n    realtime: false\n" + SLOW_SIM)
     lt = launch("sim", f"params_file:={stop_and_plan}")
     lt.wait_output(r"\[mpc_planner\]: active")
+    assert re.search(r"\[mpc_planner\]: planner auto: mpc \(stop and plan", lt.output()), lt.output()[-3000:]
     goal = ("{target_object: slider, goal_x: 0.25, goal_y: 0.0, position_tolerance: 0.05, yaw_tolerance: -1.0}")
     for attempt in range(3):
         out = tmp_path / f"send_goal_{attempt}.log"
@@ -416,6 +419,9 @@ def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launc
     lt = launch("robot")
     node = ros_executor.add(rclpy.create_node("launch_robot_client"))
     handle = _send_readme_goal(lt, node)
+    # the robot's default planner with the default model (Parareal-1): the 1 Hz MPC, and the node says why
+    assert re.search(r"\[mpc_planner\]: planner auto: mpc \(model parareal1: its re-scoring does not fit",
+                     lt.output()), lt.output()[-3000:]
     if handle.accepted:
         result = wait_future(handle.get_result_async(), timeout=60.0, what="the goal's result").result
         assert result.outcome != PushObject.Result.REACHED

@@ -113,7 +113,9 @@ LAUNCH_ARGUMENTS = {
                                         f"alg2 clutter_push)"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "
                                         "config/mpc_planner.yaml (alg2: learned)"),
-    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: mpc (sampling MPC) | fast (the sampling MPC "
+    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: auto (fast where it is measured at least as "
+                                          "good: real time, one object, model fine; else mpc) | "
+                                          "mpc (sampling MPC) | fast (the sampling MPC "
                                           "re-planned at fast.replan_rate Hz) | dgoc (paper 003: DDP "
                                           "from demonstrations to a goal pose, tracked at 100 Hz; box scenes with "
                                           "a demonstration library) | alg2 (paper 004 Algorithm 2: a "
@@ -365,7 +367,7 @@ def _planner_entry(mode: str, arguments: dict, share=None):
     files = {**merge_like_rcl(parameter_files(planner, mode, share), planner.name),
              **_user_parameters(planner, arguments)}
     try:
-        return planner_entry(arguments.get("planner") or files.get("planner", "mpc"))
+        return planner_entry(arguments.get("planner") or files.get("planner", planner.param_spec()["planner"].default))
     except ValueError:
         return None
 

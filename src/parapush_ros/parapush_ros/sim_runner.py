@@ -278,7 +278,7 @@ class _PushClient:
         self.start_wall = None
         self.late_plans = 0  # the feedback's count of plans that arrived after their switch
         self.model = stack.parameters["mpc_planner"].get("model", "")
-        self.planner = stack.parameters["mpc_planner"].get("planner", "mpc")
+        self.planner = stack.nodes["mpc_planner"].kind.name  # the one planning (planner auto: the one it chose)
 
     def step(self, watch) -> bool:
         """Advance; True when the push is over."""

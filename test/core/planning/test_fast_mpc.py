@@ -3,6 +3,7 @@
 clock that does not move, so every run is the same on any host. Lateness is injected as charged planning time
 (``WorldIO.extra_latency``), never measured."""
 import math
+import re
 from itertools import pairwise
 
 import numpy as np
@@ -13,7 +14,7 @@ from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.planning.fast_mpc import (FastConfig, FastMPCPush, FastPlanner, SplineSchedule, build_fast,
                                                  limit_knots, spline_at)
 from parapush_ros.core.planning.outcome import Outcome
-from parapush_ros.core.planning.planners import PLANNERS
+from parapush_ros.core.planning.planners import AUTO, PLANNERS, auto_planner, build_planner
 from parapush_ros.core.planning.tasks import PushTask
 from parapush_ros.core.scene.projection import deepest_penetration
 from parapush_ros.core.scene.spec import load_scene
@@ -153,6 +154,40 @@ def test_settings_are_checked_naming_the_setting():
         build_fast(clutter, {**params, "model": "fine", "coarse_model": "auto", "fast.horizon": 3.0,
                              "fast.cost_interval": 1.5})
     assert PLANNERS["fast"].config is FastConfig
+
+
+def test_planner_auto_is_fast_where_it_was_measured_at_least_as_good_and_mpc_elsewhere_saying_why():
+    """The node's default: fast with one object in real time on the fine model; mpc for stop and plan, several
+    objects, Parareal-K (its re-scoring does not fit the cycle on 2 cores) and the models fast does not re-score
+    with (papers 000, 001, 004), each with its why. A bad setting of the planner chosen is an error, never a quiet
+    switch to the other."""
+    assert PLANNER["planner"].default == AUTO
+    params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True, "model": "fine"}
+    one, clutter = load_scene("cylinder_slider"), load_scene("clutter_push")
+    assert auto_planner(one, params) == ("fast", "real time, one object, model fine")
+    for scene, extra, why in ((one, {"realtime": False}, r"^stop and plan \(realtime false\)"),
+                              (clutter, {}, r"^4 objects: .*moves the others more"),
+                              (one, {"model": "parareal1"}, r"^model parareal1: its re-scoring does not fit"),
+                              (one, {"model": "learned_ensemble"}, r"^model learned_ensemble: fast re-scores"),
+                              (one, {"model": "coarse"}, r"^model coarse: ")):
+        choice, said = auto_planner(scene, {**params, **extra})
+        assert choice == "mpc" and re.match(why, said), (extra, said)
+    built = []
+    try:
+        for extra, name, why in (({}, "fast", "real time"), ({"realtime": False}, "mpc", "stop and plan")):
+            entry, strategy, said = build_planner(AUTO, one, {**params, **extra})
+            built.append(strategy)
+            assert entry.name == name and said.startswith(why) and strategy.describe().startswith(f"planner {name}")
+        with pytest.raises(ValueError, match=r"parameter fast\.replan_rate"):
+            build_planner(AUTO, one, {**params, "fast.replan_rate": -1.0})
+        with pytest.raises(ValueError, match=r"^parameter model: unknown model 'bogus'"):
+            build_planner(AUTO, one, {**params, "model": "bogus"})
+        entry, strategy, said = build_planner("mpc", one, params)  # a named planner: itself, no why
+        built.append(strategy)
+        assert (entry.name, said) == ("mpc", "")
+    finally:
+        for strategy in built:
+            strategy.close()
 
 
 # ------------------------------------------------------------------------------------------------ the loop

@@ -42,7 +42,7 @@ from ..core.config import ConfigError, from_values
 from ..core.planning.goal_policy import default_target, request_goal
 from ..core.planning.live_io import Commands, LiveIO, SceneStates
 from ..core.planning.outcome import Outcome
-from ..core.planning.planners import planner_entry
+from ..core.planning.planners import build_planner, planner_entry
 from ..core.planning.session import PushArbiter, PushSession, SessionConfig, SessionResult, seconds_to_ns
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
@@ -63,12 +63,15 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
                 raise ValueError(f"parameter {name}: must be finite and >= 0, got {p[name]}")
         try:  # the push loop's settings, checked once here: a goal never finds a bad one
             self.session_config = from_values(SessionConfig, p)
-            self.kind = planner_entry(p["planner"])
+            planner_entry(p["planner"])
         except ConfigError as e:
             raise ValueError(f"parameter {e}") from None
         self._sessions = {}  # goal id -> its push, from acceptance (it may wait for its turn) to its end
         self.target_name = default_target(self.scene, p["target_object"])  # raises naming the scene's objects
-        self.strategy = self.kind.build(self.scene, p)  # the planner: ValueError naming a bad parameter
+        # the planner (planner auto: the one it chose, and why): ValueError naming a bad parameter
+        self.kind, self.strategy, why = build_planner(p["planner"], self.scene, p)
+        if why:
+            self.get_logger().info(f"planner {p['planner']}: {self.kind.name} ({why})")
         self.control_rate = max(p["control_rate"], self.strategy.command_rate)
 
         self.states = SceneStates(self.scene.layout.dim, p["state_timeout"], topics.SCENE_STATE)

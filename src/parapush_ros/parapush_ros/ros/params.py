@@ -168,7 +168,7 @@ def _planner_params() -> dict:
         **MANAGED,
         "scene": Param("obstacle_push", "scene name (config/scenes/<name>.yaml) or path to a scene YAML: table, "
                                         "objects, obstacles and the default goal"),
-        "planner": Param("mpc", "push planner (core/planning/planners.py): "
+        "planner": Param("auto", "push planner (core/planning/planners.py): "
                                 + "; ".join(f"{e.name}: {e.description}" for e in PLANNERS.values())),
         "target_object": Param("", "object that /goal_pose goals move; empty = the scene goal's object"),
         **{name: Param(default, description) for name, (default, description) in PlannerConfig.settings().items()},

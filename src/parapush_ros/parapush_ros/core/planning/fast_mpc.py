@@ -521,8 +521,8 @@ class FastMPCPush(PushStrategy):
 
     def describe(self) -> str:
         c = self.config
-        return (f"fast MPC at {c.replan_rate:g} Hz, {c.horizon:g} s horizon, {c.candidates} candidates on "
-                f"{self.planner.screen.name}, best {c.rescore} on {self.planner.model.name}")
+        return (f"planner fast ({c.replan_rate:g} Hz, {c.horizon:g} s horizon, {c.candidates} candidates on "
+                f"{self.planner.screen.name}, best {c.rescore} on {self.planner.model.name})")
 
     def close(self):
         self.planner.predictor.close()

@@ -194,7 +194,7 @@ class LowUncertaintyPush(MPCPush):
         self.tracker = None  # a new goal: a new path
 
     def describe(self) -> str:
-        return f"alg2 (heat-map of {self.path_config.heat_model}), tracked by: {super().describe()}"
+        return f"planner alg2 (heat-map of {self.path_config.heat_model}) tracked by {super().describe()}"
 
     def plan_view(self, report):
         view = super().plan_view(report)

@@ -89,7 +89,7 @@ class MPCPush(PushStrategy):
 
     def describe(self) -> str:
         c = self.planner.config
-        return f"model {c.model}, {c.optimiser} optimiser"
+        return f"planner mpc (model {c.model}, {c.optimiser} optimiser)"
 
     def close(self):
         if self.planner.predictor is not None:

@@ -23,6 +23,8 @@ parameter. The node publishes its plans from the strategy's ``plan_view`` (``Pus
   Parareal-K), warm-started from the running plan shifted by the time elapsed (``fast_mpc.FastMPCPush``); the MPC's
   model, speeds and weights, its own ``fast.<name>`` from ``FastConfig``. Real time only.
 * ``straight``: the example of adding a planner (``example_planner.StraightPush``): a straight line to the goal.
+* ``auto`` (the node's default): ``fast`` where it was measured at least as good as ``mpc`` (one object, real
+  time, the fine model), else ``mpc`` (``auto_planner``); the node says which and why.
 """
 from __future__ import annotations
 
@@ -30,11 +32,16 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..config import ConfigError
+from ..models.registry import FINE, MODELS, PARAREAL, ModelSpec
+from ..scene.spec import Scene
 from .dgoc_push import DGOCConfig, build_dgoc
 from .example_planner import StraightConfig, build_straight
 from .fast_mpc import FastConfig, build_fast
 from .low_uncertainty import LowUncertaintyConfig, build_alg2
 from .mpc_push import build_mpc
+from .session import PushStrategy
+
+AUTO = "auto"
 
 
 class RegisteredPlanner(NamedTuple):
@@ -81,6 +88,43 @@ register_planner("fast", "anytime MPC re-planned at fast.replan_rate Hz: spline 
                  build_fast, FastConfig)
 register_planner("straight", "example: the pusher aimed along the straight line to the goal (no model)",
                  build_straight, StraightConfig)
+register_planner(AUTO, "fast where it is measured at least as good as mpc (planning in real time, one object, the "
+                       "fine model), else mpc; the node says which and why",
+                 lambda scene, params: build_planner(AUTO, scene, params)[1])
+
+
+def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
+    """``planner: auto``: (``fast`` or ``mpc``, why), by where ``fast`` was measured at least as good as ``mpc``
+    (docs/results/fast_mpc.md, "planner auto"): one object pushed in real time and re-scored with the fine model
+    (10 Hz with cycle p95 <= 0.09 s on 2 cores, as successful, sooner to the goal, a tenth of the reaction time).
+    ``mpc`` stays for stop-and-plan (paper 000), for several objects (there ``fast`` moves the other objects more
+    with its defaults), for Parareal-K (on 2 cores its re-scoring over the quasi-static coarse model does not fit
+    the 0.1 s cycle and is abandoned) and for the coarse, learned and ensemble models (papers 001 and 004), which
+    ``fast`` does not re-score with. ``params``: the planner node's (``realtime``, ``model``)."""
+    if not params.get("realtime", False):
+        return "mpc", "stop and plan (realtime false); fast plans only while the pusher moves"
+    if len(scene.objects) != 1:
+        return "mpc", (f"{len(scene.objects)} objects: with its defaults fast moves the others more than mpc; "
+                       f"planner fast with config/fast_clutter.yaml to choose it")
+    try:
+        spec = ModelSpec.parse(params.get("model", ""))
+    except ValueError as e:  # named as the planners' builds name it
+        raise ValueError(f"parameter model: {e}") from None
+    if spec.kind == PARAREAL:
+        return "mpc", (f"model {spec.name}: its re-scoring does not fit fast's 0.1 s cycle on 2 cores (model fine, "
+                       f"or planner fast, to re-plan at 10 Hz)")
+    if not (spec.kind in MODELS and MODELS[spec.kind].role == FINE):
+        return "mpc", f"model {spec.name}: fast re-scores with the fine model or parareal<K> only"
+    return "fast", f"real time, one object, model {spec.name}"
+
+
+def build_planner(name: str, scene: Scene, params: dict) -> tuple[RegisteredPlanner, PushStrategy, str]:
+    """The planner ``name`` built for ``scene`` from the node's ``params``: (the registry entry of the planner that
+    plans, its strategy, why: "" unless ``name`` is ``auto``). A bad setting is an error (``ValueError`` naming
+    the parameter) whichever planner ``auto`` chose, never a switch to the other."""
+    chosen, why = auto_planner(scene, params) if name == AUTO else (name, "")
+    entry = planner_entry(chosen)
+    return entry, entry.build(scene, params), why
 
 
 def planner_entry(name: str) -> RegisteredPlanner:

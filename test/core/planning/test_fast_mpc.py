@@ -158,16 +158,16 @@ def test_settings_are_checked_naming_the_setting():
 
 def test_planner_auto_is_fast_where_it_was_measured_at_least_as_good_and_mpc_elsewhere_saying_why():
     """The node's default: fast with one object in real time on the fine model; mpc for stop and plan, several
-    objects, Parareal-K (its re-scoring does not fit the cycle on 2 cores) and the models fast does not re-score
-    with (papers 000, 001, 004), each with its why. A bad setting of the planner chosen is an error, never a quiet
-    switch to the other."""
+    objects, Parareal-K (its re-scoring was measured not to fit the cycle on 2 cores) and the models fast does
+    not re-score with (papers 000, 001, 004), each with its why. A bad setting of the planner chosen is an error,
+    never a quiet switch to the other."""
     assert PLANNER["planner"].default == AUTO
     params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True, "model": "fine"}
     one, clutter = load_scene("cylinder_slider"), load_scene("clutter_push")
     assert auto_planner(one, params) == ("fast", "real time, one object, model fine")
     for scene, extra, why in ((one, {"realtime": False}, r"^stop and plan \(realtime false\)"),
                               (clutter, {}, r"^4 objects: .*moves the others more"),
-                              (one, {"model": "parareal1"}, r"^model parareal1: its re-scoring does not fit"),
+                              (one, {"model": "parareal1"}, r"^model parareal1: its re-scoring was measured"),
                               (one, {"model": "learned_ensemble"}, r"^model learned_ensemble: fast re-scores"),
                               (one, {"model": "coarse"}, r"^model coarse: ")):
         choice, said = auto_planner(scene, {**params, **extra})

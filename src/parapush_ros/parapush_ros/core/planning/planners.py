@@ -111,8 +111,8 @@ def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     except ValueError as e:  # named as the planners' builds name it
         raise ValueError(f"parameter model: {e}") from None
     if spec.kind == PARAREAL:
-        return "mpc", (f"model {spec.name}: its re-scoring does not fit fast's 0.1 s cycle on 2 cores (model fine, "
-                       f"or planner fast, to re-plan at 10 Hz)")
+        return "mpc", (f"model {spec.name}: its re-scoring was measured not to fit fast's 0.1 s cycle on 2 cores; "
+                       f"model fine, or planner fast, to re-plan at 10 Hz")
     if not (spec.kind in MODELS and MODELS[spec.kind].role == FINE):
         return "mpc", f"model {spec.name}: fast re-scores with the fine model or parareal<K> only"
     return "fast", f"real time, one object, model {spec.name}"

@@ -93,3 +93,44 @@ def test_a_callback_that_raises_ends_the_node_with_status_1_after_its_stop(threa
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "boom in a callback" in proc.stderr
     assert "stopped" in proc.stdout  # the node's stop ran
+
+
+WEDGED = textwrap.dedent("""
+    import ctypes
+
+    from rclpy.node import Node
+
+    from parapush_ros.ros import node as scaffolding
+
+    scaffolding.WEDGED_LIMIT_S = 3.0  # the node's 30 s, shortened for the test
+
+
+    class WedgedInACallback(Node):
+        def __init__(self):
+            super().__init__("wedged_in_a_callback")
+            self.timer = self.create_timer(0.5, self.tick)
+
+        def tick(self):
+            self.timer.cancel()
+            print("wedged", flush=True)
+            ctypes.PyDLL(None).sleep(120)  # a C call that never returns, holding the GIL: no Python runs again
+
+
+    scaffolding.run_node(WedgedInACallback, num_threads=2)
+""")
+
+
+def test_a_node_wedged_below_python_still_ends_on_sigterm_with_every_threads_traceback():
+    """A multi-threaded node (the planner) whose callback blocks below Python holding the GIL can run no signal
+    handler: SIGTERM alone would leave it running for ever (seen once in the robot soak: the planner still running
+    60 s after SIGTERM). faulthandler's watchdog needs no GIL: the node ends with status 1 and the traceback of the
+    thread that wedged it, so that the launch ends the stack and the arm gets its zero."""
+    proc = subprocess.Popen([sys.executable, "-c", WEDGED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "wedged"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err[-2000:]
+    assert "Timeout" in err and "in tick" in err, err[-2000:]  # the wedged thread's traceback

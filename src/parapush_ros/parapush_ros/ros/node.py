@@ -20,12 +20,17 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from ..core.config import ConfigError, knobs
 
 SIGNAL_POLL_S = 0.05  # s: how often the main thread looks for a SIGINT / SIGTERM (the spin runs on its own)
 STOP_LIMIT_S = 20.0  # s a node's stop may take after the signal (its own three waits are bounded by 5 s each)
 DESTROY_LIMIT_S = 5.0  # s the middleware's cleanup may take once the node has stopped (it takes milliseconds)
+# s the main thread of a multi-threaded node may go without running: only a C call elsewhere that holds the GIL (a
+# deadlock below Python) stops it that long, and then no signal can reach the node (a planner was once left running
+# 60 s after SIGTERM); it ends with every thread's traceback and status 1, so that the launch ends the stack
+WEDGED_LIMIT_S = 30.0
 
 
 def exit_after(seconds: float, status: int) -> bool:
@@ -125,8 +130,12 @@ def run_node(node_class, args=None, num_threads: int = 1):
                     spinning.executor.spin_once(timeout_sec=SIGNAL_POLL_S)
             else:  # a callback that raised is kept by the spin thread: the node ends as the single-threaded one
                 spinning.start()  # does (fail-safe: the launch then ends and the arm is sent its zero)
+                faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)  # no GIL needed: see WEDGED_LIMIT_S
+                armed = time.monotonic()  # ... re-armed every second while the main thread runs
                 while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running and not spinning.errors:
-                    pass
+                    if time.monotonic() - armed >= 1.0:
+                        faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)
+                        armed = time.monotonic()
         finally:  # stop spinning, let the node stop (its zeros go out), wait for callbacks, destroy it
             # faulthandler's watchdog thread needs no GIL: a stop that hangs ends with its traceback and status 1
             faulthandler.dump_traceback_later(STOP_LIMIT_S, exit=True)

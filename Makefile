@@ -39,7 +39,7 @@ test-stress:
 	./scripts/test-stress.sh
 
 demo: setup
-	./env.sh parapush sim --model fine --push --out out
+	./env.sh parapush sim --push --out out
 
 build:
 	@PARAPUSH_FORCE_BUILD=1 ./scripts/setup.sh

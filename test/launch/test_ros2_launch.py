@@ -419,8 +419,8 @@ def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launc
     lt = launch("robot")
     node = ros_executor.add(rclpy.create_node("launch_robot_client"))
     handle = _send_readme_goal(lt, node)
-    # the robot's default planner with the default model (Parareal-1): the 1 Hz MPC, and the node says why
-    assert re.search(r"\[mpc_planner\]: planner auto: mpc \(model parareal1: its re-scoring was measured not to fit",
+    # the robot's default planner with the default model (Parareal-1): the 10 Hz planner, and the node says why
+    assert re.search(r"\[mpc_planner\]: planner auto: fast \(real time, one object, model parareal1\)",
                      lt.output()), lt.output()[-3000:]
     if handle.accepted:
         result = wait_future(handle.get_result_async(), timeout=60.0, what="the goal's result").result

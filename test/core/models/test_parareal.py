@@ -163,6 +163,34 @@ def test_a_stop_abandons_between_pieces_of_fine_work_and_changes_nothing_else(mo
         pr.solve(x0[0], U[0], 0.5, max_iterations=1, schedule="pipelined", stop=lambda: False)
 
 
+def test_a_coarse_chain_rolled_out_by_the_caller_is_iteration_0_and_one_of_another_model_is_refused(models):
+    """The fast planner screens every candidate on the coarse model, then re-scores the best few with Parareal-K:
+    their screened chain is Parareal's iteration 0 (one coarse sweep less, same result); a chain of another model
+    (here the quasi-static model at another sub-step) would silently change the result, so it is refused."""
+    from parapush_ros.core.models.quasistatic_coarse import QuasiStaticConvexCoarseModel
+
+    scene, _, fine = models["cylinder_slider"]
+    coarse = QuasiStaticConvexCoarseModel(scene, max_substep=0.025)
+    pr = Parareal(scene, coarse, fine)
+    rng = np.random.default_rng(8)
+    x0 = sideways_starts(scene, rng, 5, 0.04)
+    U = rng.uniform(-0.01, 0.04, (5, 4, 2))
+    screened = rollout(coarse, x0, U, 0.5)  # all five, as the screen does; Parareal re-scores two of them
+    pick = [3, 1]
+    for k in (0, 1, 2):
+        a = pr.solve(x0[pick], U[pick], 0.5, max_iterations=k)
+        b = pr.solve(x0[pick], U[pick], 0.5, max_iterations=k, coarse_chain=screened[pick])
+        assert np.array_equal(a.states, b.states), k
+        assert b.fine_slices == a.fine_slices and b.coarse_slices == a.coarse_slices - 2 * 3
+    other = rollout(QuasiStaticConvexCoarseModel(scene), x0, U, 0.5)  # the model's own 5 ms sub-step
+    with pytest.raises(ValueError, match="not the 'quasistatic_convex' coarse model's chain"):
+        pr.solve(x0, U, 0.5, max_iterations=1, coarse_chain=other)
+    with pytest.raises(ValueError, match="does not start at x0"):
+        pr.solve(x0[::-1], U, 0.5, max_iterations=1, coarse_chain=screened)
+    with pytest.raises(ValueError, match="coarse_chain must be"):
+        pr.solve(x0, U, 0.5, max_iterations=1, coarse_chain=screened[:, :3])
+
+
 def test_bad_arguments_are_named(models):
     scene, pr, _ = models["cylinder_slider"]
     x0 = scene.initial_state()

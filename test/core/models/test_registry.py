@@ -119,6 +119,25 @@ def test_predictor_from_node_parameters_builds_the_named_models():
         Predictor.from_parameters(scene, {**p, "coarse_model": "teapot"})
 
 
+def test_a_coarse_chain_is_taken_only_by_parareal_over_a_coarse_model_of_its_kind():
+    """``coarse_chain`` replaces Parareal's coarse model: one of another kind, or given to a model that is not
+    Parareal, would be ignored or wrong, so it is refused naming both."""
+    from parapush_ros.core.models.parareal import CoarseChain
+    scene = load_scene("cylinder_slider")
+    pred = Predictor(scene, coarse="analytical", threads=1)
+    try:
+        x0, u = scene.initial_state()[None], np.full((1, 2, 2), 0.02)
+        chain = CoarseChain(pred.coarse_model(), rollout(pred.coarse_model(), x0, u, 0.5))
+        direct = pred.predict(x0, u, 0.5, model="parareal1")
+        assert np.array_equal(pred.predict(x0, u, 0.5, model="parareal1", coarse_chain=chain).states, direct.states)
+        with pytest.raises(ValueError, match="coarse_chain of the 'analytical' model given for fine"):
+            pred.predict(x0, u, 0.5, model="fine", coarse_chain=chain)
+        with pytest.raises(ValueError, match="coarse_chain of the 'analytical' model given for parareal1"):
+            pred.predict(x0, u, 0.5, model="parareal1", coarse="quasistatic_convex", coarse_chain=chain)
+    finally:
+        pred.close()
+
+
 def test_a_variance_threshold_is_refused_without_a_coarse_variance_or_when_not_finite():
     """parareal_variance_threshold > 0 with a coarse model that predicts no variance would fail every Parareal
     prediction (every plan of the planner node); it is refused when the predictor is made, as an infinite one is

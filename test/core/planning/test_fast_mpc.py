@@ -157,17 +157,19 @@ def test_settings_are_checked_naming_the_setting():
 
 
 def test_planner_auto_is_fast_where_it_was_measured_at_least_as_good_and_mpc_elsewhere_saying_why():
-    """The node's default: fast with one object in real time on the fine model; mpc for stop and plan, several
-    objects, Parareal-K (its re-scoring was measured not to fit the cycle on 2 cores) and the models fast does
-    not re-score with (papers 000, 001, 004), each with its why. A bad setting of the planner chosen is an error,
+    """The node's default: fast with one object in real time on the fine model or Parareal-1; mpc for stop and
+    plan, several objects, Parareal-K with K >= 2 (not measured to fit the cycle on 2 cores) and the models fast
+    does not re-score with (papers 000, 001, 004), each with its why. A bad setting of the planner chosen is an error,
     never a quiet switch to the other."""
     assert PLANNER["planner"].default == AUTO
     params = {**{k: v.default for k, v in PLANNER.items()}, "realtime": True, "model": "fine"}
     one, clutter = load_scene("cylinder_slider"), load_scene("clutter_push")
     assert auto_planner(one, params) == ("fast", "real time, one object, model fine")
+    for model in ("parareal1", "parareal"):  # the predictor's default K is 1
+        assert auto_planner(one, {**params, "model": model}) == ("fast", f"real time, one object, model {model}")
     for scene, extra, why in ((one, {"realtime": False}, r"^stop and plan \(realtime false\)"),
                               (clutter, {}, r"^4 objects: .*moves the others more"),
-                              (one, {"model": "parareal1"}, r"^model parareal1: its re-scoring was measured"),
+                              (one, {"model": "parareal2"}, r"^model parareal2: 2 fine sweeps per re-scoring"),
                               (one, {"model": "learned_ensemble"}, r"^model learned_ensemble: fast re-scores"),
                               (one, {"model": "coarse"}, r"^model coarse: ")):
         choice, said = auto_planner(scene, {**params, **extra})
@@ -354,6 +356,28 @@ def test_parareal_over_a_coarse_model_of_fixed_slices_is_refused_naming_the_mode
     try:
         with pytest.raises(ConfigError, match=r"^model: parareal1 with coarse model 'learned'.* 1 s slices"):
             FastPlanner(scene, FastConfig(), PushTask(scene), predictor, "parareal1")
+    finally:
+        predictor.close()
+
+
+def test_parareal_re_scoring_over_the_screening_model_starts_from_the_screened_chain():
+    """Parareal-K over the screening model's kind takes the screening model (its sub-step) as its coarse model and
+    the screen's chain as iteration 0: the plan's states are that Parareal's, bitwise; over another coarse model
+    Parareal keeps its own."""
+    from parapush_ros.core.models.parareal import Parareal
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1, slice_s=0.25)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8), PushTask(scene), predictor, "parareal1")
+        assert planner.shares_screen and planner.model.coarse == planner.screen.kind == "quasistatic_convex"
+        x = scene.initial_state()
+        plan = planner.plan(x, np.zeros(2))
+        assert plan.model == "parareal1" and not plan.abandoned
+        again = Parareal(scene, planner.screen_model, predictor.fine).solve(x, plan.controls, 0.25, 1)
+        assert np.array_equal(plan.states, again.states)
+        other = FastPlanner(scene, FastConfig(candidates=8, screen_model="analytical"), PushTask(scene), predictor,
+                            "parareal1")
+        assert not other.shares_screen and other.plan(x, np.zeros(2)).model == "parareal1"
     finally:
         predictor.close()
 

@@ -26,6 +26,11 @@ an object pushed the way the training data pushed it), fine slices buy nothing. 
 ``max_iterations``. The result carries that remaining variance, accumulated along the trajectory (zero on the
 exact prefix). ``parapush bench adaptive`` measures accuracy against cost.
 
+````coarse_chain``: where a caller already rolled the coarse model out from x0 under the same controls (the fast
+planner screens every candidate on the coarse model before it re-scores the best few), that chain is iteration 0
+and the first coarse sweep is not done again. Its first slice is recomputed and compared, so a chain of another
+model (another sub-step) is refused, not used.
+
 ``schedule="pipelined"`` (one trajectory, fixed K, tolerance 0) drops the barrier between sweeps: the fine solve
 of slice n for iteration k+1 is submitted the moment its start value x_n^k is known, while earlier slices of
 iteration k are still running. Same operations on the same values, so the result is bitwise the batched one;
@@ -61,6 +66,15 @@ class PararealResult:
     variance: np.ndarray | None = None  # (M, N+1, D) with ``variance_threshold``: the coarse variance left (below)
 
 
+@dataclass(frozen=True)
+class CoarseChain:
+    """Parareal's iteration 0 rolled out by the caller: the coarse ``model`` and its ``states`` (M, N+1, D) from
+    x0 under the controls Parareal is given (``Predictor.predict``'s ``coarse_chain``)."""
+
+    model: object
+    states: np.ndarray
+
+
 class Parareal:
     """Combines a coarse and a fine propagator. Both must offer ``propagate(x (B, D), u (B, 2), dt) -> (B, D)``."""
 
@@ -76,7 +90,7 @@ class Parareal:
     def solve(self, x0, controls, dt: float, max_iterations: int, tolerance: float = 0.0,
               yaw_tolerance: float | None = None, keep_history: bool = False,
               schedule: str = "batched", variance_threshold: float = 0.0,
-              stop: Callable[[], bool] | None = None) -> PararealResult:
+              stop: Callable[[], bool] | None = None, coarse_chain=None) -> PararealResult:
         """Solve one trajectory (x0 (D,), controls (N, 2)) or a batch (x0 (M, D), controls (M, N, 2)).
 
         ``tolerance`` (m) and ``yaw_tolerance`` (rad, default: tolerance / 0.05 m, i.e. the same arc length at
@@ -87,7 +101,11 @@ class Parareal:
         ``stop`` (an anytime caller's deadline): asked between pieces of fine work once some is done (each fine
         sweep then goes as calls of as many slices as the fine model has threads, so no thread idles) and before
         each correction sweep; True raises ``PredictionAbandoned`` with the fine slices spent.
+        ``coarse_chain`` (M, N+1, D) or None: this solver's coarse chain from x0 (iteration 0), see the module
+        docstring; not with ``variance_threshold`` (which needs the coarse variance of every slice).
         """
+        if coarse_chain is not None and (variance_threshold or schedule != "batched"):
+            raise ValueError("parareal: coarse_chain needs schedule 'batched' without variance_threshold")
         if variance_threshold:
             if schedule != "batched":
                 raise ValueError("parareal: variance_threshold needs schedule 'batched'")
@@ -127,14 +145,19 @@ class Parareal:
         unsure = variance_threshold > 0.0
         GV = np.zeros((M, N, L.dim)) if unsure else None  # the coarse variance of each slice of the iterate
         coarse = self._coarse_with_variance(GV) if unsure else lambda x, u, dt, where: self.coarse.propagate(x, u, dt)
-        for n in range(N):
-            G[:, n] = coarse(X[:, n], controls[:, n], dt, np.s_[:, n])
-            X[:, n + 1] = G[:, n]
+        if coarse_chain is None:
+            for n in range(N):
+                G[:, n] = coarse(X[:, n], controls[:, n], dt, np.s_[:, n])
+                X[:, n + 1] = G[:, n]
+            coarse_slices = M * N
+        else:
+            self._take_chain(np.asarray(coarse_chain, dtype=float), X, G, controls, dt)
+            coarse_slices = M
         Fv = np.empty((M, N, L.dim))  # fine result of slice n from the current X[:, n]
         start = np.zeros(M, dtype=int)  # first slice not yet converged, per trajectory
         exact = np.zeros(M, dtype=int)  # leading slices bitwise equal to the serial fine model
         sweeps = np.zeros(M, dtype=int)
-        result = PararealResult(states=X, iterations=0, coarse_slices=M * N,
+        result = PararealResult(states=X, iterations=0, coarse_slices=coarse_slices,
                                 history=[X.copy()] if keep_history else None)
         sure = np.zeros(M, dtype=bool)  # stopped because the coarse model is sure of the slices left
         for k in range(1, max_iterations + 1):
@@ -279,6 +302,22 @@ class Parareal:
             result.yaw_change.append(float(dyaw.max()))
         result.wall_time = time.perf_counter() - t_start
         return result
+
+    def _take_chain(self, chain, X, G, controls, dt):
+        """Iteration 0 (``X``, its coarse values ``G``) from a caller's coarse chain, after checking that it starts
+        at x0 and that its first slice is this coarse model's (a chain of another model or sub-step is refused)."""
+        if chain.shape != X.shape:
+            raise ValueError(f"parareal: coarse_chain must be (M, N+1, D) = {X.shape}, got {chain.shape}")
+        if not np.array_equal(chain[:, 0], X[:, 0]):
+            raise ValueError("parareal: coarse_chain does not start at x0")
+        G[:, 0] = self.coarse.propagate(X[:, 0], controls[:, 0], dt)
+        off = float(np.max(np.abs(G[:, 0] - chain[:, 1])))
+        if off > 1e-9:  # the same model from the same states: equal but for a batch's rounding
+            name = getattr(self.coarse, "name", type(self.coarse).__name__)
+            raise ValueError(f"parareal: coarse_chain is not the {name!r} coarse model's chain (its first slice "
+                             f"differs by {off:.3g})")
+        X[:, 1:] = chain[:, 1:]
+        G[:, 1:] = chain[:, 2:]
 
     def _coarse_with_variance(self, GV):
         """A coarse call ``(x, u, dt, where)`` that also stores the slices' variance in ``GV[where]``."""

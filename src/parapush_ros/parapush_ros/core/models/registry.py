@@ -23,7 +23,7 @@ import numpy as np
 
 from ..scene.spec import Scene
 from .base import PredictionAbandoned, Propagator, UncertainPropagator, rollout, rollout_with_variance
-from .parareal import Parareal
+from .parareal import CoarseChain, Parareal
 from .quasistatic_convex import DEFAULT_CONTACT_HEIGHT, DEFAULT_LIMIT_SURFACE
 
 COARSE = "coarse"  # role: cheap; a Parareal coarse propagator (and a model of its own)
@@ -410,11 +410,14 @@ class Predictor:
 
     def predict(self, x0, controls, dt: float, model="parareal", iterations: int | None = None,
                 tolerance: float | None = None, coarse: str | None = None,
-                keep_history: bool = False, stop: Callable[[], bool] | None = None) -> Prediction:
+                keep_history: bool = False, stop: Callable[[], bool] | None = None,
+                coarse_chain: CoarseChain | None = None) -> Prediction:
         """Predict the states after each control. ``x0`` (D,) or (M, D); ``controls`` (N, 2) or (M, N, 2);
         ``model`` a ModelSpec or its text. ``stop`` (an anytime planner's deadline): asked between slices (Parareal:
         between its fine work, ``Parareal.solve``) once some are done; True raises ``PredictionAbandoned``, whose
-        ``slices`` are the fine slices spent (0 for a coarse model)."""
+        ``slices`` are the fine slices spent (0 for a coarse model). ``coarse_chain`` (Parareal only): iteration 0
+        already rolled out on a coarse model of the spec's kind (the fast planner's screening model, at its own
+        sub-step), which is then Parareal's coarse model (``Parareal.solve``)."""
         spec = self.resolve(ModelSpec.parse(model, coarse=coarse), iterations)
         x0 = np.asarray(x0, dtype=float)
         controls = np.asarray(controls, dtype=float)
@@ -427,12 +430,16 @@ class Predictor:
         if not np.all(np.isfinite(controls)):
             raise ValueError("controls contain NaN or infinite values")
         t0 = time.perf_counter()
+        if coarse_chain is not None and (spec.kind != PARAREAL or coarse_chain.model.name != spec.coarse):
+            raise ValueError(f"coarse_chain of the {coarse_chain.model.name!r} model given for {spec.name}")
         if spec.kind == PARAREAL:
-            solver = Parareal(self.scene, self.coarse_model(spec.coarse), self.model(spec.fine))
+            coarse_model = self.coarse_model(spec.coarse) if coarse_chain is None else coarse_chain.model
+            solver = Parareal(self.scene, coarse_model, self.model(spec.fine))
             tol = self.tolerance if tolerance is None else tolerance
             try:
                 r = solver.solve(x0, controls, dt, min(spec.iterations, controls.shape[1]), tol,
-                                 keep_history=keep_history, variance_threshold=self.variance_threshold, stop=stop)
+                                 keep_history=keep_history, variance_threshold=self.variance_threshold, stop=stop,
+                                 coarse_chain=None if coarse_chain is None else coarse_chain.states)
             except PredictionAbandoned as e:
                 self.fine_slices += e.slices
                 raise

@@ -96,11 +96,12 @@ register_planner(AUTO, "fast where it is measured at least as good as mpc (plann
 def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     """``planner: auto``: (``fast`` or ``mpc``, why), by where ``fast`` was measured at least as good as ``mpc``
     (docs/results/fast_mpc.md, "planner auto"): one object pushed in real time and re-scored with the fine model
-    (10 Hz with cycle p95 <= 0.09 s on 2 cores, as successful, sooner to the goal, a tenth of the reaction time).
-    ``mpc`` stays for stop-and-plan (paper 000), for several objects (there ``fast`` moves the other objects more
-    with its defaults), for Parareal-K (on 2 cores its re-scoring over the quasi-static coarse model does not fit
-    the 0.1 s cycle and is abandoned) and for the coarse, learned and ensemble models (papers 001 and 004), which
-    ``fast`` does not re-score with. ``params``: the planner node's (``realtime``, ``model``)."""
+    or Parareal-1 (10 Hz with cycle p95 <= 0.09 s on 2 cores, as successful, sooner to the goal, a tenth of the
+    reaction time; Parareal-1 since it starts from the screened chain). ``mpc`` stays for stop-and-plan (paper
+    000), for several objects (there ``fast`` moves the other objects more with its defaults), for Parareal-K with
+    K >= 2 (K fine sweeps per re-scoring: not measured to fit the 0.1 s cycle on 2 cores) and for the coarse,
+    learned and ensemble models (papers 001 and 004), which ``fast`` does not re-score with. ``params``: the
+    planner node's (``realtime``, ``model``)."""
     if not params.get("realtime", False):
         return "mpc", "stop and plan (realtime false); fast plans only while the pusher moves"
     if len(scene.objects) != 1:
@@ -110,9 +111,11 @@ def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
         spec = ModelSpec.parse(params.get("model", ""))
     except ValueError as e:  # named as the planners' builds name it
         raise ValueError(f"parameter model: {e}") from None
+    if spec.kind == PARAREAL and (spec.iterations or 1) > 1:  # the predictor's default K is 1
+        return "mpc", (f"model {spec.name}: {spec.iterations} fine sweeps per re-scoring, not measured to fit fast's "
+                       f"0.1 s cycle on 2 cores; model parareal1 or fine, or planner fast, to re-plan at 10 Hz")
     if spec.kind == PARAREAL:
-        return "mpc", (f"model {spec.name}: its re-scoring was measured not to fit fast's 0.1 s cycle on 2 cores; "
-                       f"model fine, or planner fast, to re-plan at 10 Hz")
+        return "fast", f"real time, one object, model {spec.name}"
     if not (spec.kind in MODELS and MODELS[spec.kind].role == FINE):
         return "mpc", f"model {spec.name}: fast re-scores with the fine model or parareal<K> only"
     return "fast", f"real time, one object, model {spec.name}"

@@ -26,7 +26,7 @@ an object pushed the way the training data pushed it), fine slices buy nothing. 
 ``max_iterations``. The result carries that remaining variance, accumulated along the trajectory (zero on the
 exact prefix). ``parapush bench adaptive`` measures accuracy against cost.
 
-````coarse_chain``: where a caller already rolled the coarse model out from x0 under the same controls (the fast
+``coarse_chain``: where a caller already rolled the coarse model out from x0 under the same controls (the fast
 planner screens every candidate on the coarse model before it re-scores the best few), that chain is iteration 0
 and the first coarse sweep is not done again. Its first slice is recomputed and compared, so a chain of another
 model (another sub-step) is refused, not used.

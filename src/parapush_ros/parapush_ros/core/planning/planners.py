@@ -96,8 +96,9 @@ register_planner(AUTO, "fast where it is measured at least as good as mpc (plann
 def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     """``planner: auto``: (``fast`` or ``mpc``, why), by where ``fast`` was measured at least as good as ``mpc``
     (docs/results/fast_mpc.md, "planner auto"): one object pushed in real time and re-scored with the fine model
-    or Parareal-1 (10 Hz with cycle p95 <= 0.09 s on 2 cores, as successful, sooner to the goal, a tenth of the
-    reaction time; Parareal-1 since it starts from the screened chain). ``mpc`` stays for stop-and-plan (paper
+    or Parareal-1 (10 Hz on 2 cores, cycle p95 0.08 s on a disc and 0.09-0.11 s on many-sided outlines, as
+    successful, sooner to the goal, a tenth of the reaction time; Parareal-1 since it starts from the screened
+    chain). ``mpc`` stays for stop-and-plan (paper
     000), for several objects (there ``fast`` moves the other objects more with its defaults), for Parareal-K with
     K >= 2 (K fine sweeps per re-scoring: not measured to fit the 0.1 s cycle on 2 cores) and for the coarse,
     learned and ensemble models (papers 001 and 004), which ``fast`` does not re-score with. ``params``: the

@@ -110,9 +110,9 @@ class FastConfig:
     screen_model: str = knob("auto", "coarse model that screens the candidates: a coarse model of the registry, or "
                                      "auto (the node's coarse_model rule: quasi-static for one object, learned or "
                                      "analytical for several)")
-    screen_substep: float = knob(0.025, "sub-step of a quasi-static screening model (s; the model's own is 0.005 s, "
-                                        "5x the cost for the same ranking of candidates), also Parareal's coarse "
-                                        "model's where it re-scores over the screening model")
+    screen_substep: float = knob(0.05, "sub-step of a quasi-static screening model (s; the model's own is 0.005 s, "
+                                       "10x the cost for the same ranking of candidates), also Parareal's coarse "
+                                       "model's where it re-scores over the screening model")
     exploration_std: float = knob(0.015, "std of the knot noise around the warm start (m/s)")
     max_acceleration: float = knob(SafetyConfig.max_acceleration, "consecutive knots differ by at most this x "
                                                                   "knot_interval (m/s^2): the velocity commander's "

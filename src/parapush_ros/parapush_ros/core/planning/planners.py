@@ -96,7 +96,7 @@ register_planner(AUTO, "fast where it is measured at least as good as mpc (plann
 def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     """``planner: auto``: (``fast`` or ``mpc``, why), by where ``fast`` was measured at least as good as ``mpc``
     (docs/results/fast_mpc.md, "planner auto"): one object pushed in real time and re-scored with the fine model
-    or Parareal-1 (10 Hz on 2 cores, cycle p95 0.08 s on a disc and 0.09-0.11 s on many-sided outlines, as
+    or Parareal-1 (10 Hz on 2 cores, cycle p95 0.06 s on a disc and 0.08-0.10 s on many-sided outlines, as
     successful, sooner to the goal, a tenth of the reaction time; Parareal-1 since it starts from the screened
     chain). ``mpc`` stays for stop-and-plan (paper
     000), for several objects (there ``fast`` moves the other objects more with its defaults), for Parareal-K with

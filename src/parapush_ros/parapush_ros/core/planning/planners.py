@@ -100,7 +100,8 @@ def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     successful, sooner to the goal, a tenth of the reaction time; Parareal-1 since it starts from the screened
     chain). ``mpc`` stays for stop-and-plan (paper
     000), for several objects (there ``fast`` moves the other objects more with its defaults), for Parareal-K with
-    K >= 2 (K fine sweeps per re-scoring: not measured to fit the 0.1 s cycle on 2 cores) and for the coarse,
+    K >= 2 (K fine sweeps per re-scoring: Parareal-2 keeps the 0.1 s cycle on 2 cores, but by abandoning a quarter
+    of its re-scorings on many-sided outlines, where the plan is then the screen's) and for the coarse,
     learned and ensemble models (papers 001 and 004), which ``fast`` does not re-score with. ``params``: the
     planner node's (``realtime``, ``model``)."""
     if not params.get("realtime", False):
@@ -113,8 +114,9 @@ def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     except ValueError as e:  # named as the planners' builds name it
         raise ValueError(f"parameter model: {e}") from None
     if spec.kind == PARAREAL and (spec.iterations or 1) > 1:  # the predictor's default K is 1
-        return "mpc", (f"model {spec.name}: {spec.iterations} fine sweeps per re-scoring, not measured to fit fast's "
-                       f"0.1 s cycle on 2 cores; model parareal1 or fine, or planner fast, to re-plan at 10 Hz")
+        return "mpc", (f"model {spec.name}: {spec.iterations} fine sweeps per re-scoring; on 2 cores Parareal-2's "
+                       f"were abandoned in a quarter of fast's cycles on many-sided outlines (K > 2 not measured); "
+                       f"model parareal1 or fine, or planner fast, to re-plan at 10 Hz")
     if spec.kind == PARAREAL:
         return "fast", f"real time, one object, model {spec.name}"
     if not (spec.kind in MODELS and MODELS[spec.kind].role == FINE):

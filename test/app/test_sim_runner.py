@@ -190,3 +190,31 @@ def test_stack_publishes_the_launch_files_static_transform(ros_context, tmp_path
             [float(kv[k]) for k in ("--x", "--y", "--z", "--qx", "--qy", "--qz", "--qw")])
     finally:
         stack.shutdown()
+
+
+@pytest.mark.timeout(400)
+def test_parapush_sim_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    """``parapush sim &`` in a shell script starts with SIGINT ignored; ``kill -INT`` must still stop it (and the
+    stack's shutdown send its zeros), as it stops ``ros2 launch`` (``ros.node.take_back_sigint``)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    log = tmp_path / "sim.log"
+    ignored = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+               "os.execvp(sys.argv[1], sys.argv[1:])"]  # exec keeps an ignored signal ignored
+    with open(log, "w") as out:
+        proc = subprocess.Popen([*ignored, sys.executable, "-m", "parapush_ros.cli", "sim", "--duration", "0"],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(lambda: "\nt=" in log.read_text() or proc.poll() is not None, timeout=300.0, interval=0.1,
+                     what="parapush sim to run")
+            assert "takes SIGINT back" in log.read_text(), log.read_text()[-3000:]
+            os.kill(proc.pid, signal.SIGINT)
+            assert proc.wait(60) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert "parapush sim: interrupted" in log.read_text(), log.read_text()[-3000:]

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -41,10 +42,13 @@ class Launch:
     """``ros2 launch parapush_ros <mode>.launch.py ARGS`` in its own process group (as a terminal runs it), its
     output in a file."""
 
-    def __init__(self, tmp_path: Path, mode: str, *args: str):
+    def __init__(self, tmp_path: Path, mode: str, *args: str, sigint_ignored: bool = False):
         self.log = tmp_path / f"ros2_launch_{mode}.log"
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(["ros2", "launch", "parapush_ros", f"{mode}.launch.py", *args],
+        # sigint_ignored: as a shell script's background job starts it (exec keeps an ignored signal ignored)
+        prefix = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                  "os.execvp(sys.argv[1], sys.argv[1:])"] if sigint_ignored else []
+        self.proc = subprocess.Popen([*prefix, "ros2", "launch", "parapush_ros", f"{mode}.launch.py", *args],
                                      stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
 
@@ -82,8 +86,8 @@ class Launch:
 def launch(tmp_path):
     started = []
 
-    def start(mode, *args):
-        started.append(Launch(tmp_path, mode, "rviz:=false", *args))
+    def start(mode, *args, **kw):
+        started.append(Launch(tmp_path, mode, "rviz:=false", *args, **kw))
         return started[-1]
     yield start
     for lt in started:
@@ -433,6 +437,24 @@ def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launc
     assert sorted(p.rsplit("-", 1)[0] for p in exits) == sorted(ours), lt.output()[-3000:]
     assert set(exits.values()) == {0}, f"{exits}\n{lt.output()[-3000:]}"
     assert not _node_tracebacks(lt.output()), lt.output()[-3000:]
+
+
+def test_sigint_to_the_launch_alone_stops_the_stack_even_if_its_parent_ignored_sigint(launch):
+    """``ros2 launch ... &`` in a start script, stopped later with ``kill -INT <its pid>``: the job starts with
+    SIGINT ignored, and ``ros2 launch`` would ignore that SIGINT for good (the stack would go on running, and a process
+    that did not end by itself would never be escalated to SIGTERM). The launch takes SIGINT back, says so, passes the
+    stop on to every process, and every node exits 0."""
+    from parapush_ros import bringup
+
+    lt = launch("robot", sigint_ignored=True)
+    lt.wait_output(r"\[mpc_planner\]: active")
+    assert "started with SIGINT ignored" in lt.output(), lt.output()[-3000:]
+    os.kill(lt.proc.pid, signal.SIGINT)  # the launch alone, not its process group
+    assert lt.proc.wait(60) == 0, lt.output()[-3000:]
+    ours = {s.executable for s in bringup.nodes("robot")}
+    exits = {p: c for p, c in lt.exits().items() if p.rsplit("-", 1)[0] in ours}
+    assert sorted(p.rsplit("-", 1)[0] for p in exits) == sorted(ours), lt.output()[-3000:]
+    assert set(exits.values()) == {0}, f"{exits}\n{lt.output()[-3000:]}"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

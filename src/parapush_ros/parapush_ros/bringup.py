@@ -513,13 +513,19 @@ def launch_description(mode: str):
     Lifecycle nodes (``NodeSpec.lifecycle``) configure and activate themselves as soon as they have started
     (``autostart: true`` in config/<node>.yaml), so the arm moves only after that activate."""
     from launch import LaunchDescription  # noqa: PLC0415
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction  # noqa: PLC0415
+    from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction  # noqa: PLC0415
+
+    from .ros.node import take_back_sigint  # noqa: PLC0415
 
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
     declared = [DeclareLaunchArgument(name, default_value=default, description=description)
                 for name, (default, description) in launch_argument_defaults(mode).items()]
-    return LaunchDescription(declared + [OpaqueFunction(function=_launch_actions, args=[mode])])
+    said = []
+    if take_back_sigint():  # a launch that ignores SIGINT could not be stopped by it, nor stop a hung process
+        said = [LogInfo(msg="this launch was started with SIGINT ignored (a script's background job?): it takes "
+                            "SIGINT back, so Ctrl-C or kill -INT stops the stack")]
+    return LaunchDescription(declared + said + [OpaqueFunction(function=_launch_actions, args=[mode])])
 
 
 def _launch_actions(context, mode: str) -> list:

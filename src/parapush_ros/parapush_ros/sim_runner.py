@@ -214,7 +214,7 @@ def run(args) -> dict:
             raise ValueError(f"--{e}") from None
     arguments = {"scene": args.scene or "", "model": args.model or "", "coarse_model": args.coarse or "",
                  "planner": args.planner or "", "record": args.record or "", "params_file": args.params_file or ""}
-    _sigterm_interrupts()
+    _stop_signals()
     stack = SimStack(arguments, overrides, without=args.without)
     watch_node = rclpy.create_node("parapush_sim_cli", context=stack.context,
                                    parameter_overrides=[Parameter("use_sim_time", value=True)])
@@ -256,11 +256,17 @@ def run(args) -> dict:
     return summary
 
 
-def _sigterm_interrupts():
-    """SIGTERM ends ``parapush sim`` as Ctrl-C does (KeyboardInterrupt: the stack's shutdown sends the zeros)."""
+def _stop_signals():
+    """SIGTERM ends ``parapush sim`` as Ctrl-C does (KeyboardInterrupt: the stack's shutdown sends the zeros), and
+    so does SIGINT where it was inherited ignored (as ``ros2 launch`` takes it back: ``ros.node.take_back_sigint``)."""
+    from .ros.node import take_back_sigint  # noqa: PLC0415
+
     def interrupt(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupt)
+    if take_back_sigint():
+        print("parapush sim: started with SIGINT ignored (a script's background job?): it takes SIGINT back, so "
+              "Ctrl-C or kill -INT stops the stack", flush=True)
 
 
 class _PushClient:

@@ -72,6 +72,19 @@ def exit_after(seconds: float, status: int) -> bool:
     return timer_settime(timer, 0, ctypes.byref(when), None) == 0
 
 
+def take_back_sigint() -> bool:
+    """Give SIGINT back its usual handler where this process inherited it ignored; True if it did.
+
+    A shell script's background job (``ros2 launch ... &`` in a start script, ``nohup make test &``) starts with
+    SIGINT ignored. ``ros2 launch`` hears SIGINT only through Python's handler, so it would then ignore ``kill -INT``
+    and Ctrl-C for good: it passes no stop on to its processes and, if one of them does not end by itself, never
+    ends (its SIGTERM / SIGKILL escalation starts from that SIGINT). Only the main thread may set a handler."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN or threading.current_thread() is not threading.main_thread():
+        return False
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return True
+
+
 def stop_with_parent(stop: threading.Event) -> None:
     """Stop this node as on Ctrl-C when the process that started it dies. ``ros2 launch`` given SIGTERM (or
     SIGQUIT, or killed) exits and leaves its processes running ("using SIGTERM can result in orphaned processes"):

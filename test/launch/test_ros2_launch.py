@@ -522,3 +522,48 @@ def test_a_lab_launch_file_that_includes_ours_keeps_its_own_arguments(tmp_path):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def test_a_launch_wedged_below_python_ends_with_its_traceback_and_its_nodes_stop(tmp_path):
+    """The launch process runs a ROS node of its own (lifecycle tracking, the commander's zero and hang watch), and
+    rclpy can block below Python holding the GIL: then the launch hears no signal and never ends, and its hang watch
+    is deaf. Its event loop re-arms faulthandler's watchdog (``bringup._end_a_wedged_launch``): wedged here by a C
+    call that holds the GIL (a lab's launch file including ours, its 30 s shortened to 3 s), it prints the
+    traceback, exits 1, and every node stops (they ask for SIGINT at their parent's death)."""
+    import psutil
+
+    from parapush_ros import bringup
+    lab = tmp_path / "wedging.launch.py"
+    ours = str(bringup.share_dir() / "launch" / "robot.launch.py")
+    lab.write_text(
+        "import ctypes, signal\n"
+        "from launch import LaunchDescription\n"
+        "from launch.actions import IncludeLaunchDescription\n"
+        "from launch.launch_description_sources import PythonLaunchDescriptionSource\n"
+        "from parapush_ros.ros import node\n\n"
+        "node.WEDGED_LIMIT_S = 3.0\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: ctypes.PyDLL(None).sleep(120))  # a C call holding the GIL\n\n\n"
+        "def generate_launch_description():\n"
+        f"    return LaunchDescription([IncludeLaunchDescription(PythonLaunchDescriptionSource({ours!r}),\n"
+        "                                                       launch_arguments={'rviz': 'false'}.items())])\n")
+    log = tmp_path / "wedging_launch.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["ros2", "launch", str(lab)], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(lambda: re.search(r"\[mpc_planner\]: active", log.read_text()) or proc.poll() is not None,
+                     timeout=START_TIMEOUT, interval=0.1, what="the stack to come up")
+            family = psutil.Process(proc.pid).children(recursive=True)
+            ours = [p for p in family if any(p.name() == s.executable or s.executable in " ".join(p.cmdline()[:2])
+                                             for s in bringup.nodes("robot"))]
+            assert len(ours) == len(bringup.nodes("robot")), log.read_text()[-3000:]
+            os.kill(proc.pid, signal.SIGUSR1)
+            assert proc.wait(60) == 1, log.read_text()[-3000:]
+            _, alive = psutil.wait_procs(ours, timeout=60)
+            assert not alive, f"{[p.pid for p in alive]}\n{log.read_text()[-3000:]}"
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    text = log.read_text()
+    assert "Timeout (0:00:03)!" in text and "wedging.launch.py" in text, text[-3000:]  # the wedged thread's frame

@@ -537,6 +537,7 @@ def _launch_actions(context, mode: str) -> list:
     share = share_dir()
     arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     check_arguments(mode, arguments)  # raises: the launch ends non-zero with the message, before anything starts
+    _end_a_wedged_launch(context)
     # ros2 launch takes any name:=value without complaint: a typo (ouput:=ur_twist, param_file:=lab.yaml) would
     # silently leave a setting at its default on the robot. Run as `ros2 launch parapush_ros <mode>.launch.py`,
     # nobody else can have declared a name, so any other name stops the launch; included by a lab's launch file,
@@ -579,6 +580,25 @@ def _launch_actions(context, mode: str) -> list:
         actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
                             arguments=["-d", rviz_config(share)], parameters=[{"use_sim_time": use_sim_time}]))
     return actions
+
+
+def _end_a_wedged_launch(context) -> None:
+    """The launch process runs a ROS node of its own (launch_ros': lifecycle tracking, the commander's zero and
+    hang watch below), and rclpy can block below Python holding the GIL (``ros/node.py``). Then nothing of the
+    launch runs again: no signal is heard, no process is reported or escalated, the hang watch is deaf, and the
+    launch never ends. Its event loop re-arms faulthandler's watchdog (a thread that needs no GIL) every second, so
+    a launch whose loop has not run for ``WEDGED_LIMIT_S`` prints every thread's traceback and exits 1; its nodes
+    then stop as on Ctrl-C (they ask for SIGINT at their parent's death: ``ros.node.stop_with_parent``)."""
+    import faulthandler  # noqa: PLC0415
+
+    from .ros.node import WEDGED_LIMIT_S  # noqa: PLC0415
+
+    loop = context.asyncio_loop
+
+    def rearm():
+        faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)
+        loop.call_later(1.0, rearm)
+    rearm()
 
 
 def _launched_directly(mode: str) -> bool:

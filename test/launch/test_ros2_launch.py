@@ -547,6 +547,7 @@ def test_a_launch_wedged_below_python_ends_with_its_traceback_and_its_nodes_stop
         f"    return LaunchDescription([IncludeLaunchDescription(PythonLaunchDescriptionSource({ours!r}),\n"
         "                                                       launch_arguments={'rviz': 'false'}.items())])\n")
     log = tmp_path / "wedging_launch.log"
+    family = []
     with open(log, "w") as out:
         proc = subprocess.Popen(["ros2", "launch", str(lab)], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -565,5 +566,8 @@ def test_a_launch_wedged_below_python_ends_with_its_traceback_and_its_nodes_stop
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            for p in family:  # not ours (tf2's static transform publisher) stays behind a dead launch
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
     text = log.read_text()
     assert "Timeout (0:00:03)!" in text and "wedging.launch.py" in text, text[-3000:]  # the wedged thread's frame

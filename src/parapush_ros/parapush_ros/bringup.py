@@ -588,11 +588,15 @@ def _end_a_wedged_launch(context) -> None:
     launch runs again: no signal is heard, no process is reported or escalated, the hang watch is deaf, and the
     launch never ends. Its event loop re-arms faulthandler's watchdog (a thread that needs no GIL) every second, so
     a launch whose loop has not run for ``WEDGED_LIMIT_S`` prints every thread's traceback and exits 1; its nodes
-    then stop as on Ctrl-C (they ask for SIGINT at their parent's death: ``ros.node.stop_with_parent``)."""
+    then stop as on Ctrl-C (they ask for SIGINT at their parent's death: ``ros.node.stop_with_parent``). Only in
+    the ``ros2 launch`` command itself: a program that runs our launch description in its own process (a
+    launch_testing test) goes on after the launch has ended, and it is not ours to end."""
     import faulthandler  # noqa: PLC0415
 
     from .ros.node import WEDGED_LIMIT_S  # noqa: PLC0415
 
+    if os.path.basename(sys.argv[0]) != "ros2" or sys.argv[1:2] != ["launch"]:
+        return
     loop = context.asyncio_loop
 
     def rearm():

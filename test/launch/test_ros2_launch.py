@@ -571,3 +571,45 @@ def test_a_launch_wedged_below_python_ends_with_its_traceback_and_its_nodes_stop
                     p.kill()
     text = log.read_text()
     assert "Timeout (0:00:03)!" in text and "wedging.launch.py" in text, text[-3000:]  # the wedged thread's frame
+
+
+def test_nodes_still_starting_when_the_launch_is_killed_stop_too(tmp_path):
+    """A launch killed (or given SIGTERM) while its nodes are still importing: they were handed to another parent
+    before they could ask for SIGINT at their parent's death, and would run on with nothing to stop them. Each knows
+    the launch that started it (``ros.node.LAUNCH_PID_ENV``) and stops at once if it has ended."""
+    import psutil
+
+    from parapush_ros import bringup
+    ours = {s.executable for s in bringup.nodes("robot")}
+    log = tmp_path / "killed_launch.log"
+    family = []
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["ros2", "launch", "parapush_ros", "robot.launch.py", "rviz:=false"], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(lambda: {m for m in ours if re.search(rf"\[{m}-\d+\]: process started", log.read_text())} == ours
+                     or proc.poll() is not None, timeout=START_TIMEOUT, interval=0.01, what="the nodes to be started")
+            family = psutil.Process(proc.pid).children(recursive=True)
+            nodes = [p for p in family if any(f"/{m}" in _command(p) for m in ours)]
+            assert len(nodes) == len(ours), log.read_text()[-3000:]
+            assert "active" not in log.read_text()  # still starting
+            proc.kill()  # the launch alone
+            proc.wait()
+            _, alive = psutil.wait_procs(nodes, timeout=START_TIMEOUT)
+            assert not alive, [_command(p) for p in alive]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for p in family:  # with tf2's static transform publisher, not ours: it stays behind a killed launch
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+
+
+def _command(process) -> str:
+    """The first two words of a process's command line; empty once it has gone."""
+    import psutil
+    try:
+        return " ".join(process.cmdline()[:2])
+    except psutil.Error:
+        return ""

@@ -534,6 +534,8 @@ def _launch_actions(context, mode: str) -> list:
     from launch.substitutions import LaunchConfiguration  # noqa: PLC0415
     from launch_ros.actions import Node  # noqa: PLC0415
 
+    from .ros.node import LAUNCH_PID_ENV  # noqa: PLC0415
+
     share = share_dir()
     arguments = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     check_arguments(mode, arguments)  # raises: the launch ends non-zero with the message, before anything starts
@@ -560,7 +562,8 @@ def _launch_actions(context, mode: str) -> list:
         # one dict per node, merged by node_parameters (what parapush sim gives the node too): handing ROS the
         # files and the arguments separately would let rcl's section order decide which wins (merge_like_rcl)
         kwargs = dict(package=PACKAGE, executable=s.executable, name=s.name, output="screen",
-                      parameters=[node_parameters(s, mode, arguments, share)])
+                      parameters=[node_parameters(s, mode, arguments, share)],
+                      additional_env={LAUNCH_PID_ENV: str(os.getpid())})  # ros.node.stop_with_parent
         node_actions = _lifecycle_actions(kwargs) if s.lifecycle else [Node(**kwargs)]
         actions += node_actions
         node = next(a for a in node_actions if getattr(a, "node_executable", None) == s.executable)

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ..core.config import ConfigError, knobs
 
@@ -85,21 +86,45 @@ def take_back_sigint() -> bool:
     return True
 
 
+LAUNCH_PID_ENV = "PARAPUSH_LAUNCH_PID"  # our launch files give each node the pid of the ros2 launch that starts it
+
+
 def stop_with_parent(stop: threading.Event) -> None:
     """Stop this node as on Ctrl-C when the process that started it dies. ``ros2 launch`` given SIGTERM (or
     SIGQUIT, or killed) exits and leaves its processes running ("using SIGTERM can result in orphaned processes"):
     a commander would go on driving the arm with a planner mid-push. On Linux the kernel sends this process
-    SIGINT when its parent dies (``prctl(PR_SET_PDEATHSIG)``); a parent already gone sets ``stop`` at once."""
+    SIGINT when its parent dies (``prctl(PR_SET_PDEATHSIG)``); a parent already gone sets ``stop`` at once. So does
+    a launch (``LAUNCH_PID_ENV``) that ended while this node was still starting (its imports take seconds): this
+    process was then handed to another parent before it could ask, and nothing would ever stop it."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes  # noqa: PLC0415
+    name = os.path.basename(sys.argv[0])
     parent = os.getppid()
     pr_set_pdeathsig = 1
     if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGINT), 0, 0, 0) != 0:
-        print(f"{os.path.basename(sys.argv[0])}: cannot ask for a signal at the parent's death (errno "
-              f"{ctypes.get_errno()}): this node outlives a launch that is killed", file=sys.stderr, flush=True)
+        print(f"{name}: cannot ask for a signal at the parent's death (errno {ctypes.get_errno()}): this node "
+              f"outlives a launch that is killed", file=sys.stderr, flush=True)
+    launch = os.environ.get(LAUNCH_PID_ENV, "")
     if os.getppid() != parent:  # it died before the request took effect
         stop.set()
+    elif launch.isdigit() and int(launch) not in _ancestors():  # not its parent: a launch-prefix may sit between
+        print(f"{name}: the ros2 launch that started this node (pid {launch}) has already ended: stopping",
+              file=sys.stderr, flush=True)
+        stop.set()
+
+
+def _ancestors() -> set:
+    """The pids of this process's ancestors (Linux: /proc)."""
+    pids, pid = set(), os.getppid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # after the command name (which may hold spaces): state, ppid
+    return pids
 
 
 def run_node(node_class, args=None, num_threads: int = 1):

@@ -134,3 +134,17 @@ def test_a_node_wedged_below_python_still_ends_on_sigterm_with_every_threads_tra
         proc.kill()
     assert proc.returncode == 1, err[-2000:]
     assert "Timeout" in err and "in tick" in err, err[-2000:]  # the wedged thread's traceback
+
+
+def test_a_node_tells_whether_the_launch_that_started_it_has_ended():
+    """``stop_with_parent``'s ancestry check: a launch that is this process's parent, or further up (a
+    launch-prefix between), or pid 1 (a container's entry point) has not ended; one that has exited has."""
+    import os
+
+    from parapush_ros.ros.node import _ended
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert not _ended(os.getppid())
+    assert not _ended(1)
+    assert _ended(gone.pid)

@@ -108,23 +108,28 @@ def stop_with_parent(stop: threading.Event) -> None:
     launch = os.environ.get(LAUNCH_PID_ENV, "")
     if os.getppid() != parent:  # it died before the request took effect
         stop.set()
-    elif launch.isdigit() and int(launch) not in _ancestors():  # not its parent: a launch-prefix may sit between
+    elif launch.isdigit() and _ended(int(launch)):
         print(f"{name}: the ros2 launch that started this node (pid {launch}) has already ended: stopping",
               file=sys.stderr, flush=True)
         stop.set()
 
 
-def _ancestors() -> set:
-    """The pids of this process's ancestors (Linux: /proc)."""
-    pids, pid = set(), os.getppid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
+def _ended(launch: int) -> bool:
+    """Whether the process ``launch`` is no longer among this one's ancestors (not only its parent: a launch-prefix
+    may sit between), read from /proc; False where that cannot be told."""
+    pid, seen = os.getppid(), set()
+    while pid not in seen:
+        if pid == launch:  # (a launch may be pid 1: a container's entry point)
+            return False
+        if pid <= 1:
+            return True
+        seen.add(pid)
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
-            break
+            return False
         pid = int(stat.rsplit(")", 1)[1].split()[1])  # after the command name (which may hold spaces): state, ppid
-    return pids
+    return False
 
 
 def run_node(node_class, args=None, num_threads: int = 1):

@@ -16,6 +16,7 @@ Fixtures / helpers for ROS tests:
 """
 import fcntl
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -93,6 +94,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_report_header(config):
     return f"ROS_DOMAIN_ID={_DOMAIN_ID} (isolated per test run)"
+
+
+# A command prefix that starts a program as a shell script's background job does (``ros2 launch ... &``,
+# ``nohup make test &``): with SIGINT ignored, which exec keeps
+SIGINT_IGNORED = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                  "os.execvp(sys.argv[1], sys.argv[1:])"]
 
 
 def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):

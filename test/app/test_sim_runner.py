@@ -10,7 +10,8 @@ from rclpy.action import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
-from conftest import BackgroundExecutor, lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
+from conftest import (SIGINT_IGNORED, BackgroundExecutor, lifecycle_state, wait_for, wait_future,  # noqa: E402
+                      wait_sim)
 from parapush_ros import bringup  # noqa: E402
 from parapush_ros.core.robot.command_safety import stop_travel_bound  # noqa: E402
 from parapush_ros.core.models.mjcf import PUSHER_BANDWIDTH_HZ  # noqa: E402
@@ -202,10 +203,8 @@ def test_parapush_sim_started_with_sigint_ignored_still_stops_on_sigint(tmp_path
     import sys
 
     log = tmp_path / "sim.log"
-    ignored = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-               "os.execvp(sys.argv[1], sys.argv[1:])"]  # exec keeps an ignored signal ignored
     with open(log, "w") as out:
-        proc = subprocess.Popen([*ignored, sys.executable, "-m", "parapush_ros.cli", "sim", "--duration", "0"],
+        proc = subprocess.Popen([*SIGINT_IGNORED, sys.executable, "-m", "parapush_ros.cli", "sim", "--duration", "0"],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             wait_for(lambda: "\nt=" in log.read_text() or proc.poll() is not None, timeout=300.0, interval=0.1,

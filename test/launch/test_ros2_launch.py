@@ -13,13 +13,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import Recorder, wait_for, wait_future
+from conftest import SIGINT_IGNORED, Recorder, wait_for, wait_future
 
 HAVE_LAUNCH = shutil.which("ros2") is not None and importlib.util.find_spec("launch_ros") is not None
 if os.environ.get("PARAPUSH_REQUIRE_LAUNCH") == "1" and not HAVE_LAUNCH:
@@ -45,9 +44,7 @@ class Launch:
     def __init__(self, tmp_path: Path, mode: str, *args: str, sigint_ignored: bool = False):
         self.log = tmp_path / f"ros2_launch_{mode}.log"
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in close()
-        # sigint_ignored: as a shell script's background job starts it (exec keeps an ignored signal ignored)
-        prefix = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                  "os.execvp(sys.argv[1], sys.argv[1:])"] if sigint_ignored else []
+        prefix = SIGINT_IGNORED if sigint_ignored else []  # as a shell script's background job starts it
         self.proc = subprocess.Popen([*prefix, "ros2", "launch", "parapush_ros", f"{mode}.launch.py", *args],
                                      stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -555,8 +552,7 @@ def test_a_launch_wedged_below_python_ends_with_its_traceback_and_its_nodes_stop
             wait_for(lambda: re.search(r"\[mpc_planner\]: active", log.read_text()) or proc.poll() is not None,
                      timeout=START_TIMEOUT, interval=0.1, what="the stack to come up")
             family = psutil.Process(proc.pid).children(recursive=True)
-            ours = [p for p in family if any(p.name() == s.executable or s.executable in " ".join(p.cmdline()[:2])
-                                             for s in bringup.nodes("robot"))]
+            ours = [p for p in family if any(f"/{s.executable}" in _command(p) for s in bringup.nodes("robot"))]
             assert len(ours) == len(bringup.nodes("robot")), log.read_text()[-3000:]
             os.kill(proc.pid, signal.SIGUSR1)
             assert proc.wait(60) == 1, log.read_text()[-3000:]

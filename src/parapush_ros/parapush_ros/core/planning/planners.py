@@ -100,8 +100,9 @@ def auto_planner(scene: Scene, params: dict) -> tuple[str, str]:
     successful, sooner to the goal, a tenth of the reaction time; Parareal-1 since it starts from the screened
     chain). ``mpc`` stays for stop-and-plan (paper
     000), for several objects (there ``fast`` moves the other objects more with its defaults), for Parareal-K with
-    K >= 2 (K fine sweeps per re-scoring: Parareal-2 keeps the 0.1 s cycle on 2 cores, but by abandoning a quarter
-    of its re-scorings on many-sided outlines, where the plan is then the screen's) and for the coarse,
+    K >= 2 (K fine sweeps per re-scoring: Parareal-2 and -3 keep the 0.1 s cycle on 2 cores, but by abandoning
+    3-31 % and 22-38 % of their re-scorings on many-sided outlines, where the plan is then the screen's) and for
+    the coarse,
     learned and ensemble models (papers 001 and 004), which ``fast`` does not re-score with. ``params``: the
     planner node's (``realtime``, ``model``)."""
     if not params.get("realtime", False):

@@ -97,12 +97,14 @@ def test_a_callback_that_raises_ends_the_node_with_status_1_after_its_stop(threa
 
 WEDGED = textwrap.dedent("""
     import ctypes
+    import sys
 
     from rclpy.node import Node
 
     from parapush_ros.ros import node as scaffolding
 
     scaffolding.WEDGED_LIMIT_S = 3.0  # the node's 30 s, shortened for the test
+    holds_gil, threads = sys.argv[1] == "holds", int(sys.argv[2])
 
 
     class WedgedInACallback(Node):
@@ -113,19 +115,26 @@ WEDGED = textwrap.dedent("""
         def tick(self):
             self.timer.cancel()
             print("wedged", flush=True)
-            ctypes.PyDLL(None).sleep(120)  # a C call that never returns, holding the GIL: no Python runs again
+            # a C call that never returns, not even for a signal (a deadlock: a plain mutex locked twice): holding
+            # the GIL no Python runs again; without it only this thread hangs
+            libc, mutex = (ctypes.PyDLL if holds_gil else ctypes.CDLL)(None), ctypes.create_string_buffer(64)
+            libc.pthread_mutex_lock(mutex)
+            libc.pthread_mutex_lock(mutex)
 
 
-    scaffolding.run_node(WedgedInACallback, num_threads=2)
+    scaffolding.run_node(WedgedInACallback, num_threads=threads)
 """)
 
 
-def test_a_node_wedged_below_python_still_ends_on_sigterm_with_every_threads_traceback():
-    """A multi-threaded node (the planner) whose callback blocks below Python holding the GIL can run no signal
-    handler: SIGTERM alone would leave it running for ever (seen once in the robot soak: the planner still running
-    60 s after SIGTERM). faulthandler's watchdog needs no GIL: the node ends with status 1 and the traceback of the
-    thread that wedged it, so that the launch ends the stack and the arm gets its zero."""
-    proc = subprocess.Popen([sys.executable, "-c", WEDGED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@pytest.mark.parametrize(("gil", "threads"), [("holds", 2), ("holds", 1), ("released", 1)])
+def test_a_node_wedged_below_python_still_ends_on_sigterm_with_every_threads_traceback(gil, threads):
+    """A node whose callback blocks below Python can run no signal handler (Python runs them on the main thread):
+    SIGTERM alone would leave it running for ever (seen in the robot soak: the multi-threaded planner still running
+    60 s after SIGTERM, in CI the single-threaded mocap_ingest, whose main thread is its spin). The signals are heard
+    on a thread of their own and faulthandler's watchdog needs no GIL: the node ends with status 1 and the traceback
+    of the thread that wedged it, so that the launch ends the stack and the arm gets its zero."""
+    proc = subprocess.Popen([sys.executable, "-c", WEDGED, gil, str(threads)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "wedged"
         proc.send_signal(signal.SIGTERM)
@@ -134,6 +143,45 @@ def test_a_node_wedged_below_python_still_ends_on_sigterm_with_every_threads_tra
         proc.kill()
     assert proc.returncode == 1, err[-2000:]
     assert "Timeout" in err and "in tick" in err, err[-2000:]  # the wedged thread's traceback
+
+
+def test_a_single_threaded_node_busy_in_a_long_callback_is_not_ended_by_the_watchdog():
+    """The watchdog ends a node that cannot run Python or cannot get to a stop it was asked for, not one whose
+    callback merely runs long (a prediction of a long horizon): with the limit shortened to 5 s, a 7 s callback of
+    Python that releases the GIL finishes, and the node then stops cleanly on SIGTERM."""
+    code = textwrap.dedent("""
+        import time
+
+        from rclpy.node import Node
+
+        from parapush_ros.ros import node as scaffolding
+
+        scaffolding.WEDGED_LIMIT_S = 5.0
+
+
+        class Busy(Node):
+            def __init__(self):
+                super().__init__("busy_in_a_callback")
+                self.timer = self.create_timer(0.2, self.tick)
+
+            def tick(self):
+                self.timer.cancel()
+                end = time.monotonic() + 7.0
+                while time.monotonic() < end:
+                    sum(range(1000))
+                print("done", flush=True)
+
+
+        scaffolding.run_node(Busy)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "done"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-2000:]
 
 
 def test_a_node_tells_whether_the_launch_that_started_it_has_ended():

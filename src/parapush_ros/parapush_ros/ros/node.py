@@ -17,20 +17,23 @@ from __future__ import annotations
 import faulthandler
 import functools
 import os
+import select
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 from ..core.config import ConfigError, knobs
 
-SIGNAL_POLL_S = 0.05  # s: how often the main thread looks for a SIGINT / SIGTERM (the spin runs on its own)
+SIGNAL_POLL_S = 0.05  # s: how often the main thread looks whether a stop was asked or the spin ended
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+LISTEN_S = 0.25  # s the stop-signal thread waits for a signal before it re-arms the watchdog
 STOP_LIMIT_S = 20.0  # s a node's stop may take after the signal (its own three waits are bounded by 5 s each)
 DESTROY_LIMIT_S = 5.0  # s the middleware's cleanup may take once the node has stopped (it takes milliseconds)
-# s the main thread of a multi-threaded node may go without running: only a C call elsewhere that holds the GIL (a
-# deadlock below Python) stops it that long, and then no signal can reach the node (a planner was once left running
-# 60 s after SIGTERM); it ends with every thread's traceback and status 1, so that the launch ends the stack
+# s a node may go without any of its Python threads running (a C call that holds the GIL: a deadlock below Python),
+# or its main thread without getting to its stop once a stop signal came (a C call stuck without the GIL, in a
+# single-threaded node's spin): no signal reaches such a node (a planner was once left running 60 s after SIGTERM,
+# mocap_ingest once), so it ends with every thread's traceback and status 1, and the launch ends the stack
 WEDGED_LIMIT_S = 30.0
 
 
@@ -132,17 +135,56 @@ def _ended(launch: int) -> bool:
     return False
 
 
+def listen_for_stop(stop: threading.Event):
+    """Hear SIGINT and SIGTERM on a thread of their own (``stop`` is set), and keep faulthandler's watchdog
+    (``WEDGED_LIMIT_S``, no GIL needed) re-armed while that thread runs; returns the function that ends both.
+    Only the main thread may call it, after it has installed its Python handlers for those signals.
+
+    Python runs a signal's handler only on the main thread, between two bytecodes. A single-threaded node spins
+    there, so a C call stuck in its spin left it deaf for ever (mocap_ingest still running 60 s after SIGTERM, in CI).
+    Python's C-level handler, on whichever thread the kernel picks, also writes the signal's number to the wakeup fd
+    (``signal.set_wakeup_fd``): this thread reads it, so a stop is heard whatever the main thread does. Once one is
+    heard the watchdog is re-armed no more, so a main thread that cannot get to its stop ends ``WEDGED_LIMIT_S``
+    later; a C call that holds the GIL (no Python thread runs) ends the node as long after it began, stop or not."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)  # (the C handler must never block)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    done = threading.Event()
+    numbers = {int(sig) for sig in STOP_SIGNALS}
+
+    def listen():
+        while not done.is_set():
+            faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)
+            if select.select([read], [], [], LISTEN_S)[0] and numbers & set(os.read(read, 64)):
+                stop.set()
+                return
+
+    listener = threading.Thread(target=listen, name="stop-signals", daemon=True)
+    listener.start()
+
+    def stop_listening():
+        if done.is_set():
+            return
+        done.set()
+        listener.join()
+        faulthandler.cancel_dump_traceback_later()
+        signal.set_wakeup_fd(-1)
+        os.close(read)
+        os.close(write)
+    return stop_listening
+
+
 def run_node(node_class, args=None, num_threads: int = 1):
     """The whole ``main()`` of a node executable: init, spin until SIGINT (Ctrl-C), SIGTERM or shutdown (on
     ``num_threads`` threads where the node runs callbacks concurrently), then the teardown of ``ros/spinning.py``'s
     docstring.
 
-    The node owns SIGINT and SIGTERM (rclpy's own handlers are not installed): rclpy's would invalidate the
-    context before the node could say anything, so a node that commands motion could not send its last zero
-    (``Failed to publish: publisher's context is invalid``). Here a signal only ends the spin loop; the node's
-    ``stop_activity`` then sends its zero on a live context, and only then is the node destroyed. A node that
-    cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2. One whose
-    parent process dies stops the same way (``stop_with_parent``)."""
+    The node owns SIGINT and SIGTERM (rclpy's own handlers are not installed; ``listen_for_stop`` hears them):
+    rclpy's would invalidate the context before the node could say anything, so a node that commands motion could
+    not send its last zero (``Failed to publish: publisher's context is invalid``). Here a signal only ends the spin
+    loop; the node's ``stop_activity`` then sends its zero on a live context, and only then is the node destroyed. A
+    node that cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2. One
+    whose parent process dies stops the same way (``stop_with_parent``)."""
     import rclpy  # noqa: PLC0415
     from rclpy.exceptions import ParameterException  # noqa: PLC0415
     from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
@@ -151,8 +193,9 @@ def run_node(node_class, args=None, num_threads: int = 1):
     from .spinning import SpinningNodes  # noqa: PLC0415
 
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:  # (run on the main thread when it can; listen_for_stop hears them anyway)
         signal.signal(sig, lambda signum, frame: stop.set())
+    stop_listening = listen_for_stop(stop)
     stop_with_parent(stop)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
@@ -173,13 +216,10 @@ def run_node(node_class, args=None, num_threads: int = 1):
                     spinning.executor.spin_once(timeout_sec=SIGNAL_POLL_S)
             else:  # a callback that raised is kept by the spin thread: the node ends as the single-threaded one
                 spinning.start()  # does (fail-safe: the launch then ends and the arm is sent its zero)
-                faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)  # no GIL needed: see WEDGED_LIMIT_S
-                armed = time.monotonic()  # ... re-armed every second while the main thread runs
                 while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running and not spinning.errors:
-                    if time.monotonic() - armed >= 1.0:
-                        faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)
-                        armed = time.monotonic()
+                    pass
         finally:  # stop spinning, let the node stop (its zeros go out), wait for callbacks, destroy it
+            stop_listening()
             # faulthandler's watchdog thread needs no GIL: a stop that hangs ends with its traceback and status 1
             faulthandler.dump_traceback_later(STOP_LIMIT_S, exit=True)
             errors = spinning.stop(timeout=5.0)
@@ -196,11 +236,12 @@ def run_node(node_class, args=None, num_threads: int = 1):
         if errors:
             raise SystemExit(1)
     finally:
+        stop_listening()  # (a node that could not start)
         if rclpy.ok():
             rclpy.shutdown()
         # ros2 launch sends its own SIGINT after the terminal's: one that lands while the interpreter finalises
         # would meet the default action (exit -2), as Python resets its handlers there, but not an ignored signal
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
 
 

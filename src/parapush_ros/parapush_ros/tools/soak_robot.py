@@ -58,6 +58,7 @@ by its stamp, which the commander takes from the system clock the soak reads too
                        the object, the planner's pauses (and why) and late plans, the stand-in's stall, the load
   exits                per stop: each node's exit status, parapush's processes still running EXIT_TIMEOUT after
                        it (``left_running``: a failure) and other packages' (``others_left_running``: reported),
+                       what each was doing then (``left_running_where``: its threads' states and wait channels),
                        and the nodes whose middleware cleanup hung after a clean stop (``teardown_hangs``: rclpy's
                        destroy_node, ``ros/node.py``; they exit with their stop's status; counted, not a failure)
 
@@ -68,6 +69,7 @@ a hostile set or a node's exit failed. ``--minutes`` runs at least until every k
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.util
 import math
@@ -161,6 +163,29 @@ class Process:
         return {name.rsplit("-", 1)[0]: code for name, code in out.items()}
 
 
+def where_stuck(pid: int) -> str:
+    """What a process left running was doing, from /proc (readable without ptrace): its CPU time and each thread's
+    state and kernel wait channel, the main thread first and the others counted ("main S futex_do_wait; 14 others:
+    11 S futex_do_wait, ..."), so that a deadlock (every thread asleep on a futex) can be told from a busy loop (R)
+    or a full pipe (pipe_write) in a run that cannot be repeated."""
+    def thread(tid) -> str:
+        try:
+            state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = Path(f"/proc/{pid}/task/{tid}/wchan").read_text().strip()
+            return f"{state} {wchan if wchan not in ('', '0') else '-'}"  # (0: running)
+        except OSError:
+            return "gone"
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+        ticks = [int(v) for v in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]]
+    except (OSError, ValueError):
+        return "gone"
+    counts = collections.Counter(thread(t) for t in tids if t != pid)
+    others = ", ".join(f"{n} {what}" for what, n in counts.most_common())
+    cpu = sum(ticks) / os.sysconf("SC_CLK_TCK")
+    return f"main {thread(pid)}; {sum(counts.values())} others: {others or '-'}; cpu {cpu:.1f} s"
+
+
 def teardown_hangs(text: str) -> list:
     """Our nodes whose middleware cleanup hung after a clean stop (``ros/node.py``: faulthandler's traceback after
     ``DESTROY_LIMIT_S``, then exit with the stop's status): rclpy's, not the node's; counted, not failed."""
@@ -227,7 +252,6 @@ class Monitor:
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
         from rclpy.action import ActionClient  # noqa: PLC0415
         from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor  # noqa: PLC0415
-        from rclpy.parameter_client import AsyncParameterClient  # noqa: PLC0415
         from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: PLC0415
         from std_msgs.msg import String  # noqa: PLC0415
         from std_srvs.srv import Trigger  # noqa: PLC0415
@@ -255,9 +279,6 @@ class Monitor:
         self.teleop = n.create_publisher(TwistStamped, topics.PUSHER_CMD_TELEOP, qos.RELIABLE)
         c = self.client_node = rclpy.create_node("parapush_robot_soak_client", context=self.context)
         self.action = ActionClient(c, PushObject, topics.PUSH_ACTION)
-        self.estop = c.create_client(Trigger, "/velocity_commander/estop")
-        self.reset = c.create_client(Trigger, "/velocity_commander/reset")
-        self.params = {name: AsyncParameterClient(c, name) for name in ("velocity_commander", "mujoco_sim")}
         self.client_executor = SingleThreadedExecutor(context=self.context)
         self.client_executor.add_node(c)
         self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
@@ -310,32 +331,36 @@ class Monitor:
             raise TimeoutError(f"{what}: no answer within {timeout:g} s")
         return future.result()
 
-    def request(self, ready, send, what: str):
-        """A service request, sent again when its answer does not come: with Fast DDS a request sent as soon as a
-        service is discovered can be lost (the server has not matched the client yet). Every request the soak makes
-        is idempotent (the same set, e-stop or reset again)."""
-        if not ready(timeout_sec=60.0):
-            raise TimeoutError(f"{what}: service not available within 60 s")
+    def request(self, srv_type, service: str, request, what: str):
+        """One service request, sent again when its answer does not come: with Fast DDS a request sent as soon as
+        a service is discovered can be lost (the server has not matched the client yet). Each attempt has a client
+        of its own, as each ``ros2 service call`` or ``ros2 param set`` does: a client kept across the stack's
+        restarts once went unanswered three times in a row (a new commander's parameter service, after a start).
+        Every request the soak makes is idempotent (the same set, e-stop or reset again). Returns the response."""
         for attempt in range(ANSWER_ATTEMPTS):
+            client = self.client_node.create_client(srv_type, service)
             try:
-                return self.wait(send(), ANSWER_TIMEOUT, what)
+                if not client.wait_for_service(timeout_sec=60.0):
+                    raise TimeoutError(f"{what}: service {service} not available within 60 s")
+                return self.wait(client.call_async(request), ANSWER_TIMEOUT, what)
             except TimeoutError:
                 if attempt == ANSWER_ATTEMPTS - 1:
                     raise
+            finally:
+                self.client_node.destroy_client(client)
         raise AssertionError("unreachable")
 
     def set_parameter(self, node: str, name: str, value):
         """Set one parameter through the node's parameter service: (successful, reason, answer time)."""
+        from rcl_interfaces.srv import SetParameters  # noqa: PLC0415
         from rclpy.parameter import Parameter  # noqa: PLC0415
-        client = self.params[node]
-        res = self.request(client.wait_for_services, lambda: client.set_parameters([Parameter(name, value=value)]),
-                           f"set {node} {name}")
-        r = res.results[0]
+        request = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        r = self.request(SetParameters, f"/{node}/set_parameters", request, f"set {node} {name}").results[0]
         return r.successful, r.reason, self.now()
 
-    def call(self, client, what: str):
-        res = self.request(client.wait_for_service, lambda: client.call_async(self.Trigger.Request()), what)
-        return res, self.now()
+    def call(self, service: str, what: str):
+        """A Trigger service: (response, answer time)."""
+        return self.request(self.Trigger, service, self.Trigger.Request(), what), self.now()
 
     def close(self):
         self.context.try_shutdown()  # wakes the monitor's executor; then nothing is in flight on the nodes
@@ -452,10 +477,11 @@ class RobotSoak:
                 family = []
         code = self.launch.stop(sig)
         _, alive = psutil.wait_procs(family, timeout=EXIT_TIMEOUT)
-        left, others = [], []
+        left, others, where = [], [], {}
         for p in alive:
             try:
                 cmd = " ".join(p.cmdline()[:2])
+                where[cmd] = where_stuck(p.pid)
                 p.kill()
             except psutil.Error:
                 continue
@@ -466,10 +492,11 @@ class RobotSoak:
         self.standin.stop(signal.SIGINT)
         self.results.exceptions += node_errors(self.launch.output()) + node_errors(self.standin.output())
         rec = {"signal": kind or signal.Signals(sig).name, "launch": code, "nodes": exits, "left_running": left,
-               "others_left_running": others, "teardown_hangs": teardown_hangs(self.launch.output())}
-        if others:
-            print(f"[soak --robot] after {rec['signal']}: not parapush's, still running {EXIT_TIMEOUT:g} s later "
-                  f"(killed): {others}", flush=True)
+               "others_left_running": others, "left_running_where": where,
+               "teardown_hangs": teardown_hangs(self.launch.output())}
+        for cmd, stuck in where.items():
+            print(f"[soak --robot] after {rec['signal']}: {cmd} still running {EXIT_TIMEOUT:g} s later: {stuck}",
+                  flush=True)
         self.results.exits.append(rec)
         return rec
 
@@ -575,14 +602,14 @@ class RobotSoak:
             m.wait(handle.cancel_goal_async(), 30.0, "the cancel's answer")
             self.windows.append(Window("cancel", m.now()))
         elif fault == "estop":
-            res, t = m.call(m.estop, "e-stop")
+            res, t = m.call("/velocity_commander/estop", "e-stop")
             if not res.success:
                 self.results.problems.append(f"e-stop refused: {res.message}")
             window = Window("estop", t, start=t)
             self.windows.append(window)
             m.pause(self.rng.uniform(0.5, 1.5))
             window.end = m.now()  # stamps after the reset was asked may be the reset's motion
-            res, _ = m.call(m.reset, "e-stop reset")
+            res, _ = m.call("/velocity_commander/reset", "e-stop reset")
             if not res.success:
                 self.results.problems.append(f"e-stop reset refused: {res.message}")
         elif fault in MOCAP_OFFSETS:

@@ -14,6 +14,7 @@ it first, so a bad parameter is said in the log.
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import functools
 import os
@@ -27,7 +28,9 @@ from ..core.config import ConfigError, knobs
 
 SIGNAL_POLL_S = 0.05  # s: how often the main thread looks whether a stop was asked or the spin ended
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-LISTEN_S = 0.25  # s the stop-signal thread waits for a signal before it re-arms the watchdog
+# s the stop-signal thread waits for a signal before it re-arms the watchdog (each arming starts a thread of
+# faulthandler's)
+LISTEN_S = 1.0
 STOP_LIMIT_S = 20.0  # s a node's stop may take after the signal (its own three waits are bounded by 5 s each)
 DESTROY_LIMIT_S = 5.0  # s the middleware's cleanup may take once the node has stopped (it takes milliseconds)
 # s a node may go without any of its Python threads running (a C call that holds the GIL: a deadlock below Python),
@@ -166,6 +169,8 @@ def listen_for_stop(stop: threading.Event):
         if done.is_set():
             return
         done.set()
+        with contextlib.suppress(BlockingIOError):  # (a full pipe wakes it as well)
+            os.write(write, b"\0")  # wakes the listener at once: no signal's number
         listener.join()
         faulthandler.cancel_dump_traceback_later()
         signal.set_wakeup_fd(-1)

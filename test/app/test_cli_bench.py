@@ -203,8 +203,8 @@ def test_bench_dgoc_refuses_units_compared_with_another_mpc():
 
 def test_seeded_runs_each_seed_and_summarises(tmp_path):
     """``common.seeded``: one seed as before; N seeds: mean, std and per-seed values of every numeric leaf; the seeds
-    are a study (<out>/seeds_study): a finished seed is read back, not run again, more seeds extend, and other
-    settings in the same --out are refused by name."""
+    are a study (<out>/<bench>_seeds_study): a finished seed is read back, not run again, more seeds extend, and other
+    settings in the same --out are refused by name; another bench's seeds share the --out."""
     import argparse
 
     from parapush_ros.tools.bench.common import output_paths, seeded, write_json
@@ -249,6 +249,9 @@ def test_seeded_runs_each_seed_and_summarises(tmp_path):
     with pytest.raises(ValueError, match="w = 1, this run asks for 2"):  # another study: another --out
         seeded(run_one, name="t")(args(w=2))
     assert calls == []
+    # another bench's seeds in the same --out (the README's commands with the default out/): a study of its own
+    seeded(run_one, name="u")(args(w=2, seeds=2))
+    assert [c[0] for c in calls] == [0, 1] and (tmp_path / "u_seeds_study").is_dir()
 
 
 def test_bench_calibrate_resumes_its_study(tmp_path, capsys):

@@ -3,6 +3,7 @@ real ``ros2 launch``): every executable, parameter file and RViz file they name 
 entry points, config files and params, and the parameter merge is rcl's own."""
 import ast
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -373,3 +374,37 @@ def test_params_dicts_of_this_issue_are_complete():
     for spec in (params.MOCAP_INGEST, params.VELOCITY_COMMANDER, params.MUJOCO_SIM, params.NATNET_BRIDGE):
         for name, p in spec.items():
             assert p.description and not (isinstance(p.default, (list, tuple)) and not p.default), name
+
+
+def _yaml_block_after(path: Path, heading: str) -> str:
+    """The first ```yaml block after ``heading`` in a document (indentation removed)."""
+    text = path.read_text()
+    start = text.index("```yaml", text.index(heading)) + len("```yaml")
+    return textwrap.dedent(text[start:text.index("```", start)].strip("\n"))
+
+
+@pytest.mark.parametrize("doc, heading", [("README.md", "First run at reduced speed"),
+                                          ("docs/robot.md", "Reduced speed for the first run")])
+def test_the_documented_reduced_speed_file_is_taken_by_every_node_it_names(tmp_path, doc, heading):
+    """The lab file the docs give for a robot's first pushes: a planner speed above its max_speed is refused at
+    start (a README file once lowered max_speed alone), so the documented one must build the planner as written."""
+    from parapush_ros.core.planning.fast_mpc import build_fast
+    from parapush_ros.core.planning.mpc_push import planner_config
+    from parapush_ros.core.robot.command_safety import SafetyConfig
+    from parapush_ros.core.scene.spec import load_scene
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(_yaml_block_after(ROOT / doc, heading))
+    args = {"params_file": str(lab)}
+    bringup.check_arguments("robot", args)
+    given = yaml.safe_load(lab.read_text())
+    planner = {**{k: v.default for k, v in params.PLANNER.items()},
+               **bringup.node_parameters(bringup.spec("mpc_planner"), "robot", args)}
+    config = planner_config(planner)
+    assert config.sampling.max_speed == given["mpc_planner"]["ros__parameters"]["max_speed"] == 0.03
+    strategy = build_fast(load_scene("obstacle_push"), planner)
+    strategy.close()
+    commander = bringup.node_parameters(bringup.spec("velocity_commander"), "robot", args)
+    limits = SafetyConfig(**{k: commander[k] for k in ("max_speed", "max_acceleration") if k in commander})
+    # the plans stay within what the commander will execute
+    assert limits.max_speed == 0.03 and config.sampling.max_speed <= limits.max_speed
+    assert strategy.planner.config.max_acceleration <= limits.max_acceleration

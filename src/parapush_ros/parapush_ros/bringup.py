@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from .core.config import yaml_problem
-from .core.models.registry import coarse_choices, spec_names
+from .core.models.registry import AUTO_COARSE_RULE, coarse_choices, spec_names
 from .core.scene.spec import SceneError, shipped_scene_names
 from .core.scene.assets import PACKAGE, share_dir
 
@@ -114,7 +114,7 @@ LAUNCH_ARGUMENTS = {
     "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "
                                         "config/mpc_planner.yaml (alg2: learned)"),
     "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: auto (fast where it is measured at least as "
-                                          "good: real time, one object, model fine; else mpc) | "
+                                          "good: real time, one object, model fine or parareal1; else mpc) | "
                                           "mpc (sampling MPC) | fast (the sampling MPC "
                                           "re-planned at fast.replan_rate Hz) | dgoc (paper 003: DDP "
                                           "from demonstrations to a goal pose, tracked at 100 Hz; box scenes with "
@@ -122,8 +122,7 @@ LAUNCH_ARGUMENTS = {
                                           "low-uncertainty path tracked by the MPC) | straight (the example "
                                           "planner: a straight line to the goal); empty = config/mpc_planner.yaml"),
     "coarse_model": ({"sim": "", "robot": ""}, f"coarse model inside Parareal: {' | '.join(coarse_choices())} "
-                                               f"(learned for several objects, paper 001); empty = the config "
-                                               f"files'"),
+                                               f"({AUTO_COARSE_RULE}); empty = the config files'"),
     "use_sim_time": ({"sim": "true", "robot": "false"}, "true | false: every node runs on the /clock topic (the "
                                                         "simulator's) instead of the system clock"),
     "rviz": ({"sim": "auto", "robot": "auto"}, "auto | true | false: start RViz with rviz/parapush.rviz (auto: "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .arguments import nonnegative_float, output_dir
 from . import bringup
-from .core.models.registry import coarse_choices, spec_names
+from .core.models.registry import AUTO_COARSE_RULE, coarse_choices, spec_names
 from .core.planning.planners import planner_entry
 from .ros import topics
 from .ros.static_tf import TF_AVAILABLE, static_transform_node
@@ -132,7 +132,7 @@ def add_parser(sub):
     p.add_argument("--planner", default=None, help="the launch argument planner, "
                    + bringup.LAUNCH_ARGUMENTS["planner"][1])
     p.add_argument("--coarse", default=None, choices=coarse_choices(),
-                   help="coarse model inside Parareal (default: config files; the learned one for clutter scenes)")
+                   help=f"coarse model inside Parareal (default: config files; {AUTO_COARSE_RULE})")
     p.add_argument("--duration", type=nonnegative_float, default=0.0,
                    help="stop after this many simulated seconds (0 = until Ctrl-C, or until the push ends)")
     p.add_argument("--real-time-factor", type=float, default=None, help="simulation speed (default: config)")

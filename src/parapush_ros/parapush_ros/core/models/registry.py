@@ -31,6 +31,9 @@ FINE = "fine"  # role: the reference; a Parareal fine propagator (and a model of
 PARAREAL = "parareal"
 AUTO = "auto"  # coarse_model: the best coarse model for the scene (``auto_coarse``)
 DEFAULT_COARSE = AUTO  # the coarse model (and Parareal's coarse propagator) unless one is named: the best for the scene
+# ``auto_coarse``'s rule in a line, for the help texts of the parameter, the launch argument and ``parapush sim``
+AUTO_COARSE_RULE = ("auto: the quasi-static model of the object's convex footprint for one object; learned where it "
+                    "fits, else analytical, for several")
 DEFAULT_FINE = "fine"  # the fine model (and Parareal's fine propagator) unless one is named
 DEFAULT_MODEL = "parareal1"  # what a planner predicts with unless told (paper 000: one Parareal iteration)
 
@@ -246,9 +249,7 @@ def parameter_descriptions() -> dict[str, tuple[object, str]]:
     """The model parameters of a node that predicts: name -> (default, description), from the registry."""
     out = {
         "coarse_model": (DEFAULT_COARSE, f"coarse model (inside Parareal and for model 'coarse'): "
-                                       f"{' | '.join(coarse_choices())} (auto: the quasi-static model of the "
-                                       f"object's shape for one object; learned where it fits, else analytical, "
-                                       f"for several)"),
+                                       f"{' | '.join(coarse_choices())} ({AUTO_COARSE_RULE})"),
         "fine_model": (DEFAULT_FINE, f"fine model (inside Parareal): {' | '.join(names(FINE))}"),
     }
     out["parareal_variance_threshold"] = (

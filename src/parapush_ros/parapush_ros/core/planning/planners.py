@@ -89,7 +89,7 @@ register_planner("fast", "anytime MPC re-planned at fast.replan_rate Hz: spline 
 register_planner("straight", "example: the pusher aimed along the straight line to the goal (no model)",
                  build_straight, StraightConfig)
 register_planner(AUTO, "fast where it is measured at least as good as mpc (planning in real time, one object, the "
-                       "fine model), else mpc; the node says which and why",
+                       "fine model or Parareal-1), else mpc; the node says which and why",
                  lambda scene, params: build_planner(AUTO, scene, params)[1])
 
 

@@ -244,8 +244,9 @@ def seeded(run_one, per_seed_args=None, name: str | None = None, units: bool = T
     seed's whole result), and a table prints mean +- std per figure.
 
     The seeds are a study of the engine (``parapush_ros.tools.study``): each seed a unit (a Ray task of one CPU with
-    ``--workers`` / ``--ray``) whose result is kept in ``<out>/seeds_study``, so a re-run resumes (finished seeds are
-    read back, more seeds extend) and other options in the same ``--out`` are refused by name. ``units=False``: the
+    ``--workers`` / ``--ray``) whose result is kept in ``<out>/<bench>_seeds_study`` (another bench's seeds may share
+    the ``--out``), so a re-run resumes (finished seeds are read back, more seeds extend) and other options in the
+    same ``--out`` are refused by name. ``units=False``: the
     bench's own run is a study of smaller units (``bench mpc``, ``bench dgoc``), so the seeds run one after another,
     each seed's study resuming in its own directory."""
     from ..study import Study, Unit  # noqa: PLC0415
@@ -264,7 +265,7 @@ def seeded(run_one, per_seed_args=None, name: str | None = None, units: bool = T
         todo = [Unit.of(seed=s) for s in seeds]
         if units:
             settings = {k: v for k, v in study_settings(args).items() if k != "seed"}  # its units are the seeds
-            done = Study(Path(out) / "seeds_study", f"bench {bench} --seeds", settings).run(
+            done = Study(Path(out) / f"{bench}_seeds_study", f"bench {bench} --seeds", settings).run(
                 todo, seed_unit, context, args, desc=f"bench {bench} seeds")
         else:
             done = {}

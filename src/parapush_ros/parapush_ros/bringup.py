@@ -113,7 +113,9 @@ LAUNCH_ARGUMENTS = {
                                         f"alg2 clutter_push)"),
     "model": ({"sim": "", "robot": ""}, f"planner prediction model: {' | '.join(spec_names())}; empty = "
                                         "config/mpc_planner.yaml (alg2: learned)"),
-    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner: auto (fast where it is measured at least as "
+    "planner": ({"sim": "", "robot": ""}, "push planner of mpc_planner, a name of its registry (all of them: ros2 "
+                                          "param describe /mpc_planner planner); shipped: auto (fast where it is "
+                                          "measured at least as "
                                           "good: real time, one object, model fine or parareal1; else mpc) | "
                                           "mpc (sampling MPC) | fast (the sampling MPC "
                                           "re-planned at fast.replan_rate Hz) | dgoc (paper 003: DDP "

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from parapush_ros.core.config import ConfigError, knob, require
+from parapush_ros.core.config import ConfigError, knob, knobs, require
 from parapush_ros.core.models.registry import Predictor
 from parapush_ros.core.planning import optimisers
 from parapush_ros.core.planning.optimisers import (MPPI, OPTIMISERS, MPPIConfig, SamplingConfig, StochasticConfig,
@@ -116,11 +116,16 @@ def test_configs_validate_themselves_naming_the_setting(make, words):
 
 
 def test_planner_settings_are_the_configs_fields_and_parameters_use_the_same_names():
+    """The shipped settings by name; an optimiser a user registers (docs/extending.md) adds its own as
+    ``<optimiser>.<setting>``, with no edit here."""
     settings = PlannerConfig.settings()
+    shipped = {"stochastic", "mppi", "mppi_ua"}
+    added = {f"{name}.{k}" for name, registered in OPTIMISERS.items() if name not in shipped
+             for k in knobs(registered.config)}
     assert {"model", "optimiser", "horizon", "control_duration", "samples", "iterations", "exploration_variance",
             "max_speed", "seed", "nominal_speed", "approach_speed", "primitive", "stochastic.sensitivity",
             "mppi.temperature", "mppi.decay", "mppi_ua.temperature", "mppi_ua.decay", "mppi_ua.uncertainty_weight",
-            "mppi_ua.uncertainty_plans"} == set(settings)
+            "mppi_ua.uncertainty_plans"} | added == set(settings)
     assert settings["mppi.decay"][0] == MPPIConfig.decay and settings["samples"][0] == SamplingConfig.samples
     c = PlannerConfig.from_values({"optimiser": "mppi", "mppi.decay": 0.5, "stochastic.sensitivity": 3.0,
                                    "control_duration": 0.5, "primitive": False})

@@ -139,3 +139,19 @@ def test_bench_mpc_shapes_option(tmp_path):
     with pytest.raises(ValueError, match="shapes"):
         main(["bench", "mpc", "--scenes", "2", "--shapes", "box", "--models", "coarse", "--coarse", "auto",
               "--max-actions", "1", "--samples", "4", "--iterations", "1", "--no-timing", "--out", str(out)])
+
+
+def test_a_task_added_to_bench_mpcs_table_is_measured_on_its_own_scenes(tmp_path, monkeypatch):
+    """docs/extending.md's fourth step for a new task: an entry of ``bench mpc``'s ``TASKS`` with its scene generator
+    makes ``--task <name>`` run on that task's scenes (they were chosen by task name: any other ran the obstacle
+    task's scenes without a word)."""
+    from parapush_ros.tools.bench import mpc as bench_mpc
+    monkeypatch.setitem(bench_mpc.TASKS, "plain", {
+        **bench_mpc.TASKS["obstacle"], "label": "plain", "shapes": False,
+        "scenes": lambda n, seed, shapes: [load_scene("cylinder_slider") for _ in range(n)]})
+    out = tmp_path / "out"
+    assert main(["bench", "mpc", "--task", "plain", "--scenes", "1", "--models", "coarse", "--coarse", "auto",
+                 "--max-actions", "1", "--samples", "4", "--iterations", "1", "--no-timing", "--out", str(out)]) == 0
+    res = json.loads((out / "bench_mpc.json").read_text())
+    assert res["task"] == "plain" and [sd["name"] for sd in res["scene_defs"]] == ["cylinder_slider"]
+    assert not res["scene_defs"][0]["obstacles"]

@@ -68,11 +68,16 @@ from .speedup import batched_fine_time, batched_parareal_time
 
 ALL_MODELS = "coarse,parareal1,parareal2,parareal3,fine"
 DEFAULT_MODELS = "coarse,parareal1,fine"  # the default run finishes in minutes; pass ALL_MODELS for the paper's set
-TASKS = {  # per task: default models, default coarse model inside Parareal, the failures it can end in
-    "obstacle": dict(models=DEFAULT_MODELS, coarse="analytical",
+# per task (``--task``): what its scenes are called, its seeded scene generator (n, seed, shapes) -> scenes, whether
+# it takes --shapes, whether other objects share the table (their displacement is measured), default models, default
+# coarse model inside Parareal, the failures it can end in
+TASKS = {
+    "obstacle": dict(label="obstacle", scenes=lambda n, seed, shapes: random_scenes(n, seed, shapes=shapes),
+                     shapes=True, others=False, models=DEFAULT_MODELS, coarse="analytical",
                      failures=(Outcome.HIT_OBSTACLE, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)),
     # the analytical model does not handle object-object contact (paper 001: the learned one does)
-    "multi_object": dict(models="learned,parareal1,fine", coarse="learned",
+    "multi_object": dict(label="clutter", scenes=lambda n, seed, shapes: clutter_scenes(n, seed),
+                         shapes=False, others=True, models="learned,parareal1,fine", coarse="learned",
                          failures=(Outcome.OTHER_IN_GOAL, Outcome.OFF_TABLE, Outcome.TIMEOUT, Outcome.FAILED)),
 }
 FAILURES = TASKS["obstacle"]["failures"]
@@ -317,7 +322,7 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
         log = planner.log
         record.update(plan_times=list(log.latencies), late_plans=int(sum(log.late)),
                       lateness=[x for x in log.lateness if x > 0.0])
-    if args.task == "multi_object":
+    if TASKS[args.task]["others"]:
         record["others_displacement_m"] = others_displacement(scene, rec.path)
     if args.verbose:
         print(f"\n  {world_kind}/{record['model']} scene {index}: {rec.outcome.value} after {rec.actions} action(s), "
@@ -649,16 +654,11 @@ def run(args) -> dict:
     if args.scenes == 0 and not args.timing:
         raise ValueError("--scenes 0 runs only the timing study, and --no-timing turns that off: nothing to do")
     shapes = parse_shapes(args.shapes)
-    if shapes and args.task != "obstacle":
-        raise ValueError(f"--shapes: the {args.task} task's scenes are the learned model's cylinders; --shapes draws "
-                         f"the obstacle task's object")
-    if args.task == "multi_object":
-        scenes = clutter_scenes(args.scenes, args.seed)
-        timing_scene = scenes[0] if scenes else clutter_scenes(1, args.seed)[0]
-    else:
-        scenes = random_scenes(args.scenes, args.seed, shapes=shapes)
-        # --scenes 0: the same first scene
-        timing_scene = scenes[0] if scenes else random_scenes(1, args.seed, shapes=shapes)[0]
+    if shapes and not task["shapes"]:
+        raise ValueError(f"--shapes: the {args.task} task draws its own objects; --shapes draws the obstacle task's "
+                         f"object")
+    scenes = task["scenes"](args.scenes, args.seed, shapes)
+    timing_scene = scenes[0] if scenes else task["scenes"](1, args.seed, shapes)[0]  # --scenes 0: the same first
     if fast is not None and scenes:  # a model the fast planner cannot re-score with is named before any run
         for m in models:
             pr = Predictor(scenes[0], coarse=args.coarse, threads=1, slice_s=fast.slice_duration)  # as run_scene
@@ -668,7 +668,7 @@ def run(args) -> dict:
                 raise ValueError(f"--models: {m} with --replan-rate: {str(e)[len(e.name) + 2:]}") from None
             finally:
                 pr.close()
-    kind = "clutter" if args.task == "multi_object" else "obstacle"
+    kind = task["label"]
     if shapes:
         kind += f" ({', '.join(shapes)})"
     described = []  # each planner that runs, as configured
@@ -776,14 +776,14 @@ def print_summary(res: dict, title: str) -> None:
                     s["iterations_per_plan"])
         else:
             row += (s["plan_time_per_step_s"], s["task_time_s"], s.get("fine_slices_per_plan", "-"))
-        if res["task"] == "multi_object":
+        if task["others"]:
             row += (1e3 * s.get("others_displacement_mean_m", 0.0), 1e3 * s.get("others_displacement_max_m", 0.0))
         rows.append(row)
     short = {"hit_obstacle": "hit", "off_table": "off table", "other_in_goal": "other in goal"}
     columns = ["world", "model", "success", *[short.get(o.value, o.value) for o in task["failures"]], "actions (ok)"]
     columns += (["task s", "motion s", "first plan s", "idle", "latency p95 s", "latency max s", "late",
                  "iterations/plan"] if realtime else ["plan s/step", "task s", "fine slices/plan"])
-    columns += ["others moved mean mm", "max mm"] if res["task"] == "multi_object" else []
+    columns += ["others moved mean mm", "max mm"] if task["others"] else []
     print_table(columns, rows, title=title)
     cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
                s["cycles_abandoned"], s["fine_fraction"], s["time_to_goal_s"] or "-", *(

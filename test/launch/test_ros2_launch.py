@@ -262,6 +262,81 @@ def test_ctrl_c_mid_push_leaves_the_arm_at_zero_and_every_node_exits_0(launch, r
     assert any(_speed(m) > 1e-3 for m in arm.msgs)  # it did move before
 
 
+def _trigger(node, service: str):
+    """A std_srvs/Trigger call answered (asked again where Fast DDS dropped the answer: e-stop and reset are
+    idempotent)."""
+    from std_srvs.srv import Trigger
+
+    client = node.create_client(Trigger, service)
+    wait_for(lambda: client.service_is_ready(), timeout=START_TIMEOUT, interval=0.1, what=service)
+
+    def answered():
+        future = client.call_async(Trigger.Request())
+        if not _done_within(future, 10.0):
+            future.cancel()
+            return False
+        return future.result()
+    return wait_for(answered, timeout=60.0, interval=0.1, what=f"{service}'s answer")
+
+
+def _lifecycle(node, target: str, transition: str):
+    """``ros2 lifecycle set <target> <transition>``: True when the transition succeeded."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    client = node.create_client(ChangeState, f"/{target}/change_state")
+    wait_for(lambda: client.service_is_ready(), timeout=START_TIMEOUT, interval=0.1, what=f"{target}'s lifecycle")
+    request = ChangeState.Request(transition=Transition(id={"deactivate": Transition.TRANSITION_DEACTIVATE,
+                                                            "activate": Transition.TRANSITION_ACTIVATE}[transition]))
+    return wait_future(client.call_async(request), timeout=60.0, what=f"{transition} of {target}").success
+
+
+@pytest.mark.parametrize("stop", ["estop", "deactivate"])
+def test_an_operators_stop_at_the_commander_ends_the_push_and_its_undo_does_not_resume_it(launch, ros_executor,
+                                                                                          tmp_path, stop):
+    """The operator stops the arm at the commander mid-push, by its e-stop (velocity_commander/estop) or by
+    deactivating it: the goal ends aborted, saying why (while e-stopped, goals are refused); after the reset or the
+    activate the arm stays at zero (the push once went on to the goal 3 s after a reset) until a new goal, which is
+    taken."""
+    import rclpy
+    from parapush_msgs.action import PushObject
+    from rosgraph_msgs.msg import Clock
+    from parapush_ros.ros import qos, topics
+
+    slow = tmp_path / "slow_sim.yaml"
+    slow.write_text(SLOW_SIM)
+    lt = launch("sim", f"params_file:={slow}")
+    node = ros_executor.add(rclpy.create_node("launch_operator_stop_watch"))
+    arm = _arm_input(node)
+    clock = Recorder()
+    node.create_subscription(Clock, topics.CLOCK, clock, qos.RELIABLE)
+    handle = _send_readme_goal(lt, node)
+    assert handle.accepted
+    wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
+             what="the arm to move")
+    if stop == "estop":
+        assert _trigger(node, "/velocity_commander/estop").success
+    else:
+        assert _lifecycle(node, "velocity_commander", "deactivate")
+    result = wait_future(handle.get_result_async(), timeout=120.0, what="the push's result").result
+    said = "e-stopped" if stop == "estop" else "deactivated"
+    assert result.outcome == PushObject.Result.ABORTED and f"velocity commander is {said}" in result.message, \
+        result.message
+    if stop == "estop":
+        assert not _send_readme_goal(lt, node).accepted
+        lt.wait_output(r"goal refused: the velocity commander is e-stopped")
+        assert _trigger(node, "/velocity_commander/reset").success
+    else:
+        assert _lifecycle(node, "velocity_commander", "activate")
+    seen, t_undo = arm.count(), clock.last().clock.sec + clock.last().clock.nanosec * 1e-9
+    wait_for(lambda: clock.last().clock.sec + clock.last().clock.nanosec * 1e-9 > t_undo + 2.0, timeout=120.0,
+             interval=0.05, what="2 s of simulated time after the undo")
+    moved = arm.first_since(seen, lambda m: _speed(m) > 0.0)
+    assert moved is None, f"the arm moved after the {stop}'s undo without a new goal: {moved.twist}"
+    assert _send_readme_goal(lt, node).accepted  # a new goal is the way to move again
+    assert not _node_tracebacks(lt.output()), lt.output()[-3000:]
+
+
 def test_sigterm_to_the_launch_alone_mid_push_still_leaves_the_arm_at_zero(launch, ros_executor, tmp_path):
     """``kill <pid of ros2 launch>`` (a supervisor, a script): launch exits on SIGTERM and leaves its processes
     running ("using SIGTERM can result in orphaned processes"). Each of our nodes asked the kernel for SIGINT at its

@@ -16,7 +16,9 @@ action server, ``activate`` lets it publish and accept goals; ``deactivate`` end
 Safety (the push loop's, for every planner): a stale or invalid scene state, a clock jump, a stamp further than
 ``max_clock_offset`` from the node's clock or a start deeper than ``max_start_penetration`` sends zero at once and
 pauses (resumed re-planned within ``tracking_loss_timeout``, else failed); a failure, cancel, pre-emption or the end
-sends zero at once, and zeros for ``stop_hold`` s. A non-finite command is never sent.
+sends zero at once, and zeros for ``stop_hold`` s. A non-finite command is never sent. The velocity commander's
+``~/status`` is watched: its e-stop, or its deactivation while it was active, ends the running push (aborted, zero
+sent), so that a reset or an activate never resumes a push by itself; while it is e-stopped, goals are refused.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from ..core.planning.live_io import Commands, LiveIO, SceneStates
 from ..core.planning.outcome import Outcome
 from ..core.planning.planners import build_planner, planner_entry
 from ..core.planning.session import PushArbiter, PushSession, SessionConfig, SessionResult, seconds_to_ns
+from ..core.robot.command_safety import ESTOP, INACTIVE, STOPPED_BY_OPERATOR, status_parts
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..ros.params import PLANNER, declare_all
@@ -84,6 +87,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self._entities = []  # what configure created and cleanup destroys: (destroy function, entity)
         self.cmd_pub = self.path_pub = self.marker_pub = self.plan_pub = self.status_pub = None
         self._status = ""
+        self._commander = ("", "")  # the velocity commander's last (state, detail) heard; ("", "") before any
 
     # ----------------------------------------------------------------------------------------------- lifecycle
     @transition
@@ -106,6 +110,9 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             (self.destroy_subscription, self.state_sub),
             (self.destroy_subscription, self.create_subscription(PoseStamped, topics.GOAL_POSE, self._on_goal_pose,
                                                                  10, callback_group=io)),
+            (self.destroy_subscription, self.create_subscription(String, topics.COMMANDER_STATUS_OF_PLANNER,
+                                                                 self._on_commander_status, qos.LATCHED,
+                                                                 callback_group=io)),
             (self.destroy_timer, self.create_timer(1.0 / self.control_rate, self._on_timer,  # on through a clock step
                                                    callback_group=MutuallyExclusiveCallbackGroup(),
                                                    clock=period_clock(self))),
@@ -137,7 +144,27 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if not self._active:
             self.get_logger().warning("push_object goal refused: the planner is not active")
             return GoalResponse.REJECT
+        state, detail = self._commander
+        if state == ESTOP:
+            self.get_logger().warning(f"push_object goal refused: the velocity commander is e-stopped ({detail}): "
+                                      f"reset it first (velocity_commander/reset)")
+            return GoalResponse.REJECT
         return GoalResponse.ACCEPT
+
+    def _on_commander_status(self, msg: String):
+        """An operator's stop at the commander (its e-stop, or its deactivation while it was active) ends the
+        running push: after the reset or activate the arm stays still until a new goal."""
+        was, _ = self._commander
+        state, detail = self._commander = status_parts(msg.data)
+        if state not in STOPPED_BY_OPERATOR or (state == INACTIVE and was in ("", INACTIVE)):
+            return  # (the commander is inactive before its first activate: nothing was stopped)
+        if self.arbiter.current is None and not self._sessions:
+            return
+        reason = (f"the velocity commander is {STOPPED_BY_OPERATOR[state]} ({detail}); send a new goal once it "
+                  f"{'is reset' if state == ESTOP else 'is active again'}")
+        self.get_logger().warning(f"push ended: {reason}")
+        self.arbiter.stop_all(Outcome.ABORTED, reason)
+        self._send_zero()
 
     def stop_activity(self, timeout: float = 5.0, reason: str = "planner shutting down") -> bool:
         """Abort a running push, send zero, and wait (bounded, wall time) until its loop has reported and left:

@@ -55,6 +55,7 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from ..core.robot.command_safety import (
+    INACTIVE,
     SERVO_COMMAND_TYPES,
     CommandSafety,
     SafetyConfig,
@@ -326,7 +327,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                 status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
                 self._send(v)
             else:
-                status, detail, v = "inactive", "output silent until activate", np.zeros(2)
+                status, detail, v = INACTIVE, "output silent until activate", np.zeros(2)
             self._last_out = (float(v[0]), float(v[1]))
             if status == self._status:
                 return

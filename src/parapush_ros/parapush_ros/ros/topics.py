@@ -27,6 +27,7 @@ UR_TWIST = "/twist_controller/twist"  # geometry_msgs/TwistStamped, UR driver's 
 COMMANDER_OUTPUTS = {"servo": SERVO_TWIST, "ur_twist": UR_TWIST, "joint_velocity": FORWARD_VELOCITY_COMMANDS}
 MOCAP_MARKERS = "~/markers"  # visualization_msgs/MarkerArray of the tracked bodies (mocap_ingest/markers)
 COMMANDER_STATUS = "~/status"  # std_msgs/String, velocity_commander state (ok / limited / watchdog / estop ...)
+COMMANDER_STATUS_OF_PLANNER = "velocity_commander/status"  # the same topic, as the planner subscribes to it
 ESTOP_SERVICE = "~/estop"  # std_srvs/Trigger on velocity_commander: latch zero output
 ESTOP_RESET_SERVICE = "~/reset"  # std_srvs/Trigger on velocity_commander: clear the e-stop
 SIM_RESET_SERVICE = "~/reset"  # std_srvs/Trigger on mujoco_sim: back to the scene's initial state

@@ -19,7 +19,8 @@ every goal without a fault, the push loop's yardstick alone):
 
   none                 a plain goal (the yardstick for goals_reached)
   cancel               the goal cancelled
-  estop                ``velocity_commander/estop`` held 0.5-1.5 s, then ``reset``
+  estop                ``velocity_commander/estop`` held 0.5-1.5 s, then ``reset`` (the push ends aborted at the
+                       e-stop: a reset does not resume it, since 2026-12-03)
   mocap_offset_10ms    the mocap host's clock steps 10 ms / 200 ms / 2 s ahead of ours for 2 s (2 s is beyond
   mocap_offset_200ms   the planner's ``max_clock_offset``: it must refuse those states and say to check clock
   mocap_offset_2s      sync), then back

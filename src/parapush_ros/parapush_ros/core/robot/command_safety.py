@@ -125,6 +125,19 @@ class Workspace:
         return v, active
 
 
+ESTOP = "estop"  # the commander's status while an e-stop is latched (``~/estop`` until ``~/reset``)
+INACTIVE = "inactive"  # its status while deactivated (lifecycle): output silent
+# the commander's states in which an operator stopped the arm: the running push ends, so that a reset or an
+# activate never resumes motion by itself (a new goal does); while e-stopped, goals are refused
+STOPPED_BY_OPERATOR = {ESTOP: "e-stopped", INACTIVE: "deactivated"}
+
+
+def status_parts(text: str) -> tuple[str, str]:
+    """(state, detail) of the commander's ``~/status`` text ``"<state>: <detail>"`` (or ``"<state>"``)."""
+    state, _, detail = text.partition(":")
+    return state.strip(), detail.strip()
+
+
 @dataclass
 class SafetyOutput:
     vx: float
@@ -234,7 +247,7 @@ class CommandSafety:
     def _step(self, t: float, dt: float) -> SafetyOutput:
         c = self.cfg
         if self.estopped:
-            return SafetyOutput(0.0, 0.0, "estop", self.estop_reason)
+            return SafetyOutput(0.0, 0.0, ESTOP, self.estop_reason)
         if self._jump:
             detail, self._jump = self._jump, ""
             return SafetyOutput(0.0, 0.0, "clock jump", detail)

@@ -211,6 +211,18 @@ def _arm_input(node):
     return rec
 
 
+def _pushing_stack(launch, ros_executor, tmp_path, watcher: str, *args: str):
+    """The sim launch at a quarter of real time (``SLOW_SIM``) with ``args``, a node ``watcher`` of ours in the test
+    process and the arm's input it records: (launch, node, arm)."""
+    import rclpy
+
+    slow = tmp_path / "slow_sim.yaml"
+    slow.write_text(SLOW_SIM)
+    lt = launch("sim", f"params_file:={slow}", *args)
+    node = ros_executor.add(rclpy.create_node(watcher))
+    return lt, node, _arm_input(node)
+
+
 def _send_readme_goal(lt: Launch, node):
     """The README's goal through the planner's action, once the launch's planner is active; its goal handle."""
     from parapush_msgs.action import PushObject
@@ -239,14 +251,9 @@ def _speed(msg) -> float:
 def test_ctrl_c_mid_push_leaves_the_arm_at_zero_and_every_node_exits_0(launch, ros_executor, tmp_path):
     """SIGINT to the launch's process group (Ctrl-C in its terminal) while the arm moves: the last twist on the
     arm's input is zero and every process finishes cleanly."""
-    import rclpy
     from parapush_ros import bringup
 
-    slow = tmp_path / "slow_sim.yaml"
-    slow.write_text(SLOW_SIM)
-    lt = launch("sim", f"params_file:={slow}")
-    node = ros_executor.add(rclpy.create_node("launch_sigint_watch"))
-    arm = _arm_input(node)
+    lt, node, arm = _pushing_stack(launch, ros_executor, tmp_path, "launch_sigint_watch")
     assert _send_readme_goal(lt, node).accepted
     wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
              what="the arm to move")
@@ -298,16 +305,11 @@ def test_an_operators_stop_at_the_commander_ends_the_push_and_its_undo_does_not_
     deactivating it: the goal ends aborted, saying why (while e-stopped, goals are refused); after the reset or the
     activate the arm stays at zero (the push once went on to the goal 3 s after a reset) until a new goal, which is
     taken."""
-    import rclpy
     from parapush_msgs.action import PushObject
     from rosgraph_msgs.msg import Clock
     from parapush_ros.ros import qos, topics
 
-    slow = tmp_path / "slow_sim.yaml"
-    slow.write_text(SLOW_SIM)
-    lt = launch("sim", f"params_file:={slow}")
-    node = ros_executor.add(rclpy.create_node("launch_operator_stop_watch"))
-    arm = _arm_input(node)
+    lt, node, arm = _pushing_stack(launch, ros_executor, tmp_path, "launch_operator_stop_watch")
     clock = Recorder()
     node.create_subscription(Clock, topics.CLOCK, clock, qos.RELIABLE)
     handle = _send_readme_goal(lt, node)
@@ -343,14 +345,10 @@ def test_sigterm_to_the_launch_alone_mid_push_still_leaves_the_arm_at_zero(launc
     parent's death, so every one still stops as on Ctrl-C and the arm's last twist is zero. (tf2's static transform
     publisher, not ours, is left running by launch: harmless, and ended here.)"""
     import psutil
-    import rclpy
     from parapush_ros import bringup
 
-    slow = tmp_path / "slow_sim.yaml"
-    slow.write_text(SLOW_SIM)
-    lt = launch("sim", f"params_file:={slow}", "model:=fine")  # planner auto: the 10 Hz planner with the fine model
-    node = ros_executor.add(rclpy.create_node("launch_sigterm_watch"))
-    arm = _arm_input(node)
+    # planner auto: the 10 Hz planner with the fine model
+    lt, node, arm = _pushing_stack(launch, ros_executor, tmp_path, "launch_sigterm_watch", "model:=fine")
     assert _send_readme_goal(lt, node).accepted
     assert re.search(r"\[mpc_planner\]: planner auto: fast \(real time, one object, model fine\)",
                      lt.output()), lt.output()[-3000:]
@@ -417,13 +415,8 @@ def test_a_commander_killed_mid_push_still_leaves_a_zero_as_the_arms_last_comman
     sends the arm input a zero at once: the last twist the arm sees is zero, and the launch ends naming the
     commander."""
     import psutil
-    import rclpy
 
-    slow = tmp_path / "slow_sim.yaml"
-    slow.write_text(SLOW_SIM)
-    lt = launch("sim", f"params_file:={slow}")
-    node = ros_executor.add(rclpy.create_node("launch_commander_kill_watch"))
-    arm = _arm_input(node)
+    lt, node, arm = _pushing_stack(launch, ros_executor, tmp_path, "launch_commander_kill_watch")
     assert _send_readme_goal(lt, node).accepted
     wait_for(lambda: arm.first_since(0, lambda m: _speed(m) > 1e-3), timeout=START_TIMEOUT, interval=0.05,
              what="the arm to move")

@@ -286,16 +286,29 @@ def _trigger(node, service: str):
     return wait_for(answered, timeout=60.0, interval=0.1, what=f"{service}'s answer")
 
 
-def _lifecycle(node, target: str, transition: str):
-    """``ros2 lifecycle set <target> <transition>``: True when the transition succeeded."""
+def _lifecycle(node, target: str, transition: str) -> bool:
+    """``ros2 lifecycle set <target> <transition>``: True once ``target`` is in the transition's goal state (a
+    transition whose answer Fast DDS dropped is not asked again: the state is read instead)."""
     from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
+    from lifecycle_msgs.srv import ChangeState, GetState
 
-    client = node.create_client(ChangeState, f"/{target}/change_state")
-    wait_for(lambda: client.service_is_ready(), timeout=START_TIMEOUT, interval=0.1, what=f"{target}'s lifecycle")
-    request = ChangeState.Request(transition=Transition(id={"deactivate": Transition.TRANSITION_DEACTIVATE,
-                                                            "activate": Transition.TRANSITION_ACTIVATE}[transition]))
-    return wait_future(client.call_async(request), timeout=60.0, what=f"{transition} of {target}").success
+    change = node.create_client(ChangeState, f"/{target}/change_state")
+    get = node.create_client(GetState, f"/{target}/get_state")
+    wait_for(lambda: change.service_is_ready() and get.service_is_ready(), timeout=START_TIMEOUT, interval=0.1,
+             what=f"{target}'s lifecycle services")
+    number, goal = {"deactivate": (Transition.TRANSITION_DEACTIVATE, "inactive"),
+                    "activate": (Transition.TRANSITION_ACTIVATE, "active")}[transition]
+
+    def state():
+        future = get.call_async(GetState.Request())
+        if not _done_within(future, 10.0):
+            future.cancel()
+            return False
+        return future.result().current_state.label
+    future = change.call_async(ChangeState.Request(transition=Transition(id=number)))
+    if not _done_within(future, 10.0):
+        future.cancel()
+    return wait_for(lambda: state() == goal, timeout=60.0, interval=0.1, what=f"{target} {goal}")
 
 
 @pytest.mark.parametrize("stop", ["estop", "deactivate"])
@@ -330,9 +343,12 @@ def test_an_operators_stop_at_the_commander_ends_the_push_and_its_undo_does_not_
         assert _trigger(node, "/velocity_commander/reset").success
     else:
         assert _lifecycle(node, "velocity_commander", "activate")
-    seen, t_undo = arm.count(), clock.last().clock.sec + clock.last().clock.nanosec * 1e-9
-    wait_for(lambda: clock.last().clock.sec + clock.last().clock.nanosec * 1e-9 > t_undo + 2.0, timeout=120.0,
-             interval=0.05, what="2 s of simulated time after the undo")
+    def sim_time() -> float:
+        msg = wait_for(clock.last, timeout=60.0, interval=0.05, what="the simulator's /clock")
+        return msg.clock.sec + msg.clock.nanosec * 1e-9
+    seen, t_undo = arm.count(), sim_time()
+    wait_for(lambda: sim_time() > t_undo + 2.0, timeout=120.0, interval=0.05,
+             what="2 s of simulated time after the undo")
     moved = arm.first_since(seen, lambda m: _speed(m) > 0.0)
     assert moved is None, f"the arm moved after the {stop}'s undo without a new goal: {moved.twist}"
     assert _send_readme_goal(lt, node).accepted  # a new goal is the way to move again

@@ -480,6 +480,18 @@ def test_parameters_are_read_only_or_applied_at_once_through_a_parameter_client(
     r = set_param("max_speed", -1.0)
     assert not r.successful and r.reason == "parameter max_speed: must be > 0, got -1.0"
     assert h.node.get_parameter("max_speed").value == 0.02 and h.node.limits.max_speed == 0.02
+    # at run time a limit may be tightened or restored, never loosened beyond what the node started with: anyone on
+    # the ROS domain can set parameters (a 5 m/s limit, a 100 s watchdog, the workspace off were once taken)
+    for name, value, rule in [("max_speed", 5.0, "above the 0.1"), ("command_timeout", 100.0, "above the 0.2"),
+                              ("enforce_workspace", False, "looser than the True"),
+                              ("workspace_margin", 0.0, "below the 0.01")]:
+        r = set_param(name, value)
+        assert not r.successful and r.reason.startswith(f"parameter {name}: {value!r} is {rule} the commander "
+                                                        f"started with"), r.reason
+    assert h.node.limits.max_speed == 0.02 and h.node.limits.enforce_workspace
+    assert set_param("max_speed", 0.1).successful  # restored to its start value
+    h.wait_output(lambda m: speed(m) == pytest.approx(0.1), "clipped to the restored max_speed")
+    assert set_param("max_speed", 0.02).successful
     # the output frame's yaw turns the arm's velocity at once: refused while it moves, applied once it stands still
     r = set_param("table_yaw_in_output_frame", 0.5)
     assert not r.successful and r.reason.startswith("parameter table_yaw_in_output_frame: not changed while the "

@@ -196,3 +196,24 @@ def test_a_node_tells_whether_the_launch_that_started_it_has_ended():
     assert not _ended(os.getppid())
     assert not _ended(1)
     assert _ended(gone.pid)
+
+
+PARENT_GONE = textwrap.dedent("""
+    import os, sys, threading
+    from parapush_ros.ros.node import listen_for_stop
+    stop = threading.Event()
+    # as after the parent's death: this process now has another parent than the one it was started by
+    stop_listening = listen_for_stop(stop, parent=os.getppid() + 1)
+    heard = stop.wait(60.0)
+    stop_listening()
+    print("stopped" if heard else "still running")
+""")
+
+
+def test_a_node_whose_parent_has_ended_stops_without_any_signal():
+    """The stop-signal thread also watches the parent: a node once kept running 60 s after its ``ros2 launch`` died
+    of SIGTERM, no signal heard (the kernel's parent-death SIGINT did not reach it); now the reparenting alone
+    stops it, saying why."""
+    proc = subprocess.run([sys.executable, "-c", PARENT_GONE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "stopped", proc.stdout + proc.stderr
+    assert "has ended: stopping" in proc.stderr

@@ -559,3 +559,22 @@ def test_a_re_scoring_shorter_than_the_horizon_goes_on_from_its_end_on_the_scree
         assert gone.abandoned and gone.model == planner.screen.name
     finally:
         predictor.close()
+
+
+def test_a_cycle_cut_short_by_a_stop_leaves_the_next_push_plannable():
+    """A push stopped mid-cycle (a cancel) makes the plan clock read inf; the cycle's timings were then inf - inf =
+    NaN and were remembered as the cost of a re-score, so the next goal failed at once ("planning failed: cannot
+    convert float NaN to integer", seen in the robot soak after a cancel)."""
+    scene = load_scene("cylinder_slider")
+    predictor = Predictor(scene, threads=1)
+    try:
+        planner = FastPlanner(scene, FastConfig(candidates=8, rescore_horizon=1.0), PushTask(scene), predictor,
+                              "fine")
+        x, u0 = scene.initial_state(), np.zeros(2)
+        planner.plan(x, u0)  # measures the costs of a re-score and of the screened tail
+        planner.plan(x, u0, deadline=-math.inf, clock=lambda: math.inf)  # stopping
+        assert math.isfinite(planner._rescore_cost) and math.isfinite(planner._tail_cost)
+        nxt = planner.plan(x, u0, deadline=2.5, clock=frozen_clock)  # the next push's first cycle
+        assert nxt.rescored >= 1 and math.isfinite(nxt.cost)
+    finally:
+        predictor.close()

@@ -46,7 +46,7 @@ from ..core.planning.live_io import Commands, LiveIO, SceneStates
 from ..core.planning.outcome import Outcome
 from ..core.planning.planners import build_planner, planner_entry
 from ..core.planning.session import PushArbiter, PushSession, SessionConfig, SessionResult, seconds_to_ns
-from ..core.robot.command_safety import ESTOP, INACTIVE, STOPPED_BY_OPERATOR, status_parts
+from ..core.robot.command_safety import ESTOP, INACTIVE, RESET_HEARD, STOPPED_BY_OPERATOR, status_parts
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..ros.params import PLANNER, declare_all
@@ -123,7 +123,7 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
     def on_activate(self, state):
         ret = super().on_activate(state)  # enables the publishers
         self._active = True
-        self._set_status(f"idle: scene {self.scene.name!r}, {self.strategy.describe()}, target {self.target_name!r}")
+        self._set_status(self._idle())
         self.get_logger().info(f"active: {self._status}")
         return ret
 
@@ -156,15 +156,19 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         running push: after the reset or activate the arm stays still until a new goal."""
         was, _ = self._commander
         state, detail = self._commander = status_parts(msg.data)
+        if was == ESTOP and state != ESTOP:  # planner/status says when goals are taken again
+            self._set_status(f"{self._idle()}; {RESET_HEARD}")
         if state not in STOPPED_BY_OPERATOR or (state == INACTIVE and was in ("", INACTIVE)):
             return  # (the commander is inactive before its first activate: nothing was stopped)
-        if self.arbiter.current is None and not self._sessions:
-            return
-        reason = (f"the velocity commander is {STOPPED_BY_OPERATOR[state]} ({detail}); send a new goal once it "
-                  f"{'is reset' if state == ESTOP else 'is active again'}")
-        self.get_logger().warning(f"push ended: {reason}")
-        self.arbiter.stop_all(Outcome.ABORTED, reason)
-        self._send_zero()
+        if self.arbiter.current is not None or self._sessions:
+            reason = (f"the velocity commander is {STOPPED_BY_OPERATOR[state]} ({detail}); send a new goal once it "
+                      f"{'is reset' if state == ESTOP else 'is active again'}")
+            self.get_logger().warning(f"push ended: {reason}")
+            self.arbiter.stop_all(Outcome.ABORTED, reason)
+            self._send_zero()
+        if state == ESTOP and was != ESTOP:
+            self._set_status(f"e-stopped: the velocity commander is e-stopped ({detail}); goals are refused until "
+                             f"it is reset")
 
     def stop_activity(self, timeout: float = 5.0, reason: str = "planner shutting down") -> bool:
         """Abort a running push, send zero, and wait (bounded, wall time) until its loop has reported and left:
@@ -322,6 +326,9 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self._set_status(text)
         if level == "warning":
             self.get_logger().warning(text, throttle_duration_sec=1.0)
+
+    def _idle(self) -> str:
+        return f"idle: scene {self.scene.name!r}, {self.strategy.describe()}, target {self.target_name!r}"
 
     def _set_status(self, text: str):
         self._status = text

@@ -23,11 +23,12 @@ the gripper server (``startup_timeout``) count from configure and activate. The 
 configure and activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
 
 Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS); the limits are
-``SafetyConfig``'s settings, declared as parameters of the same names: they are the only writable parameters and a
-set applies at once (checked by ``SafetyConfig``; a bad value is refused naming the field and the rule); every other
-parameter is read-only (read at start). The e-stop latch outlives ``cleanup``/``configure``: only ``~/reset`` clears
-it. Ages are measured on receipt on the ROS clock in simulation and on the steady clock otherwise (an NTP step of the
-system clock must not make a command look fresh or stale); a clock that goes back stops the output.
+``SafetyConfig``'s settings, declared as parameters of the same names: they are the only writable parameters and a set
+applies at once (checked by ``SafetyConfig``; a bad value is refused naming the field and the rule; so is one looser
+than the node started with, ``SafetyConfig.looser_than``); every other parameter is read-only (read at start). The
+e-stop latch outlives ``cleanup``/``configure``: only ``~/reset`` clears it. Ages are measured on receipt on the ROS
+clock in simulation and on the steady clock otherwise (an NTP step of the system clock must not make a command look
+fresh or stale); a clock that goes back stops the output.
 
 MoveIt Servo's units: at configure the commander asks Servo's parameter service (``servo_parameters_service``) for
 ``moveit_servo.command_in_type`` and ``moveit_servo.scale.linear`` and sends m/s in ``speed_units``, m/s divided by
@@ -105,6 +106,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         before ``configure``."""
         super().__init__("velocity_commander", **kwargs)
         self.limits = declare_config(self, SafetyConfig, read_only=False)  # applied on set (_apply_limits)
+        self.start_limits = self.limits  # a set at run time may tighten them or restore them, never loosen beyond
         p = self.p = {**declare_all(self, COMMANDER_IO), **asdict(self.limits)}  # every parameter's value by name
         if p["servo_command_in_type"] not in SERVO_COMMAND_TYPES:
             raise ValueError(f"velocity_commander: invalid parameter servo_command_in_type: "
@@ -151,9 +153,13 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self.add_on_set_parameters_callback(config_setter(lambda: self.limits, self._apply_limits))
 
     def _apply_limits(self, limits: SafetyConfig, names):
-        """A parameter set of the limits (already checked): in force from the next period on. The output frame's
-        yaw is not changed while the output moves (it would turn the arm's velocity at once, past the acceleration
-        limit): the reason is returned and nothing changes."""
+        """A parameter set of the limits (already checked): in force from the next period on. Refused, the reason
+        returned and nothing changed: a limit looser than the node started with (``SafetyConfig.looser_than``),
+        and the output frame's yaw while the output moves (it would turn the arm's velocity at once, past the
+        acceleration limit)."""
+        looser = limits.looser_than(self.start_limits)
+        if looser:
+            return f"parameter {looser}"
         with self._output_lock:
             yaw_changes = limits.table_yaw_in_output_frame != self.limits.table_yaw_in_output_frame
             if yaw_changes and self.p["output"] == "joint_velocity":
@@ -306,6 +312,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             was = self.safety.estopped
             self.safety.reset()
             self._latched = ""
+            self._tick()  # its status says so now (the planner refuses goals while it hears "estop")
         res.success = True
         res.message = "e-stop cleared; waiting for a new command" if was else "not e-stopped; nothing to reset"
         self.get_logger().warning(res.message)

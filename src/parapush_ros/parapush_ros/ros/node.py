@@ -138,10 +138,14 @@ def _ended(launch: int) -> bool:
     return False
 
 
-def listen_for_stop(stop: threading.Event):
+def listen_for_stop(stop: threading.Event, parent: int | None = None):
     """Hear SIGINT and SIGTERM on a thread of their own (``stop`` is set), and keep faulthandler's watchdog
     (``WEDGED_LIMIT_S``, no GIL needed) re-armed while that thread runs; returns the function that ends both.
-    Only the main thread may call it, after it has installed its Python handlers for those signals.
+    Only the main thread may call it, after it has installed its Python handlers for those signals. With
+    ``parent`` (the pid of the process that started this one) the thread also sets ``stop`` once that process has
+    ended (this one then has another parent), whatever became of the kernel's parent-death signal
+    (``stop_with_parent``): a node once kept running 60 s after its ``ros2 launch`` died of SIGTERM, hearing
+    nothing.
 
     Python runs a signal's handler only on the main thread, between two bytecodes. A single-threaded node spins
     there, so a C call stuck in its spin left it deaf for ever (mocap_ingest still running 60 s after SIGTERM, in CI).
@@ -159,6 +163,11 @@ def listen_for_stop(stop: threading.Event):
         while not done.is_set():
             faulthandler.dump_traceback_later(WEDGED_LIMIT_S, exit=True)
             if select.select([read], [], [], LISTEN_S)[0] and numbers & set(os.read(read, 64)):
+                stop.set()
+                return
+            if parent is not None and os.getppid() != parent and not done.is_set():
+                print(f"{os.path.basename(sys.argv[0])}: the process that started it (pid {parent}) has ended: "
+                      f"stopping", file=sys.stderr, flush=True)
                 stop.set()
                 return
 
@@ -200,7 +209,7 @@ def run_node(node_class, args=None, num_threads: int = 1):
     stop = threading.Event()
     for sig in STOP_SIGNALS:  # (run on the main thread when it can; listen_for_stop hears them anyway)
         signal.signal(sig, lambda signum, frame: stop.set())
-    stop_listening = listen_for_stop(stop)
+    stop_listening = listen_for_stop(stop, parent=os.getppid())
     stop_with_parent(stop)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:

@@ -88,6 +88,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..core.robot.command_safety import RESET_HEARD
 from ..ros import topics
 
 FAULTS = ("none", "cancel", "estop", "mocap_offset_10ms", "mocap_offset_200ms", "mocap_offset_2s",
@@ -112,6 +113,9 @@ HOSTILE_SETS = (  # (node, parameter, value, what the refusal must name)
     ("velocity_commander", "scene", "clutter_push", "scene"),
     ("velocity_commander", "max_speed", -1.0, "max_speed"),
     ("velocity_commander", "max_acceleration", math.inf, "max_acceleration"),
+    # looser than the node started with: a restart's change, not a set's
+    ("velocity_commander", "max_speed", 5.0, "max_speed: 5.0 is above"),
+    ("velocity_commander", "enforce_workspace", False, "enforce_workspace: False is looser"),
     ("mujoco_sim", "clock_offset", math.nan, "clock_offset"),
 )
 PLANNERS = ("fast", "mpc")  # the soak's planners (``planner_parameters``): the first is the default
@@ -304,6 +308,11 @@ class Monitor:
     def _on_status(self, msg):
         with self.lock:
             self.planner_status.append((self.now(), msg.data))
+
+    def said_since(self, t: float, words: str) -> bool:
+        """Whether planner/status has said ``words`` since ``t`` (the monitor's clock)."""
+        with self.lock:
+            return any(when >= t and words in text for when, text in self.planner_status)
 
     def _on_diagnostics(self, msg):
         for st in msg.status:
@@ -610,9 +619,15 @@ class RobotSoak:
             self.windows.append(window)
             m.pause(self.rng.uniform(0.5, 1.5))
             window.end = m.now()  # stamps after the reset was asked may be the reset's motion
+            t_reset = m.now()
             res, _ = m.call("/velocity_commander/reset", "e-stop reset")
             if not res.success:
                 self.results.problems.append(f"e-stop reset refused: {res.message}")
+            # as an operator, the next goal once planner/status says the reset was heard (goals are refused until)
+            m.pause(ANSWER_TIMEOUT, lambda: m.said_since(t_reset, RESET_HEARD))
+            if not m.said_since(t_reset, RESET_HEARD):
+                self.results.problems.append(f"planner/status did not say {RESET_HEARD!r} within "
+                                             f"{ANSWER_TIMEOUT:g} s of the e-stop's reset")
         elif fault in MOCAP_OFFSETS:
             rec = self.results.clock_faults[fault]
             rec["injected"] += 1

@@ -448,11 +448,14 @@ class FastPlanner:
             t = clock()
             fine_states, ctrl, fine_variance = self._screen_tail(knots[chosen], fine)
             fine, dt = replace(fine, states=fine_states, variance=fine_variance), self.screen_dt
-            self._tail_cost = max(clock() - t, 0.5 * self._tail_cost)  # a spike is remembered, then decays
+            tail_time = clock() - t
+            if math.isfinite(tail_time):  # (a stopping push's clock reads inf: nothing was measured)
+                self._tail_cost = max(tail_time, 0.5 * self._tail_cost)  # a spike is remembered, then decays
         # a whole candidate's, where abandoned: n_fine slices, K sweeps of them for Parareal-K (done counts them all)
         whole = self.n_fine * (max(1, self.model.iterations or 1) if self.model.kind == PARAREAL else 1)
         per = (rescore_time if fine is not None else rescore_time * whole / max(done, 1)) / len(chosen)
-        self._rescore_cost = per if self._rescore_cost is None else 0.5 * (self._rescore_cost + per)
+        if math.isfinite(per):  # a stopping push's clock reads inf: a NaN here once failed the next push's every plan
+            self._rescore_cost = per if self._rescore_cost is None else 0.5 * (self._rescore_cost + per)
         total_s = C * c.horizon
         if fine is None:  # past the budget: the best screened candidate, on the screening model's prediction
             i = order[0]

@@ -74,6 +74,30 @@ class SafetyConfig:
             raise SafetyConfigError("table_yaw_in_output_frame",
                                     f"must be finite, got {self.table_yaw_in_output_frame!r}")
 
+    def looser_than(self, start: SafetyConfig) -> str:
+        """Why these limits, set while the commander runs, are looser than ``start``, the ones it started with
+        ('' when none is): a run-time set (``ros2 param set``, by anyone on the ROS domain) may tighten a limit
+        or restore it up to its start value, never raise it beyond (a 5 m/s speed limit, a 100 s watchdog, the
+        workspace switched off); loosening one is a restart with it in a params_file, by the person at the cell."""
+        def refused(name, rule):
+            return (f"{name}: {getattr(self, name)!r} is {rule} the {getattr(start, name)!r} the commander started "
+                    f"with; at run time a limit may only be tightened (or restored), loosen it by a restart with "
+                    f"it in a params_file")
+        for name in LOOSER_WHEN_LARGER:
+            if getattr(self, name) > getattr(start, name):
+                return refused(name, "above")
+        for name in LOOSER_WHEN_SMALLER:
+            if getattr(self, name) < getattr(start, name):
+                return refused(name, "below")
+        if start.enforce_workspace and not self.enforce_workspace:
+            return refused("enforce_workspace", "looser than")
+        return ""
+
+
+# the limits that allow more the larger (speeds, timeouts) or the smaller (clearances, the braking horizon) they are
+LOOSER_WHEN_LARGER = ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "teleop_timeout")
+LOOSER_WHEN_SMALLER = ("workspace_margin", "braking_horizon")
+
 
 class Workspace:
     """Where the pusher disc may go: on the table top, clear of the obstacles."""
@@ -130,6 +154,7 @@ INACTIVE = "inactive"  # its status while deactivated (lifecycle): output silent
 # the commander's states in which an operator stopped the arm: the running push ends, so that a reset or an
 # activate never resumes motion by itself (a new goal does); while e-stopped, goals are refused
 STOPPED_BY_OPERATOR = {ESTOP: "e-stopped", INACTIVE: "deactivated"}
+RESET_HEARD = "the velocity commander is reset"  # what planner/status adds once the planner takes goals again
 
 
 def status_parts(text: str) -> tuple[str, str]:

@@ -148,7 +148,7 @@ class SamplingOptimiser(ABC):
         for it in range(s.iterations):
             if deadline is not None and it > 0:
                 now = clock()
-                if now + (now - c_start) / it > deadline:
+                if now >= deadline or now + (now - c_start) / it > deadline:  # (a stopping push's clock: inf)
                     break
             std = self.exploration_std(it)
             U = np.repeat(mean[None], s.samples, axis=0)

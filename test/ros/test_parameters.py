@@ -51,4 +51,7 @@ def test_only_the_commanders_limits_are_writable(ros_context, ros_executor):
     assert {n for n, ro in read_only.items() if not ro} == set(knobs(SafetyConfig)) | ROS_OWN
     r = set_param(io, "/params_cmd/velocity_commander", "command_timeout", 0.0)
     assert not r.successful and r.reason == "parameter command_timeout: must be > 0, got 0.0"
-    assert set_param(io, "/params_cmd/velocity_commander", "command_timeout", 0.3).successful
+    r = set_param(io, "/params_cmd/velocity_commander", "command_timeout", 0.3)  # looser than at start: refused
+    assert not r.successful and r.reason.startswith("parameter command_timeout: 0.3 is above the 0.2 the commander "
+                                                    "started with")
+    assert set_param(io, "/params_cmd/velocity_commander", "command_timeout", 0.1).successful  # tighter

@@ -47,16 +47,16 @@ data_files += _tree("rviz", "rviz")
 CLI_ENTRY_POINTS = [
     "parapush = parapush_ros.cli:console_main",
 ]
-# ---- NODE ENTRY POINTS: one "executable_name = parapush_ros.<module>:main" per ROS 2 node (filled in by the
-# ---- node work; launch files refer to these executable names).
+# ---- NODE ENTRY POINTS: one "executable_name = parapush_ros.executable:executable_name" per ROS 2 node (that
+# ---- module hears a stop before it imports the node; launch files refer to these executable names).
 NODE_ENTRY_POINTS = [
-    "parareal_predictor = parapush_ros.nodes.parareal_predictor:main",
-    "mpc_planner = parapush_ros.nodes.mpc_planner:main",
-    "mocap_ingest = parapush_ros.nodes.mocap_ingest:main",
-    "velocity_commander = parapush_ros.nodes.velocity_commander:main",
-    "mujoco_sim = parapush_ros.nodes.mujoco_sim:main",
-    "natnet_bridge = parapush_ros.nodes.natnet_bridge:main",
-    "pose_recorder = parapush_ros.nodes.pose_recorder:main",
+    "parareal_predictor = parapush_ros.executable:parareal_predictor",
+    "mpc_planner = parapush_ros.executable:mpc_planner",
+    "mocap_ingest = parapush_ros.executable:mocap_ingest",
+    "velocity_commander = parapush_ros.executable:velocity_commander",
+    "mujoco_sim = parapush_ros.executable:mujoco_sim",
+    "natnet_bridge = parapush_ros.executable:natnet_bridge",
+    "pose_recorder = parapush_ros.executable:pose_recorder",
 ]
 
 setup(

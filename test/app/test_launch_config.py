@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from parapush_ros import bringup
+from parapush_ros import bringup, executable
 from parapush_ros.ros import params, topics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,8 @@ def test_every_node_has_an_entry_point_a_node_class_params_and_a_config_file(spe
     pytest.importorskip("rclpy")  # the node classes are rclpy Nodes (`make test` requires rclpy: fails, not skips)
     eps = entry_points()
     assert spec.executable in eps, f"{spec.executable} is not in setup.py NODE_ENTRY_POINTS"
-    assert eps[spec.executable] == f"{spec.module}:main"
+    assert eps[spec.executable] == f"parapush_ros.executable:{spec.executable}"
+    assert getattr(executable, spec.executable).module == spec.module  # the entry point runs this node
     cls = spec.node_class()
     mod = sys.modules[spec.module]
     assert callable(getattr(mod, "main", None))

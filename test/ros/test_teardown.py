@@ -5,6 +5,8 @@ whole stack. The node below blocks exactly so in its ``destroy_node`` (a C call 
 stop that went well: ``run_node`` must print the hung thread's traceback and exit 0, promptly, where the old
 teardown watchdog exited 1 and a plain process never exits. Its stop is said on stdout, so the test also sees that
 the stop ran before the cleanup."""
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -217,3 +219,54 @@ def test_a_node_whose_parent_has_ended_stops_without_any_signal():
     proc = subprocess.run([sys.executable, "-c", PARENT_GONE], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "stopped", proc.stdout + proc.stderr
     assert "has ended: stopping" in proc.stderr
+
+
+def test_a_node_executable_hears_a_stop_before_it_imports_its_node(tmp_path):
+    """A node's imports (rclpy, MuJoCo, torch) take half a second to seconds: a Ctrl-C then met Python's default
+    handler and killed the node with a traceback and status -2 (``ros2 launch`` reported parareal_predictor so).
+    The entry points install the stop handlers first, having imported only the standard library, and hand the stop
+    to the node's ``main``. Here the node module itself receives SIGINT while it is imported."""
+    (tmp_path / "node_signalled_while_imported.py").write_text(textwrap.dedent("""
+        import signal
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C while the node's imports run
+
+        def main(stop):
+            print("stop heard" if stop.is_set() else "stop missed", flush=True)
+    """))
+    probe = textwrap.dedent("""
+        import signal, sys
+        from parapush_ros import executable
+        heavy = sorted({"rclpy", "numpy", "torch", "mujoco", "yaml"} & set(sys.modules))
+        print("heavy imports:", heavy, flush=True)
+        executable.start(sys.argv[1])
+    """)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-c", probe, "node_signalled_while_imported"], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["heavy imports: []", "stop heard"], proc.stdout + proc.stderr
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler installed for ``sig`` (Linux /proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(caught & (1 << (sig - 1)))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_node_stopped_while_it_starts_exits_0_without_a_traceback():
+    """The real executable, given SIGINT as soon as its entry point hears signals (SIGTERM caught: Python's own
+    start leaves SIGTERM at its default), i.e. while it imports its node: status 0, no traceback."""
+    exe = shutil.which("parareal_predictor")
+    assert exe, "parareal_predictor is not on PATH (make build; source env.sh)"
+    proc = subprocess.Popen([exe], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while proc.poll() is None and not _catches(proc.pid, signal.SIGTERM):
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]

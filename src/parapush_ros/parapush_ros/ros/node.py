@@ -25,9 +25,9 @@ import threading
 from pathlib import Path
 
 from ..core.config import ConfigError, knobs
+from ..executable import STOP_SIGNALS
 
 SIGNAL_POLL_S = 0.05  # s: how often the main thread looks whether a stop was asked or the spin ended
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # s the stop-signal thread waits for a signal before it re-arms the watchdog (each arming starts a thread of
 # faulthandler's)
 LISTEN_S = 1.0
@@ -188,7 +188,7 @@ def listen_for_stop(stop: threading.Event, parent: int | None = None):
     return stop_listening
 
 
-def run_node(node_class, args=None, num_threads: int = 1):
+def run_node(node_class, args=None, num_threads: int = 1, stop: threading.Event | None = None):
     """The whole ``main()`` of a node executable: init, spin until SIGINT (Ctrl-C), SIGTERM or shutdown (on
     ``num_threads`` threads where the node runs callbacks concurrently), then the teardown of ``ros/spinning.py``'s
     docstring.
@@ -198,7 +198,9 @@ def run_node(node_class, args=None, num_threads: int = 1):
     not send its last zero (``Failed to publish: publisher's context is invalid``). Here a signal only ends the spin
     loop; the node's ``stop_activity`` then sends its zero on a live context, and only then is the node destroyed. A
     node that cannot start (a parameter it cannot take) says so in one line on stderr and exits with status 2. One
-    whose parent process dies stops the same way (``stop_with_parent``)."""
+    whose parent process dies stops the same way (``stop_with_parent``). ``stop``: the event the executable's
+    entry point (``parapush_ros.executable``) set on a signal heard while it imported the node; a node stopped
+    that early ends here with status 0 before it is built."""
     import rclpy  # noqa: PLC0415
     from rclpy.exceptions import ParameterException  # noqa: PLC0415
     from rclpy.signals import SignalHandlerOptions  # noqa: PLC0415
@@ -206,13 +208,17 @@ def run_node(node_class, args=None, num_threads: int = 1):
     from ..core.scene.spec import SceneError  # noqa: PLC0415
     from .spinning import SpinningNodes  # noqa: PLC0415
 
-    stop = threading.Event()
+    stop = threading.Event() if stop is None else stop
     for sig in STOP_SIGNALS:  # (run on the main thread when it can; listen_for_stop hears them anyway)
         signal.signal(sig, lambda signum, frame: stop.set())
     stop_listening = listen_for_stop(stop, parent=os.getppid())
     stop_with_parent(stop)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
+        if stop.is_set():
+            print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: stopped while starting", file=sys.stderr,
+                  flush=True)
+            return
         try:
             node = node_class()
         except (ValueError, LookupError, ConfigError, ParameterException) as e:  # SceneError is a ValueError;
@@ -260,9 +266,10 @@ def run_node(node_class, args=None, num_threads: int = 1):
 
 
 def node_main(node_class, num_threads: int = 1):
-    """The ``main(args=None)`` of a node executable (``setup.py``'s entry points): ``main = node_main(MyNode)``."""
-    def main(args=None):
-        run_node(node_class, args, num_threads)
+    """The ``main(args=None, stop=None)`` of a node module, which its executable's entry point
+    (``parapush_ros.executable``) runs: ``main = node_main(MyNode)``."""
+    def main(args=None, stop: threading.Event | None = None):
+        run_node(node_class, args, num_threads, stop)
     main.__doc__ = f"Run {node_class.__name__} until Ctrl-C or shutdown."
     return main
 

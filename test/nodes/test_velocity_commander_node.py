@@ -40,7 +40,9 @@ class Harness:
     def __init__(self, ctx, ex, ns, activate=True, **params):
         self.ns = ns
         overrides = {"scene": "obstacle_push", "rate": RATE, "command_timeout": TIMEOUT, "gripper_enabled": False,
-                     "max_acceleration": 100.0, "use_sim_time": True, **params}
+                     "max_acceleration": 100.0, "use_sim_time": True,
+                     "follow_fraction": 0.0,  # (the pusher stands still unless arm_follows: the check's test sets it)
+                     **params}
         node = VelocityCommanderNode(namespace=ns, parameter_overrides=[
             Parameter(k, value=v) for k, v in overrides.items()])
         self.node = ex.add(bring_up(node) if activate else node)
@@ -62,6 +64,7 @@ class Harness:
         self.reset = self.io.create_client(Trigger, "velocity_commander/reset")
         self.change_state = self.io.create_client(ChangeState, "velocity_commander/change_state")
         self.pusher = (-0.2, 0.0)
+        self.arm_follows = False  # the pusher moves, each period, by the last twist the commander sent (servo)
         self.valid = True
         self.t = 0.0  # the simulated clock (s)
         self.cmd_frame = "table"
@@ -129,6 +132,9 @@ class Harness:
         if self.expect_output and (self.out or self.t > 1.0):  # once outputs flow: lock-step on them
             wait_for(lambda: self._stop.is_set() or len(self.out) > n, timeout=30.0, interval=0.001,
                      what="the commander's output for the period")
+            if self.arm_follows and len(self.out) > n:
+                vx, vy = vel(self.out[-1])
+                self.pusher = (self.pusher[0] + vx / RATE, self.pusher[1] + vy / RATE)
         else:
             self._stop.wait(1.0 / RATE)
 
@@ -277,6 +283,35 @@ def test_servo_output_watchdog_estop_and_reset(harness):
     res = wait_future(h.reset.call_async(Trigger.Request()), what="reset")
     assert res.success and "cleared" in res.message
     h.wait_output(lambda m: vel(m)[0] > 0.0, "motion after reset")
+
+
+def test_a_pusher_that_does_not_follow_the_commands_latches_the_estop_saying_why(harness):
+    """An arm that does not move (MoveIt Servo halted, a protective stop): within one follow_window of commands the
+    commander latches its e-stop, sends zeros and says why on ~/status (the planner then ends the push); after
+    ~/reset an arm that follows moves on and is not stopped again."""
+    h = harness(output="servo", output_topic="servo_twist", max_acceleration=0.5, follow_fraction=0.25,
+                follow_window=1.0, follow_min_travel=0.01)
+    h.subscribe(TwistStamped, "servo_twist")
+    h.command((0.04, 0.0))
+    moving = h.wait_output(lambda m: vel(m)[0] > 0.0, "motion")
+    t_first = stamp(moving)
+    stopped = h.wait_output(lambda m: vel(m) == (0.0, 0.0), "the follow check's zero", since=t_first)
+    # the first full window of positions: 1 s after the pusher state began, at most one window after the motion
+    assert stamp(stopped) <= t_first + 1.0 + 2.0 / RATE + 1e-9
+    status = wait_for(lambda: next((m.data for m in h.status if m.data.startswith("estop")), None), what="estop")
+    assert "the pusher does not follow the commands" in status and "mm sent over the last 1 s" in status, status
+    t = stamp(stopped)
+    h.wait_sim(0.5)
+    with h.lock:
+        assert all(vel(m) == (0.0, 0.0) for m in h.out if stamp(m) > t + 1e-9)  # latched while commands come
+    h.arm_follows = True  # the arm's controller runs again
+    assert wait_future(h.reset.call_async(Trigger.Request()), what="reset").success
+    t = h.t
+    h.wait_output(lambda m: vel(m)[0] == pytest.approx(0.04), "full speed after the reset", since=t)
+    h.wait_sim(2.0)  # two windows of an arm that follows
+    with h.lock:
+        assert all(vel(m)[0] > 0.0 for m in h.out if stamp(m) > h.t - 1.0)
+    assert h.pusher[0] > -0.2 + 0.04  # it moved
 
 
 def test_limits_and_workspace(harness):
@@ -450,6 +485,33 @@ def test_on_the_system_clock_the_watchdog_runs_on_the_steady_clock(ros_context, 
     wait_for(lambda: any(vel(m) == pytest.approx((0.02, 0.0)) for m in out), what="the command passed through")
     n = len(out)
     wait_for(lambda: any(vel(m) == (0.0, 0.0) for m in out[n:]), what="watchdog zeros on the steady clock")
+
+
+def test_a_servo_that_answers_after_startup_timeout_is_found_and_its_problem_is_said_first(ros_context,
+                                                                                             ros_executor):
+    """On the robot clock, with MoveIt Servo not yet running: after startup_timeout the status names the Servo
+    problem (before the grasp it also waits for: no grasp makes unknown units safe); the commander keeps asking,
+    and a Servo started later is found without a restart (it once asked only until the timeout, and said
+    'waiting for grasp')."""
+    ns = "/cmd_late_servo"
+    node = ros_executor.add(bring_up(VelocityCommanderNode(namespace=ns, parameter_overrides=[
+        Parameter(k, value=v) for k, v in dict(
+            output="servo", output_topic="servo_twist", gripper_enabled=False, require_grasp=True, rate=RATE,
+            servo_parameters_service=f"{ns}/servo_node/get_parameters", startup_timeout=0.5,
+            enforce_workspace=False).items()])))
+    io = ros_executor.add(rclpy.create_node("late_servo_io", namespace=ns, context=ros_context))
+    status = []
+    io.create_subscription(String, "velocity_commander/status", lambda m: status.append(m.data), LATCHED)
+    wait_for(lambda: status and status[-1].startswith("servo settings: servo_command_in_type: MoveIt Servo's "
+                                                      "parameters"), what="the Servo problem on ~/status")
+    assert "keeps asking" in status[-1]
+    ros_executor.add(rclpy.create_node("servo_node", namespace=ns, context=ros_context, parameter_overrides=[
+        Parameter(k, value=v) for k, v in {"moveit_servo.command_in_type": "speed_units",
+                                           "moveit_servo.scale.linear": 0.4}.items()],
+        automatically_declare_parameters_from_overrides=True))
+    wait_for(lambda: node.servo_gain == 1.0 and not node.servo_problem, what="the late Servo's settings")
+    assert node.servo_settings.startswith("speed_units")
+    wait_for(lambda: status[-1].startswith("waiting for grasp"), what="the next thing it waits for")
 
 
 def test_parameters_are_read_only_or_applied_at_once_through_a_parameter_client(harness):

@@ -21,7 +21,9 @@ PERIOD = 0.01
 
 def make(**kw):
     cfg = SafetyConfig(**{"max_speed": 0.1, "max_acceleration": 100.0, "command_timeout": 0.2, "state_timeout": 0.2,
-                          "workspace_margin": 0.01, "braking_horizon": 0.2, **kw})
+                          "workspace_margin": 0.01, "braking_horizon": 0.2,
+                          "follow_fraction": 0.0,  # (a pusher held still by run(): the follow check's own tests set it)
+                          **kw})
     ws = Workspace((0.4, 0.5), 0.0145, [("obstacle", Footprint("cylinder", radius=0.04), (0.0, 0.0, 0.0))])
     s = CommandSafety(cfg, ws, output_period=PERIOD)
     s.step(-PERIOD)  # a first period has passed (the acceleration limit needs elapsed time)
@@ -377,3 +379,130 @@ def test_servo_linear_gain_by_command_in_type():
         servo_linear_gain("unitless", None)
     with pytest.raises(SafetyConfigError, match="command_in_type: must be one of speed_units, unitless"):
         servo_linear_gain("m/s", 1.0)
+
+
+# ------------------------------------------------------------------------------------------------ follow check
+def drive(s, t0, t1, cmd, arm=lambda v: v, lag=0.1, start=(-0.2, 0.0), valid=lambda t: True,
+          occluded=lambda t: False, intruder=lambda t: None):
+    """Command ``cmd`` from t0 to t1 while an arm moves the pusher at ``arm(output)``, ``lag`` seconds after it was
+    sent (a servo's and the mocap's delay); states are stamped with their measurement time (on a mocap clock 100 s
+    ahead); while ``occluded`` the last measurement is repeated with its stamp (as mocap_ingest holds it, still
+    valid, until its loss timeout); ``intruder(t)``: a state another publisher sends besides, (x, y, stamp).
+    Returns the outputs."""
+    p, outs, sent, held = np.array(start, dtype=float), [], [], None
+    for t in np.arange(t0, t1, PERIOD):
+        if occluded(t):
+            held = (*p, t + 100.0) if held is None else held
+            s.pusher_state(t, held[0], held[1], valid(t), measured_at=held[2])
+        else:
+            held = None
+            s.pusher_state(t, p[0], p[1], valid(t), measured_at=t + 100.0)
+        if intruder(t) is not None:
+            x, y, stamp = intruder(t)
+            s.pusher_state(t, x, y, True, measured_at=stamp)
+        s.command(t, *cmd)
+        o = s.step(t)
+        outs.append((t, o))
+        sent.append((t, np.array([o.vx, o.vy])))
+        past = [v for ts, v in sent if ts <= t - lag]
+        p += PERIOD * arm(past[-1] if past else np.zeros(2))
+    return outs
+
+
+def estop_time(outs):
+    return next((t for t, o in outs if o.status == "estop"), None)
+
+
+FOLLOW = {"follow_fraction": 0.25, "follow_window": 1.0, "follow_min_travel": 0.01, "enforce_workspace": False}
+
+
+@pytest.mark.parametrize("arm", [lambda v: v, lambda v: 0.5 * v], ids=["follows", "follows_at_half_speed"])
+def test_a_pusher_that_follows_even_sluggishly_is_not_stopped(arm):
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 6.0, (0.05, 0.02), arm=arm)
+    assert estop_time(outs) is None
+    assert outs[-1][1].status == "ok"
+
+
+@pytest.mark.parametrize("arm, why", [
+    (lambda v: 0.0 * v, "stands still (Servo halted, a protective stop)"),
+    (lambda v: np.array([-v[1], v[0]]), "moves at right angles (table_yaw_in_output_frame off by 90 deg)"),
+    (lambda v: -v, "moves the other way"),
+    (lambda v: 0.2 * v, "moves a fifth of the way"),
+], ids=["still", "at_right_angles", "backwards", "a_fifth"])
+def test_a_pusher_that_does_not_follow_latches_the_estop_within_one_window(arm, why):
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 4.0, (0.05, 0.0), arm=arm)
+    t_stop = estop_time(outs)
+    # the way sent reaches follow_min_travel 0.3 s in (ramp at 0.5 m/s^2 to 0.05 m/s); the window of positions is
+    # full 1.0 s in: the e-stop comes then, at the latest one window after the first command
+    assert t_stop is not None, why
+    assert 1.0 - PERIOD <= t_stop <= 1.0 + 2 * PERIOD, (why, t_stop)
+    after = [o for t, o in outs if t >= t_stop]
+    assert all(o.zero and o.status == "estop" for o in after)
+    assert "does not follow" in after[0].detail and "follow_fraction 0.25" in after[0].detail and "mm sent" in \
+        after[0].detail
+
+
+def test_after_a_follow_estop_and_reset_a_pusher_that_moves_again_goes_on():
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 2.0, (0.05, 0.0), arm=lambda v: 0.0 * v)
+    assert estop_time(outs) is not None
+    s.reset()
+    outs = drive(s, 2.0, 6.0, (0.05, 0.0))  # the arm's controller runs again: its window starts afresh
+    assert estop_time(outs) is None and outs[-1][1].status == "ok"
+
+
+def test_slow_commands_below_the_minimum_travel_are_not_judged():
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 5.0, (0.008, 0.0), arm=lambda v: 0.0 * v)  # 8 mm per window < follow_min_travel 10 mm
+    assert estop_time(outs) is None
+
+
+def test_the_follow_window_starts_again_after_the_pusher_state_was_lost():
+    """The check compares positions it saw: a tracking gap (no valid state: zeros anyway) restarts its window."""
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 3.0, (0.05, 0.0), arm=lambda v: 0.0 * v, valid=lambda t: not 0.8 <= t < 0.9)
+    assert 1.9 - PERIOD <= estop_time(outs) <= 1.9 + 2 * PERIOD  # one full window after the state came back
+
+
+@pytest.mark.parametrize("gap", [0.3, 0.5, 2.0])
+def test_a_pusher_held_by_the_mocap_while_occluded_is_not_taken_for_one_standing_still(gap):
+    """mocap_ingest repeats an occluded body's last pose (valid, same stamp) until its loss timeout: the check
+    compares new measurements with what was sent until the last of them, and waits while it measured too little."""
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 6.0, (0.05, 0.0), occluded=lambda t: 2.0 <= t < 2.0 + gap)
+    assert estop_time(outs) is None
+
+
+def test_a_state_from_another_publisher_stamped_earlier_is_not_taken_for_the_pusher_moving_back():
+    """The soak's hostile scene_state (the scene's initial pusher position, stamp 0) once latched the e-stop
+    ('moved -6.6 mm'): a measurement older than the last one is out of order and starts the window again."""
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 6.0, (0.05, 0.0), intruder=lambda t: (-0.2, 0.0, 0.0) if abs(t % 1.3) < PERIOD / 2 else None)
+    assert estop_time(outs) is None
+
+
+def test_a_still_pusher_seen_again_after_an_occlusion_is_stopped():
+    s = make(**FOLLOW, max_acceleration=0.5)
+    outs = drive(s, 0.0, 4.0, (0.05, 0.0), arm=lambda v: 0.0 * v, occluded=lambda t: t < 0.6)
+    assert 1.0 - PERIOD <= estop_time(outs) <= 1.6 + 2 * PERIOD  # half a window measured at the latest
+
+
+def test_no_follow_check_when_switched_off():
+    s = make(**{**FOLLOW, "follow_fraction": 0.0}, max_acceleration=0.5)
+    assert estop_time(drive(s, 0.0, 4.0, (0.05, 0.0), arm=lambda v: 0.0 * v)) is None
+
+
+@pytest.mark.parametrize("field, value", [("follow_fraction", 1.0), ("follow_fraction", -0.1),
+                                          ("follow_window", 0.0), ("follow_min_travel", math.nan)])
+def test_a_bad_follow_setting_is_refused_naming_it(field, value):
+    with pytest.raises(SafetyConfigError, match=field):
+        SafetyConfig(**{field: value})
+
+
+@pytest.mark.parametrize("field, value", [("follow_fraction", 0.1), ("follow_fraction", 0.0),
+                                          ("follow_window", 5.0), ("follow_min_travel", 0.05)])
+def test_the_follow_check_cannot_be_loosened_at_run_time(field, value):
+    assert field in SafetyConfig(**{field: value}).looser_than(SafetyConfig())
+    assert SafetyConfig(follow_fraction=0.5, follow_window=0.5).looser_than(SafetyConfig()) == ""  # tighter: taken

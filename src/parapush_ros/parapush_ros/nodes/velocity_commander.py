@@ -22,6 +22,9 @@ zero at once and silences the output again; ``cleanup`` takes it all down. The w
 the gripper server (``startup_timeout``) count from configure and activate. The launch files and ``parapush sim``
 configure and activate it; by hand: ``ros2 lifecycle set /velocity_commander configure`` then ``activate``.
 
+The safety layer also latches the e-stop when the pusher does not follow the commands (``follow_*`` settings: a
+still, sideways or far too slow arm), comparing new measurements only (``scene_state``'s stamp).
+
 Limits, watchdog and workspace clamping live in ``core.robot.command_safety`` (tested without ROS); the limits are
 ``SafetyConfig``'s settings, declared as parameters of the same names: they are the only writable parameters and a set
 applies at once (checked by ``SafetyConfig``; a bad value is refused naming the field and the rule; so is one looser
@@ -34,8 +37,8 @@ MoveIt Servo's units: at configure the commander asks Servo's parameter service 
 ``moveit_servo.command_in_type`` and ``moveit_servo.scale.linear`` and sends m/s in ``speed_units``, m/s divided by
 ``scale.linear`` in ``unitless`` (Servo's default); until it knows, the output is zero, and a setting that leaves
 the speed unknown (unitless without a scale, another type, no answer within ``startup_timeout`` on the robot)
-refuses ``activate`` naming it. In simulation (``use_sim_time``) ``servo_command_in_type`` holds until a Servo
-answers (none does: mujoco_sim takes m/s).
+refuses ``activate`` naming it (with no answer it keeps asking: a Servo started late is found). In simulation
+(``use_sim_time``) ``servo_command_in_type`` holds until a Servo answers (none does: mujoco_sim takes m/s).
 """
 from __future__ import annotations
 
@@ -277,10 +280,13 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         if not ok_frame:
             self.get_logger().warning(f"scene_state ignored: frame_id {msg.header.frame_id!r} is not "
                                       f"{self.p['input_frame_id']!r}", throttle_duration_sec=1.0)
+        # the stamp tells the follow check a new measurement from a repeated one (the ingest stamps a state with
+        # the oldest valid body's measurement time, and holds an occluded body's last pose) or one out of order
+        measured_at = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         with self._output_lock:
             if self.safety is not None:
                 self.safety.pusher_state(self._now(), msg.pusher_x, msg.pusher_y,
-                                         msg.pusher_tracking_valid and ok_frame)
+                                         msg.pusher_tracking_valid and ok_frame, measured_at=measured_at)
 
     def stop_activity(self, timeout: float = 5.0) -> bool:
         """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
@@ -325,11 +331,11 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                 return
             if self._active:
                 hold = None  # zero for a reason of this node's: the limiter then ramps the next command from rest
-                if self.p["require_grasp"] and self.grasp != "grasped":
-                    hold = ("waiting for grasp", f"gripper: {self.grasp}")
-                elif self.servo_gain is None:  # unknown units: no speed is safe
+                if self.servo_gain is None:  # unknown units: no speed is safe (said first: no grasp helps)
                     hold = ("servo settings" if self.servo_problem else "waiting for servo settings",
                             self.servo_problem or f"asking {self.p['servo_parameters_service']}")
+                elif self.p["require_grasp"] and self.grasp != "grasped":
+                    hold = ("waiting for grasp", f"gripper: {self.grasp}")
                 out = self.safety.step(self._now(), hold=hold)
                 status, detail, v = out.status, out.detail, np.array([out.vx, out.vy])
                 self._send(v)
@@ -408,17 +414,23 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                            (self.destroy_timer, self._servo_params_timer)]
 
     def _try_servo_parameters(self):
+        """Ask Servo once its parameter service is there. On the robot it goes on looking after
+        ``startup_timeout`` (the output zero, ``activate`` refused meanwhile), so a Servo started late is found
+        without a restart of the commander."""
         name = self.p["servo_parameters_service"]
         if self._servo_params_client.service_is_ready():
             self._servo_params_timer.cancel()
+            if self.servo_problem:
+                self.get_logger().warning(f"{name} answers now, {time.monotonic() - self._servo_params_since:.0f} s "
+                                          f"after configure: asking it")
             # one name a request: a parameter service answers nothing at all when one name is not declared
             names = (topics.SERVO_COMMAND_IN_TYPE, topics.SERVO_SCALE_LINEAR)
             futures = [self._servo_params_client.call_async(GetParameters.Request(names=[n])) for n in names]
             for f in futures:
                 f.add_done_callback(lambda _, fs=futures: self._servo_parameters_answered(fs))
-        elif self._startup_expired(self._servo_params_since):
-            self._servo_params_timer.cancel()
+        elif self._startup_expired(self._servo_params_since) and not self.servo_problem:
             if self._sim_time:  # the simulation runs no Servo: expected, not a fault
+                self._servo_params_timer.cancel()
                 self.get_logger().info(
                     f"no MoveIt Servo answered at {name} within startup_timeout {self.p['startup_timeout']:g} s (none "
                     f"runs in the simulation): sending in servo_command_in_type {self.p['servo_command_in_type']} "
@@ -428,8 +440,9 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
                 self.servo_problem = (
                     f"servo_command_in_type: MoveIt Servo's parameters ({name}) did not answer within startup_timeout "
                     f"{self.p['startup_timeout']:g} s, so whether it takes m/s (speed_units) or fractions of "
-                    f"scale.linear (unitless) is unknown: start Servo first, or set servo_parameters_service to '' "
-                    f"and servo_command_in_type (and servo_scale_linear) to say it")
+                    f"scale.linear (unitless) is unknown: start Servo (this node keeps asking; the output stays zero "
+                    f"until it answers), or set servo_parameters_service to '' and servo_command_in_type (and "
+                    f"servo_scale_linear) to say it")
             self.get_logger().error(self.servo_problem)
 
     def _servo_parameters_answered(self, futures):

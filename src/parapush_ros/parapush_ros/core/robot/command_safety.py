@@ -15,7 +15,15 @@
    output (a ``max_speed`` lowered while moving holds at once: the output never exceeds it, braking is not
    ramped), then velocity components toward a table edge or an obstacle are limited so the pusher disc keeps
    ``workspace_margin`` of clearance: the speed toward a boundary may be at most
-   ``(clearance - margin) / braking_horizon`` (zero inside the margin; moving away is always allowed).
+   ``(clearance - margin) / braking_horizon`` (zero inside the margin; moving away is always allowed);
+5. the arm must follow: over the last ``follow_window`` the pusher has to have moved at least ``follow_fraction``
+   of the way this layer sent it (the integral of its outputs, projected on their direction) once that way is
+   ``follow_min_travel`` or longer; otherwise the e-stop latches, saying so. A pusher that stands still under
+   commands (MoveIt Servo halted or paused, a protective stop, a controller not running, the pusher blocked) would
+   otherwise leave a push running to its timeout, with twists sent to an arm that may lurch when it is freed.
+   The check needs the pusher position (``pusher_state``); without one it waits, and its window starts again. It
+   compares new measurements only, and what was sent until the last one: a briefly occluded pusher, whose last
+   pose the mocap ingest holds, is not a pusher standing still (with less than half a window measured it waits).
 
 The acceleration limit bounds the step between two consecutive outputs: between them the arm holds the earlier
 one (a forward velocity controller), so a period that comes late (a starved host, a clock jump forward) buys no
@@ -34,6 +42,7 @@ All velocities are planar (vx, vy) in m/s in the table frame; times are seconds 
 from __future__ import annotations
 
 import math
+import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,18 +67,26 @@ class SafetyConfig:
     enforce_workspace: bool = knob(True, "keep the pusher on the table and clear of obstacles (needs scene_state)")
     teleop_timeout: float = knob(0.5, "pusher_cmd_teleop has priority over the planner's pusher_cmd until this long "
                                       "after its last message (s)")
+    follow_window: float = knob(1.0, "the pusher must follow the commands over this window (s): see follow_fraction")
+    follow_fraction: float = knob(0.25, "e-stop when the pusher moved less than this fraction of the way it was sent "
+                                        "over follow_window (0 = no check)")
+    follow_min_travel: float = knob(0.01, "the follow check applies once the way sent over follow_window is this "
+                                          "long (m)")
     table_yaw_in_output_frame: float = knob(0.0, "yaw of the table frame in the output frame (rad): output "
                                                  "twists are rotated by it (output joint_velocity: 0, its "
                                                  "joint_matrix maps table velocities)")
 
     def __post_init__(self):
         for name in ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "braking_horizon",
-                     "teleop_timeout"):
+                     "teleop_timeout", "follow_window", "follow_min_travel"):
             v = getattr(self, name)
             if not (finite(v) and v > 0.0):
                 raise SafetyConfigError(name, f"must be > 0, got {v!r}")
         if not (finite(self.workspace_margin) and self.workspace_margin >= 0.0):
             raise SafetyConfigError("workspace_margin", f"must be >= 0, got {self.workspace_margin!r}")
+        if not (finite(self.follow_fraction) and 0.0 <= self.follow_fraction < 1.0):
+            raise SafetyConfigError("follow_fraction",
+                                    f"must be in [0, 1) (0 = no check), got {self.follow_fraction!r}")
         if not finite(self.table_yaw_in_output_frame):  # NaN here would turn every output twist into NaN
             raise SafetyConfigError("table_yaw_in_output_frame",
                                     f"must be finite, got {self.table_yaw_in_output_frame!r}")
@@ -95,8 +112,9 @@ class SafetyConfig:
 
 
 # the limits that allow more the larger (speeds, timeouts) or the smaller (clearances, the braking horizon) they are
-LOOSER_WHEN_LARGER = ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "teleop_timeout")
-LOOSER_WHEN_SMALLER = ("workspace_margin", "braking_horizon")
+LOOSER_WHEN_LARGER = ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "teleop_timeout",
+                      "follow_window", "follow_min_travel")
+LOOSER_WHEN_SMALLER = ("workspace_margin", "braking_horizon", "follow_fraction")
 
 
 class Workspace:
@@ -196,6 +214,9 @@ class CommandSafety:
         self._latest = None  # the latest time seen on any input or step (a time before it: the clock went back)
         self._jump = ""  # why the next period is a zero: the clock jumped back
         self.source = ""  # who sent the command held: planner | teleop
+        self._sent = collections.deque()  # (t, displacement): the way each output was held until the next step
+        self._seen = collections.deque()  # (t, position): the pusher positions over the follow window
+        self._measured_at = None  # the stamp of the last pusher state (its source's clock)
         self.estopped = False
         self.estop_reason = ""
 
@@ -208,6 +229,7 @@ class CommandSafety:
                           f"the command and pusher state held were discarded")
             self._cmd = self._pusher = self._teleop_t = self._prev_t = None
             self._stop()
+            self._forget_follow()
         self._latest = t
         return t
 
@@ -226,12 +248,26 @@ class CommandSafety:
         self.source = source
         return None
 
-    def pusher_state(self, t: float, x: float, y: float, valid: bool):
+    def pusher_state(self, t: float, x: float, y: float, valid: bool, measured_at: float | None = None):
+        """The pusher position received at ``t``, measured at ``measured_at`` (the message's stamp, on whatever
+        clock its source keeps; None: a new measurement). The follow check takes only measurements later than the
+        last: the same stamp is the last one repeated (mocap_ingest holds a briefly occluded body's last pose,
+        still valid, until its loss timeout: not a pusher standing still); an earlier one is out of order (another
+        publisher, the source's clock stepped back) and the check's window starts again after it."""
         t = self._clock(t)
+        new = measured_at is None or self._measured_at is None or measured_at > self._measured_at
+        if measured_at is not None and self._measured_at is not None and measured_at < self._measured_at:
+            self._forget_follow()
+        self._measured_at = measured_at
         if valid and math.isfinite(x) and math.isfinite(y):
             self._pusher = (float(t), np.array([x, y], dtype=float))
+            if new:
+                self._seen.append(self._pusher)
+            while len(self._seen) > 2 and self._seen[1][0] <= t - self.cfg.follow_window:  # (bounded while no
+                self._seen.popleft()  # step runs: the commander inactive)
         else:
             self._pusher = None
+            self._forget_follow()
 
     def estop(self, reason: str = "e-stop"):
         self.estopped = True
@@ -244,6 +280,7 @@ class CommandSafety:
         self.estop_reason = ""
         self._cmd = None
         self._stop()
+        self._forget_follow()
 
     def output_stopped(self):
         """The output was stopped from outside (the commander deactivated): the command held is discarded and the
@@ -251,9 +288,46 @@ class CommandSafety:
         self._cmd = None
         self._prev_t = None
         self._stop()
+        self._forget_follow()
 
     def _stop(self):
         self._prev = np.zeros(2)
+
+    def _forget_follow(self):
+        """Start the follow check's window again (no valid pusher state, a clock jump, a reset)."""
+        self._sent.clear()
+        self._seen.clear()
+
+    def _not_following(self, t: float, dt: float) -> str:
+        """Why the pusher does not follow what was sent over the last ``follow_window`` ('' while it does, or
+        while the window is not yet full of known positions): ``dt`` is how long the last output was held."""
+        c = self.cfg
+        if c.follow_fraction <= 0.0 or self._pusher is None or t - self._pusher[0] > c.state_timeout:
+            self._forget_follow()  # (no position to compare with: the window starts again once there is one)
+            return ""
+        self._sent.append((t, self._prev * dt))
+        start = t - c.follow_window
+        while self._sent and self._sent[0][0] <= start:
+            self._sent.popleft()
+        while len(self._seen) > 1 and self._seen[1][0] <= start:
+            self._seen.popleft()
+        if not self._seen or self._seen[0][0] > start:  # positions cover less than the window so far
+            return ""
+        last_seen = self._seen[-1][0]
+        if last_seen - start < 0.5 * c.follow_window:  # measured too little of it (occluded): no judgement
+            return ""
+        # what was sent until the last measurement (commands after it are not seen yet)
+        sent = sum((d for ts, d in self._sent if ts <= last_seen), np.zeros(2))
+        way = float(np.linalg.norm(sent))
+        if way < c.follow_min_travel:
+            return ""
+        moved = float((self._seen[-1][1] - self._seen[0][1]) @ sent) / way
+        if moved >= c.follow_fraction * way:
+            return ""
+        return (f"the pusher does not follow the commands: {way * 1e3:.0f} mm sent over the last "
+                f"{c.follow_window:g} s, it moved {moved * 1e3:.1f} mm that way (follow_fraction "
+                f"{c.follow_fraction:g}); is the arm's controller running (MoveIt Servo halted or paused, a "
+                f"protective stop, the pusher held)? ~/reset once it moves again")
 
     # --- output
     def step(self, t: float, hold: tuple[str, str] | None = None) -> SafetyOutput:
@@ -263,6 +337,9 @@ class CommandSafety:
         # a late period (a clock jump forward, a stalled host): _step counts it in full only to slow down
         dt = 0.0 if self._prev_t is None else min(max(0.0, t - self._prev_t), self.cfg.command_timeout)
         self._prev_t = t
+        why = "" if self.estopped else self._not_following(t, dt)
+        if why:
+            self.estop(why)
         out = self._step(t, dt)
         if hold is not None and out.status not in ("estop", "clock jump"):
             out = SafetyOutput(0.0, 0.0, *hold)

@@ -355,6 +355,29 @@ def test_an_operators_stop_at_the_commander_ends_the_push_and_its_undo_does_not_
     assert not _node_tracebacks(lt.output()), lt.output()[-3000:]
 
 
+def test_an_arm_that_ignores_the_commands_ends_the_push_saying_so(launch, ros_executor, tmp_path):
+    """The simulated arm drops the twists (its Servo's command timeout a microsecond: each twist is too old when
+    it arrives, as with a Servo that is halted or paused the pusher stands still): within about a second of
+    simulated time the commander latches its e-stop, saying the pusher does not follow, and the goal ends aborted
+    with that reason (it went on to its timeout). (The sim's frame and topic follow the commander's settings.)"""
+    import rclpy
+    from parapush_msgs.action import PushObject
+
+    frozen = tmp_path / "arm_ignores_twists.yaml"
+    frozen.write_text(SLOW_SIM + "    command_timeout: 1.0e-6\n")
+    lt = launch("sim", f"params_file:={frozen}")
+    node = ros_executor.add(rclpy.create_node("launch_frozen_arm_watch"))
+    handle = _send_readme_goal(lt, node)
+    assert handle.accepted
+    result = wait_future(handle.get_result_async(), timeout=180.0, what="the push's result").result
+    assert result.outcome == PushObject.Result.ABORTED, result.message
+    assert "velocity commander is e-stopped (the pusher does not follow the commands" in result.message, \
+        result.message
+    assert result.actions_executed < 60, result.actions_executed  # not the run to max_actions
+    lt.wait_output(r"\[velocity_commander\]: state -> estop: the pusher does not follow the commands")
+    assert not _node_tracebacks(lt.output()), lt.output()[-3000:]
+
+
 def test_sigterm_to_the_launch_alone_mid_push_still_leaves_the_arm_at_zero(launch, ros_executor, tmp_path):
     """``kill <pid of ros2 launch>`` (a supervisor, a script): launch exits on SIGTERM and leaves its processes
     running ("using SIGTERM can result in orphaned processes"). Each of our nodes asked the kernel for SIGINT at its
@@ -507,10 +530,13 @@ def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launc
     # the robot's default planner with the default model (Parareal-1): the 10 Hz planner, and the node says why
     assert re.search(r"\[mpc_planner\]: planner auto: fast \(real time, one object, model parareal1\)",
                      lt.output()), lt.output()[-3000:]
-    if handle.accepted:
+    if handle.accepted:  # (the planner had not yet heard the commander's status)
         result = wait_future(handle.get_result_async(), timeout=60.0, what="the goal's result").result
         assert result.outcome != PushObject.Result.REACHED
         assert "no scene state" in result.message, result.message
+    else:  # no MoveIt Servo answers: the commander cannot know its units, and the planner says so
+        lt.wait_output(r"goal refused: the velocity commander is waiting for MoveIt Servo's units|goal refused: the "
+                       r"velocity commander does not know MoveIt Servo's units")
     assert lt.proc.poll() is None, lt.output()[-3000:]
     assert lt.interrupt() == 0, lt.output()[-3000:]
     ours = {s.executable for s in bringup.nodes("robot")}

@@ -18,7 +18,8 @@ Safety (the push loop's, for every planner): a stale or invalid scene state, a c
 pauses (resumed re-planned within ``tracking_loss_timeout``, else failed); a failure, cancel, pre-emption or the end
 sends zero at once, and zeros for ``stop_hold`` s. A non-finite command is never sent. The velocity commander's
 ``~/status`` is watched: its e-stop, or its deactivation while it was active, ends the running push (aborted, zero
-sent), so that a reset or an activate never resumes a push by itself; while it is e-stopped, goals are refused.
+sent), so that a reset or an activate never resumes a push by itself; while it is e-stopped, or does not know
+MoveIt Servo's units yet, goals are refused.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ from ..core.planning.live_io import Commands, LiveIO, SceneStates
 from ..core.planning.outcome import Outcome
 from ..core.planning.planners import build_planner, planner_entry
 from ..core.planning.session import PushArbiter, PushSession, SessionConfig, SessionResult, seconds_to_ns
-from ..core.robot.command_safety import ESTOP, INACTIVE, RESET_HEARD, STOPPED_BY_OPERATOR, status_parts
+from ..core.robot.command_safety import ESTOP, INACTIVE, NOT_READY, RESET_HEARD, STOPPED_BY_OPERATOR, status_parts
 from ..core.scene.spec import load_scene
 from ..core.scene.state import yaw_from_quaternion
 from ..ros.params import PLANNER, declare_all
@@ -148,6 +149,10 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         if state == ESTOP:
             self.get_logger().warning(f"push_object goal refused: the velocity commander is e-stopped ({detail}): "
                                       f"reset it first (velocity_commander/reset)")
+            return GoalResponse.REJECT
+        if state in NOT_READY:
+            self.get_logger().warning(f"push_object goal refused: the velocity commander {NOT_READY[state]} "
+                                      f"({detail})")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 

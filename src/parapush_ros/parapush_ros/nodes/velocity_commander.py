@@ -59,8 +59,11 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from ..core.robot.command_safety import (
+    ESTOP,
     INACTIVE,
     SERVO_COMMAND_TYPES,
+    SERVO_UNKNOWN,
+    SERVO_WAITING,
     CommandSafety,
     SafetyConfig,
     SafetyConfigError,
@@ -332,7 +335,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             if self._active:
                 hold = None  # zero for a reason of this node's: the limiter then ramps the next command from rest
                 if self.servo_gain is None:  # unknown units: no speed is safe (said first: no grasp helps)
-                    hold = ("servo settings" if self.servo_problem else "waiting for servo settings",
+                    hold = (SERVO_UNKNOWN if self.servo_problem else SERVO_WAITING,
                             self.servo_problem or f"asking {self.p['servo_parameters_service']}")
                 elif self.p["require_grasp"] and self.grasp != "grasped":
                     hold = ("waiting for grasp", f"gripper: {self.grasp}")
@@ -347,7 +350,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self._status = status
             text = f"{status}: {detail}" if detail else status
             self.status_pub.publish(String(data=text))  # under the lock: cleanup cannot destroy it meanwhile
-        if status in ("watchdog", "clock jump", "no pusher state", "estop", "waiting for grasp", "servo settings"):
+        if status in ("watchdog", "clock jump", "no pusher state", ESTOP, "waiting for grasp", SERVO_UNKNOWN):
             self.get_logger().warning(f"state -> {text}")
         elif status.startswith("limited") or status in ("ok", "idle"):  # routine: every push ramps and ends
             self.get_logger().debug(f"state -> {text}")
@@ -408,58 +411,74 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         if self._sim_time:  # no Servo in the simulation: the parameter holds unless one answers
             self._use_servo_settings(*fallback)
         self._servo_params_since = time.monotonic()
+        self._servo_asked = None  # (when, futures) of the call in flight
         self._servo_params_client = self.create_client(GetParameters, name)
         self._servo_params_timer = self.create_timer(0.2, self._try_servo_parameters, clock=self._steady)
         self._entities += [(self.destroy_client, self._servo_params_client),
                            (self.destroy_timer, self._servo_params_timer)]
 
     def _try_servo_parameters(self):
-        """Ask Servo once its parameter service is there. On the robot it goes on looking after
-        ``startup_timeout`` (the output zero, ``activate`` refused meanwhile), so a Servo started late is found
-        without a restart of the commander."""
-        name = self.p["servo_parameters_service"]
+        """Ask Servo once its parameter service is there, and again when a call goes unanswered for
+        ``startup_timeout`` or fails, until it answers (the output zero, ``activate`` refused meanwhile): a Servo
+        started late, or restarted, is found without a restart of the commander. A problem is logged once."""
+        name, timeout = self.p["servo_parameters_service"], self.p["startup_timeout"]
+        asked = self._servo_asked
+        if asked is not None:  # a call in flight
+            if time.monotonic() - asked[0] <= timeout:
+                return
+            self._servo_asked = None  # unanswered: asked again once the service is there
+            self._servo_problem(f"servo_command_in_type: MoveIt Servo's parameter service ({name}) took a call and did "
+                                f"not answer it within startup_timeout {timeout:g} s: asking again")
         if self._servo_params_client.service_is_ready():
-            self._servo_params_timer.cancel()
             if self.servo_problem:
-                self.get_logger().warning(f"{name} answers now, {time.monotonic() - self._servo_params_since:.0f} s "
+                self.get_logger().warning(f"{name} is there, {time.monotonic() - self._servo_params_since:.0f} s "
                                           f"after configure: asking it")
             # one name a request: a parameter service answers nothing at all when one name is not declared
             names = (topics.SERVO_COMMAND_IN_TYPE, topics.SERVO_SCALE_LINEAR)
             futures = [self._servo_params_client.call_async(GetParameters.Request(names=[n])) for n in names]
+            self._servo_asked = (time.monotonic(), futures)
             for f in futures:
                 f.add_done_callback(lambda _, fs=futures: self._servo_parameters_answered(fs))
         elif self._startup_expired(self._servo_params_since) and not self.servo_problem:
             if self._sim_time:  # the simulation runs no Servo: expected, not a fault
                 self._servo_params_timer.cancel()
                 self.get_logger().info(
-                    f"no MoveIt Servo answered at {name} within startup_timeout {self.p['startup_timeout']:g} s (none "
-                    f"runs in the simulation): sending in servo_command_in_type {self.p['servo_command_in_type']} "
-                    f"as set")
+                    f"no MoveIt Servo answered at {name} within startup_timeout {timeout:g} s (none runs in the "
+                    f"simulation): sending in servo_command_in_type {self.p['servo_command_in_type']} as set")
                 return
-            with self._output_lock:
-                self.servo_problem = (
-                    f"servo_command_in_type: MoveIt Servo's parameters ({name}) did not answer within startup_timeout "
-                    f"{self.p['startup_timeout']:g} s, so whether it takes m/s (speed_units) or fractions of "
-                    f"scale.linear (unitless) is unknown: start Servo (this node keeps asking; the output stays zero "
-                    f"until it answers), or set servo_parameters_service to '' and servo_command_in_type (and "
-                    f"servo_scale_linear) to say it")
-            self.get_logger().error(self.servo_problem)
+            self._servo_problem(
+                f"servo_command_in_type: MoveIt Servo's parameters ({name}) did not answer within startup_timeout "
+                f"{timeout:g} s, so whether it takes m/s (speed_units) or fractions of scale.linear (unitless) is "
+                f"unknown: start Servo (this node keeps asking; the output stays zero until it answers), or set "
+                f"servo_parameters_service to '' and servo_command_in_type (and servo_scale_linear) to say it")
+
+    def _servo_problem(self, text: str):
+        """Servo's units are unknown for this reason (output zero): said once, not at every retry."""
+        with self._output_lock:
+            if self.servo_gain is not None:  # known (an answer came meanwhile; the simulation's setting)
+                return
+            changed, self.servo_problem = text != self.servo_problem, text
+        if changed:
+            self.get_logger().error(text)
 
     def _servo_parameters_answered(self, futures):
-        """Both answers in (each future's callback calls this; the last one to finish decides)."""
+        """Both answers in (each future's callback calls this; the last one to finish decides). A call that
+        failed is asked again; an answer decides (a bad one is fixed at Servo, then configure again)."""
         if not all(f.done() for f in futures):
             return
+        with self._output_lock:
+            if self._servo_asked is None or self._servo_asked[1] is not futures:  # decided, or given up on
+                return
+            self._servo_asked = None
         name, values = self.p["servo_parameters_service"], []
         for f in futures:
             try:
                 values += [parameter_value_to_python(v) for v in f.result().values] or [None]  # None: undeclared
             except Exception as e:  # noqa: BLE001 - report whatever the service call did
-                values.append(None)
-                self.get_logger().error(f"{name} failed: {e!r}")
-        with self._output_lock:
-            if getattr(self, "_servo_answered", None) is futures:  # both callbacks saw both done
+                self._servo_problem(f"servo_command_in_type: MoveIt Servo's parameter service ({name}) failed: {e!r}; "
+                                    f"asking again")
                 return
-            self._servo_answered = futures
+        self._servo_params_timer.cancel()
         self._use_servo_settings(*values[:2], name, (topics.SERVO_COMMAND_IN_TYPE, topics.SERVO_SCALE_LINEAR))
 
     def _use_servo_settings(self, in_type, scale, source: str, names):

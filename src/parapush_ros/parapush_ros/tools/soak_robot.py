@@ -88,7 +88,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..core.robot.command_safety import RESET_HEARD
+from ..core.robot.command_safety import NOT_READY, RESET_HEARD, status_parts
 from ..ros import topics
 
 FAULTS = ("none", "cancel", "estop", "mocap_offset_10ms", "mocap_offset_200ms", "mocap_offset_2s",
@@ -273,6 +273,7 @@ class Monitor:
         self.twists: list[Twist] = []
         self.last_state = None
         self.planner_status: list = []  # (receipt time, text)
+        self.commander_status = ""  # the velocity commander's latest ~/status
         self.standin_skipped = 0.0  # s the stand-in world skipped ahead since its start (its host stalled)
         n = self.node
         # every twist, even when this process is starved for a while: a deep queue (the arm's input is judged whole)
@@ -280,6 +281,7 @@ class Monitor:
                               QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE))
         n.create_subscription(SceneState, topics.SCENE_STATE, self._on_state, qos.RELIABLE)
         n.create_subscription(String, topics.PLANNER_STATUS, self._on_status, qos.RELIABLE)
+        n.create_subscription(String, topics.COMMANDER_STATUS_OF_PLANNER, self._on_commander_status, qos.LATCHED)
         n.create_subscription(DiagnosticArray, topics.DIAGNOSTICS, self._on_diagnostics, qos.RELIABLE)
         self.teleop = n.create_publisher(TwistStamped, topics.PUSHER_CMD_TELEOP, qos.RELIABLE)
         c = self.client_node = rclpy.create_node("parapush_robot_soak_client", context=self.context)
@@ -308,6 +310,9 @@ class Monitor:
     def _on_status(self, msg):
         with self.lock:
             self.planner_status.append((self.now(), msg.data))
+
+    def _on_commander_status(self, msg):
+        self.commander_status = msg.data
 
     def said_since(self, t: float, words: str) -> bool:
         """Whether planner/status has said ``words`` since ``t`` (the monitor's clock)."""
@@ -448,6 +453,7 @@ class RobotSoak:
         standin, stack = self._files(units)
         self.gains.append((self.monitor.now(), SERVO_SCALE_LINEAR if units == "unitless" else 1.0))
         t0 = time.monotonic()
+        self.monitor.commander_status = ""  # (the last start's is stale)
         self.standin = Process(["ros2", "run", "parapush_ros", "mujoco_sim", "--ros-args", "--params-file",
                                 str(standin)], self.out / f"standin_{self.starts}.log")
         self.launch = Process(["ros2", "launch", "parapush_ros", "robot.launch.py", "rviz:=false",
@@ -457,6 +463,9 @@ class RobotSoak:
         m = self.monitor
         ready = {"planner active": lambda: "[mpc_planner]: active" in self.launch.output(),
                  "commander active": lambda: "[velocity_commander]: active" in self.launch.output(),
+                 # the planner refuses goals until the commander knows the stand-in Servo's units
+                 "commander knows Servo's units": lambda: m.commander_status != "" and status_parts(
+                     m.commander_status)[0] not in NOT_READY,
                  "scene state": lambda: m.object_xy(self.target) is not None,
                  "push_object action": m.action.server_is_ready}
         while not all(f() for f in ready.values()):

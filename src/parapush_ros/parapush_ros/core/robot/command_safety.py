@@ -21,9 +21,9 @@
    ``follow_min_travel`` or longer; otherwise the e-stop latches, saying so. A pusher that stands still under
    commands (MoveIt Servo halted or paused, a protective stop, a controller not running, the pusher blocked) would
    otherwise leave a push running to its timeout, with twists sent to an arm that may lurch when it is freed.
-   The check needs the pusher position (``pusher_state``); without one it waits, and its window starts again. It
-   compares new measurements only, and what was sent until the last one: a briefly occluded pusher, whose last
-   pose the mocap ingest holds, is not a pusher standing still (with less than half a window measured it waits).
+   The arm may lag by up to ``follow_latency`` (each lag up to it is tried). It compares new measurements only,
+   with what was sent until the last one: a briefly occluded pusher, whose last pose the mocap ingest holds, is not
+   a pusher standing still (with less than half a window measured it waits); a back and forth is not judged.
 
 The acceleration limit bounds the step between two consecutive outputs: between them the arm holds the earlier
 one (a forward velocity controller), so a period that comes late (a starved host, a clock jump forward) buys no
@@ -72,6 +72,8 @@ class SafetyConfig:
                                         "over follow_window (0 = no check)")
     follow_min_travel: float = knob(0.01, "the follow check applies once the way sent over follow_window is this "
                                           "long (m)")
+    follow_latency: float = knob(0.3, "the follow check allows the pusher to lag the commands by up to this (s): "
+                                      "MoveIt Servo's, the controller's and the mocap's delays")
     table_yaw_in_output_frame: float = knob(0.0, "yaw of the table frame in the output frame (rad): output "
                                                  "twists are rotated by it (output joint_velocity: 0, its "
                                                  "joint_matrix maps table velocities)")
@@ -84,6 +86,9 @@ class SafetyConfig:
                 raise SafetyConfigError(name, f"must be > 0, got {v!r}")
         if not (finite(self.workspace_margin) and self.workspace_margin >= 0.0):
             raise SafetyConfigError("workspace_margin", f"must be >= 0, got {self.workspace_margin!r}")
+        if not (finite(self.follow_latency) and 0.0 <= self.follow_latency < self.follow_window):
+            raise SafetyConfigError("follow_latency", f"must be in [0, follow_window={self.follow_window!r}), got "
+                                                      f"{self.follow_latency!r}")
         if not (finite(self.follow_fraction) and 0.0 <= self.follow_fraction < 1.0):
             raise SafetyConfigError("follow_fraction",
                                     f"must be in [0, 1) (0 = no check), got {self.follow_fraction!r}")
@@ -113,7 +118,7 @@ class SafetyConfig:
 
 # the limits that allow more the larger (speeds, timeouts) or the smaller (clearances, the braking horizon) they are
 LOOSER_WHEN_LARGER = ("max_speed", "max_acceleration", "command_timeout", "state_timeout", "teleop_timeout",
-                      "follow_window", "follow_min_travel")
+                      "follow_window", "follow_min_travel", "follow_latency")
 LOOSER_WHEN_SMALLER = ("workspace_margin", "braking_horizon", "follow_fraction")
 
 
@@ -172,6 +177,11 @@ INACTIVE = "inactive"  # its status while deactivated (lifecycle): output silent
 # the commander's states in which an operator stopped the arm: the running push ends, so that a reset or an
 # activate never resumes motion by itself (a new goal does); while e-stopped, goals are refused
 STOPPED_BY_OPERATOR = {ESTOP: "e-stopped", INACTIVE: "deactivated"}
+SERVO_UNKNOWN = "servo settings"  # its status while MoveIt Servo's units are unknown for a reason it names
+SERVO_WAITING = "waiting for servo settings"  # ... while it asks Servo (from configure until startup_timeout)
+# the commander's states in which it holds the arm at zero for a reason of the arm's interface: the planner refuses
+# goals (a push would plan for an arm that does not move, and the arm would start mid-plan once Servo answers)
+NOT_READY = {SERVO_UNKNOWN: "does not know MoveIt Servo's units", SERVO_WAITING: "is waiting for MoveIt Servo's units"}
 RESET_HEARD = "the velocity commander is reset"  # what planner/status adds once the planner takes goals again
 
 
@@ -194,6 +204,7 @@ class SafetyOutput:
 
 
 STEP_INTERVAL_JITTER = 1.5  # output periods of elapsed time the acceleration limit counts at most per output
+FOLLOW_LAGS = 7  # lags the follow check tries, evenly from 0 to follow_latency
 
 
 class CommandSafety:
@@ -217,6 +228,7 @@ class CommandSafety:
         self._sent = collections.deque()  # (t, displacement): the way each output was held until the next step
         self._seen = collections.deque()  # (t, position): the pusher positions over the follow window
         self._measured_at = None  # the stamp of the last pusher state (its source's clock)
+        self._unconfirmed = None  # (t, position): the newest measurement, until the next one confirms its order
         self.estopped = False
         self.estop_reason = ""
 
@@ -250,24 +262,31 @@ class CommandSafety:
 
     def pusher_state(self, t: float, x: float, y: float, valid: bool, measured_at: float | None = None):
         """The pusher position received at ``t``, measured at ``measured_at`` (the message's stamp, on whatever
-        clock its source keeps; None: a new measurement). The follow check takes only measurements later than the
-        last: the same stamp is the last one repeated (mocap_ingest holds a briefly occluded body's last pose,
-        still valid, until its loss timeout: not a pusher standing still); an earlier one is out of order (another
-        publisher, the source's clock stepped back) and the check's window starts again after it."""
+        clock its source keeps; None: a new measurement). The follow check takes a measurement once the next one
+        confirms its order: the same stamp is the last one repeated (mocap_ingest holds a briefly occluded body's
+        last pose, still valid, until its loss timeout: not a pusher standing still); an earlier one is out of
+        order (a second publisher, the source's clock stepped back): the window starts again, without the
+        measurement it contradicts (a second publisher's state stamped later is never judged)."""
         t = self._clock(t)
-        new = measured_at is None or self._measured_at is None or measured_at > self._measured_at
-        if measured_at is not None and self._measured_at is not None and measured_at < self._measured_at:
+        ok = valid and math.isfinite(x) and math.isfinite(y)
+        self._pusher = (float(t), np.array([x, y], dtype=float)) if ok else None
+        last, self._measured_at = self._measured_at, measured_at
+        if measured_at is None or last is None:
+            new = True
+        elif measured_at < last:
             self._forget_follow()
-        self._measured_at = measured_at
-        if valid and math.isfinite(x) and math.isfinite(y):
-            self._pusher = (float(t), np.array([x, y], dtype=float))
-            if new:
-                self._seen.append(self._pusher)
+            return
+        else:
+            new = measured_at > last
+        if not new:
+            return
+        if self._unconfirmed is not None:  # in order after it: it is a measurement of this source's
+            self._seen.append(self._unconfirmed)
             while len(self._seen) > 2 and self._seen[1][0] <= t - self.cfg.follow_window:  # (bounded while no
                 self._seen.popleft()  # step runs: the commander inactive)
-        else:
-            self._pusher = None
-            self._forget_follow()
+        self._unconfirmed = self._pusher if measured_at is not None else None
+        if measured_at is None and self._pusher is not None:
+            self._seen.append(self._pusher)
 
     def estop(self, reason: str = "e-stop"):
         self.estopped = True
@@ -294,40 +313,53 @@ class CommandSafety:
         self._prev = np.zeros(2)
 
     def _forget_follow(self):
-        """Start the follow check's window again (no valid pusher state, a clock jump, a reset)."""
+        """Start the follow check's window again (a clock jump, a reset, a measurement out of order)."""
         self._sent.clear()
         self._seen.clear()
+        self._unconfirmed = None
 
     def _not_following(self, t: float, dt: float) -> str:
-        """Why the pusher does not follow what was sent over the last ``follow_window`` ('' while it does, or
-        while the window is not yet full of known positions): ``dt`` is how long the last output was held."""
+        """Why the pusher does not follow what was sent ('' while it does, or while there is too little to
+        judge); ``dt``: how long the last output was held. The measured displacement over the window (first to
+        last confirmed measurement) is compared with the way sent over the same span shifted back by each lag up
+        to ``follow_latency`` (Servo's, the controller's and the mocap's delays): it follows if it does at one
+        of them. A lag whose way sent is short, or mostly a back and forth (the net way under half the path),
+        leaves nothing to judge."""
         c = self.cfg
-        if c.follow_fraction <= 0.0 or self._pusher is None or t - self._pusher[0] > c.state_timeout:
-            self._forget_follow()  # (no position to compare with: the window starts again once there is one)
+        if c.follow_fraction <= 0.0:
+            self._forget_follow()
             return ""
         self._sent.append((t, self._prev * dt))
         start = t - c.follow_window
-        while self._sent and self._sent[0][0] <= start:
-            self._sent.popleft()
         while len(self._seen) > 1 and self._seen[1][0] <= start:
             self._seen.popleft()
+        keep_from = (self._seen[0][0] if self._seen else start) - c.follow_latency
+        while self._sent and self._sent[0][0] <= keep_from:
+            self._sent.popleft()
         if not self._seen or self._seen[0][0] > start:  # positions cover less than the window so far
             return ""
-        last_seen = self._seen[-1][0]
-        if last_seen - start < 0.5 * c.follow_window:  # measured too little of it (occluded): no judgement
+        (t0, p0), (t1, p1) = self._seen[0], self._seen[-1]
+        if t1 - start < 0.5 * c.follow_window:  # measured too little of it (occluded, out of order): no judgement
             return ""
-        # what was sent until the last measurement (commands after it are not seen yet)
-        sent = sum((d for ts, d in self._sent if ts <= last_seen), np.zeros(2))
-        way = float(np.linalg.norm(sent))
-        if way < c.follow_min_travel:
-            return ""
-        moved = float((self._seen[-1][1] - self._seen[0][1]) @ sent) / way
-        if moved >= c.follow_fraction * way:
-            return ""
+        times = np.fromiter((ts for ts, _ in self._sent), float, len(self._sent))
+        ways = np.array([d for _, d in self._sent]).reshape(-1, 2)
+        moved, best = p1 - p0, None
+        for lag in np.linspace(0.0, c.follow_latency, FOLLOW_LAGS):
+            span = (times > t0 - lag) & (times <= t1 - lag)
+            sent = ways[span].sum(axis=0)
+            way = float(np.linalg.norm(sent))
+            if way < c.follow_min_travel or way < 0.5 * float(np.linalg.norm(ways[span], axis=1).sum()):
+                return ""
+            along = float(moved @ sent) / way
+            if along >= c.follow_fraction * way:
+                return ""
+            if best is None or along / way > best[1] / best[0]:
+                best = (way, along)
+        way, along = best
         return (f"the pusher does not follow the commands: {way * 1e3:.0f} mm sent over the last "
-                f"{c.follow_window:g} s, it moved {moved * 1e3:.1f} mm that way (follow_fraction "
-                f"{c.follow_fraction:g}); is the arm's controller running (MoveIt Servo halted or paused, a "
-                f"protective stop, the pusher held)? ~/reset once it moves again")
+                f"{c.follow_window:g} s (allowing up to {c.follow_latency:g} s of lag), it moved {along * 1e3:.1f} mm "
+                f"that way (follow_fraction {c.follow_fraction:g}); is the arm's controller running (MoveIt Servo "
+                f"halted or paused, a protective stop, the pusher held)? ~/reset once it moves again")
 
     # --- output
     def step(self, t: float, hold: tuple[str, str] | None = None) -> SafetyOutput:

@@ -412,6 +412,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self._use_servo_settings(*fallback)
         self._servo_params_since = time.monotonic()
         self._servo_asked = None  # (when, futures) of the call in flight
+        self._servo_found = False  # its service was seen
         self._servo_params_client = self.create_client(GetParameters, name)
         self._servo_params_timer = self.create_timer(0.2, self._try_servo_parameters, clock=self._steady)
         self._entities += [(self.destroy_client, self._servo_params_client),
@@ -430,9 +431,10 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self._servo_problem(f"servo_command_in_type: MoveIt Servo's parameter service ({name}) took a call and did "
                                 f"not answer it within startup_timeout {timeout:g} s: asking again")
         if self._servo_params_client.service_is_ready():
-            if self.servo_problem:
+            if self.servo_problem and not self._servo_found:  # (said once: a call that fails is asked again)
                 self.get_logger().warning(f"{name} is there, {time.monotonic() - self._servo_params_since:.0f} s "
                                           f"after configure: asking it")
+            self._servo_found = True
             # one name a request: a parameter service answers nothing at all when one name is not declared
             names = (topics.SERVO_COMMAND_IN_TYPE, topics.SERVO_SCALE_LINEAR)
             futures = [self._servo_params_client.call_async(GetParameters.Request(names=[n])) for n in names]

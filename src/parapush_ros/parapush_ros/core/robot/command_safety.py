@@ -41,8 +41,8 @@ All velocities are planar (vx, vy) in m/s in the table frame; times are seconds 
 """
 from __future__ import annotations
 
-import math
 import collections
+import math
 from dataclasses import dataclass
 
 import numpy as np

@@ -514,6 +514,54 @@ def test_a_servo_that_answers_after_startup_timeout_is_found_and_its_problem_is_
     wait_for(lambda: status[-1].startswith("waiting for grasp"), what="the next thing it waits for")
 
 
+def test_a_servo_that_takes_the_call_and_never_answers_is_asked_again(ros_context):
+    """A Servo whose parameter service takes the call and then hangs (its executor blocked): after startup_timeout
+    the commander says so on ~/status, once, and asks again; when Servo answers again, its units are taken (an
+    answer to the abandoned call is not)."""
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.executors import SingleThreadedExecutor
+
+    ns, release, calls = "/cmd_hung_servo", threading.Event(), []
+    servo = rclpy.create_node("servo_node", namespace=ns, context=ros_context, start_parameter_services=False)
+
+    def hangs(req, res):
+        calls.append(req.names[0])
+        release.wait(60.0)  # hung: this executor serves nothing else meanwhile
+        value = {"moveit_servo.command_in_type": ParameterValue(type=ParameterType.PARAMETER_STRING,
+                                                                string_value="speed_units"),
+                 "moveit_servo.scale.linear": ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=0.4)}
+        res.values = [value[req.names[0]]]
+        return res
+    servo.create_service(GetParameters, "servo_node/get_parameters", hangs)
+    servo_executor = SingleThreadedExecutor(context=ros_context)
+    servo_executor.add_node(servo)
+    spin = threading.Thread(target=servo_executor.spin, daemon=True)
+    spin.start()
+    ex = SingleThreadedExecutor(context=ros_context)
+    node = bring_up(VelocityCommanderNode(namespace=ns, parameter_overrides=[
+        Parameter(k, value=v) for k, v in dict(
+            output="servo", output_topic="servo_twist", gripper_enabled=False, rate=RATE,
+            servo_parameters_service=f"{ns}/servo_node/get_parameters", startup_timeout=0.5,
+            enforce_workspace=False).items()]))
+    ex.add_node(node)
+    commander = threading.Thread(target=ex.spin, daemon=True)
+    commander.start()
+    try:
+        wait_for(lambda: "did not answer it within startup_timeout" in node.servo_problem, timeout=30.0,
+                 what="the hung call reported")
+        assert node.servo_gain is None and calls
+        release.set()  # Servo answers again: the queued calls of the retries are served
+        wait_for(lambda: node.servo_gain == 1.0 and not node.servo_problem, timeout=30.0, what="Servo's units")
+        assert node.servo_settings.startswith("speed_units")
+    finally:
+        release.set()
+        ex.shutdown()
+        servo_executor.shutdown()
+        node.destroy_node()
+        servo.destroy_node()
+
+
 def test_parameters_are_read_only_or_applied_at_once_through_a_parameter_client(harness):
     """``ros2 param set`` through the SetParameters service: an interface parameter is refused naming it; a limit
     applies from the next output on; a bad limit is refused naming the field and its rule."""

@@ -540,3 +540,17 @@ def test_a_bad_follow_setting_is_refused_naming_it(field, value):
 def test_the_follow_check_cannot_be_loosened_at_run_time(field, value):
     assert field in SafetyConfig(**{field: value}).looser_than(SafetyConfig())
     assert SafetyConfig(follow_fraction=0.5, follow_window=0.5).looser_than(SafetyConfig()) == ""  # tighter: taken
+
+
+def test_the_follow_checks_state_says_whether_it_judges_and_what_it_found():
+    """Shown on /diagnostics ("follow check"): a check that never judges (a second publisher resetting it, an
+    occluded pusher) would otherwise look like one that passes."""
+    s = make(**FOLLOW, max_acceleration=0.5)
+    assert s.follow_state.startswith("waiting")
+    drive(s, 0.0, 0.5, (0.05, 0.0))
+    assert s.follow_state.startswith("waiting: new measurements cover less than follow_window")
+    drive(s, 0.5, 3.0, (0.05, 0.0))
+    assert s.follow_state.startswith("follows: moved"), s.follow_state
+    drive(s, 3.0, 5.0, (0.05, 0.0), arm=lambda v: 0.0 * v)
+    assert s.follow_state.startswith("does not follow: moved"), s.follow_state
+    assert make(**{**FOLLOW, "follow_fraction": 0.0}).follow_state.startswith("off")

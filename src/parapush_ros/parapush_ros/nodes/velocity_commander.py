@@ -386,7 +386,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         status = self._status or "starting"
         values = {"output": self.p["output"], "topic": self.output_topic, "vx": f"{self._last_out[0]:.4f}",
                   "vy": f"{self._last_out[1]:.4f}", "estop": str(safety.estopped), "gripper": self.grasp,
-                  "source": safety.source, "servo": self.servo_problem or self.servo_settings}
+                  "source": safety.source, "servo": self.servo_problem or self.servo_settings,
+                  "follow check": safety.follow_state}
         arr.status.append(DiagnosticStatus(level=_LEVEL.get(status, DiagnosticStatus.OK),
                                            name="velocity_commander", hardware_id=self.p["output"],
                                            message=status, values=[KeyValue(key=k, value=v)

@@ -229,6 +229,7 @@ class CommandSafety:
         self._seen = collections.deque()  # (t, position): the pusher positions over the follow window
         self._measured_at = None  # the stamp of the last pusher state (its source's clock)
         self._unconfirmed = None  # (t, position): the newest measurement, until the next one confirms its order
+        self.follow_state = "waiting: no measurements yet"  # what the follow check made of its last step (diagnostics)
         self.estopped = False
         self.estop_reason = ""
 
@@ -314,6 +315,7 @@ class CommandSafety:
 
     def _forget_follow(self):
         """Start the follow check's window again (a clock jump, a reset, a measurement out of order)."""
+        self.follow_state = "waiting: its window started again (a reset, a clock jump, a state out of order)"
         self._sent.clear()
         self._seen.clear()
         self._unconfirmed = None
@@ -328,6 +330,7 @@ class CommandSafety:
         c = self.cfg
         if c.follow_fraction <= 0.0:
             self._forget_follow()
+            self.follow_state = "off (follow_fraction 0)"
             return ""
         self._sent.append((t, self._prev * dt))
         start = t - c.follow_window
@@ -337,9 +340,11 @@ class CommandSafety:
         while self._sent and self._sent[0][0] <= keep_from:
             self._sent.popleft()
         if not self._seen or self._seen[0][0] > start:  # positions cover less than the window so far
+            self.follow_state = "waiting: new measurements cover less than follow_window"
             return ""
         (t0, p0), (t1, p1) = self._seen[0], self._seen[-1]
         if t1 - start < 0.5 * c.follow_window:  # measured too little of it (occluded, out of order): no judgement
+            self.follow_state = "waiting: no new measurement for half of follow_window"
             return ""
         times = np.fromiter((ts for ts, _ in self._sent), float, len(self._sent))
         ways = np.array([d for _, d in self._sent]).reshape(-1, 2)
@@ -349,13 +354,16 @@ class CommandSafety:
             sent = ways[span].sum(axis=0)
             way = float(np.linalg.norm(sent))
             if way < c.follow_min_travel or way < 0.5 * float(np.linalg.norm(ways[span], axis=1).sum()):
+                self.follow_state = "not judged: less than follow_min_travel sent, or a back and forth"
                 return ""
             along = float(moved @ sent) / way
             if along >= c.follow_fraction * way:
+                self.follow_state = f"follows: moved {along * 1e3:.0f} of {way * 1e3:.0f} mm sent (lag {lag:.2f} s)"
                 return ""
             if best is None or along / way > best[1] / best[0]:
                 best = (way, along)
         way, along = best
+        self.follow_state = f"does not follow: moved {along * 1e3:.1f} of {way * 1e3:.0f} mm sent"
         return (f"the pusher does not follow the commands: {way * 1e3:.0f} mm sent over the last "
                 f"{c.follow_window:g} s (allowing up to {c.follow_latency:g} s of lag), it moved {along * 1e3:.1f} mm "
                 f"that way (follow_fraction {c.follow_fraction:g}); is the arm's controller running (MoveIt Servo "

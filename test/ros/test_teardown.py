@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+from conftest import wait_for
 from parapush_ros.ros.node import DESTROY_LIMIT_S
 
 pytestmark = pytest.mark.timeout(90)
@@ -262,8 +263,8 @@ def test_a_node_stopped_while_it_starts_exits_0_without_a_traceback():
     assert exe, "parareal_predictor is not on PATH (make build; source env.sh)"
     proc = subprocess.Popen([exe], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        while proc.poll() is None and not _catches(proc.pid, signal.SIGTERM):
-            time.sleep(0.001)
+        wait_for(lambda: proc.poll() is not None or _catches(proc.pid, signal.SIGTERM), timeout=60.0, interval=0.001,
+                 what="the entry point's stop handlers")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

@@ -15,11 +15,17 @@ import threading
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def start(module: str) -> None:
-    """Hear a stop, then import ``module`` and run its ``main`` (``ros.node.node_main``) with that stop."""
-    stop = threading.Event()
+def hear_stop(stop: threading.Event | None = None) -> threading.Event:
+    """Install the handlers that set ``stop`` (a new event if None) on SIGINT or SIGTERM; returns it."""
+    stop = threading.Event() if stop is None else stop
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda signum, frame: stop.set())
+    return stop
+
+
+def start(module: str) -> None:
+    """Hear a stop, then import ``module`` and run its ``main`` (``ros.node.node_main``) with that stop."""
+    stop = hear_stop()  # first: the import below takes the time
     importlib.import_module(module).main(stop=stop)
 
 

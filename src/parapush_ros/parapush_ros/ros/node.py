@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 
 from ..core.config import ConfigError, knobs
-from ..executable import STOP_SIGNALS
+from ..executable import STOP_SIGNALS, hear_stop
 
 SIGNAL_POLL_S = 0.05  # s: how often the main thread looks whether a stop was asked or the spin ended
 # s the stop-signal thread waits for a signal before it re-arms the watchdog (each arming starts a thread of
@@ -208,9 +208,7 @@ def run_node(node_class, args=None, num_threads: int = 1, stop: threading.Event 
     from ..core.scene.spec import SceneError  # noqa: PLC0415
     from .spinning import SpinningNodes  # noqa: PLC0415
 
-    stop = threading.Event() if stop is None else stop
-    for sig in STOP_SIGNALS:  # (run on the main thread when it can; listen_for_stop hears them anyway)
-        signal.signal(sig, lambda signum, frame: stop.set())
+    stop = hear_stop(stop)  # (run on the main thread when it can; listen_for_stop hears them anyway)
     stop_listening = listen_for_stop(stop, parent=os.getppid())
     stop_with_parent(stop)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)

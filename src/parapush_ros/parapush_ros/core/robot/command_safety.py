@@ -281,13 +281,14 @@ class CommandSafety:
             new = measured_at > last
         if not new:
             return
-        if self._unconfirmed is not None:  # in order after it: it is a measurement of this source's
-            self._seen.append(self._unconfirmed)
+        if measured_at is None:  # no order to confirm
+            confirmed = self._pusher
+        else:  # the last one is in order before this one: a measurement of this source's
+            confirmed, self._unconfirmed = self._unconfirmed, self._pusher
+        if confirmed is not None:
+            self._seen.append(confirmed)
             while len(self._seen) > 2 and self._seen[1][0] <= t - self.cfg.follow_window:  # (bounded while no
                 self._seen.popleft()  # step runs: the commander inactive)
-        self._unconfirmed = self._pusher if measured_at is not None else None
-        if measured_at is None and self._pusher is not None:
-            self._seen.append(self._pusher)
 
     def estop(self, reason: str = "e-stop"):
         self.estopped = True

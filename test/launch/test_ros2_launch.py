@@ -546,6 +546,57 @@ def test_robot_launch_starts_without_hardware_and_refuses_goals_saying_why(launc
     assert not _node_tracebacks(lt.output()), lt.output()[-3000:]
 
 
+def test_robot_launch_kills_a_commander_that_hangs_after_a_zero_and_not_one_deactivated(launch, ros_executor,
+                                                                                          tmp_path):
+    """The launch's hang watch on the robot (system clock): a commander deactivated by the operator is silent by
+    design and is left alone; activated again, then stopped (SIGSTOP) while it sends zeros (without hardware: no
+    pusher state), it is killed all the same, since a commander stopped while it published reaches some subscribers
+    and not others (``soak --robot``: the arm had a non-zero twist, the launch's last was a zero). The arm's last
+    command is zero and the launch ends naming the commander. (The UR twist output: it needs no Servo to answer
+    before an activate.)"""
+    import psutil
+    import rclpy
+    from geometry_msgs.msg import TwistStamped
+    from rclpy.clock import Clock, ClockType
+
+    from parapush_ros.bringup import COMMANDER_HANG_TIMEOUT
+    from parapush_ros.ros import qos, topics
+
+    params = tmp_path / "ur_twist.yaml"
+    params.write_text("velocity_commander:\n  ros__parameters:\n    output: ur_twist\n    output_frame_id: base\n")
+    lt = launch("robot", f"params_file:={params}")
+    node = ros_executor.add(rclpy.create_node("launch_robot_hang_watch"))
+    arm = Recorder()
+    node.create_subscription(TwistStamped, topics.UR_TWIST, arm, qos.RELIABLE)
+    lt.wait_output(r"\[velocity_commander\]: active")
+    wait_for(lambda: arm.count() > 0, timeout=START_TIMEOUT, interval=0.05, what="the commander's first command")
+    assert _lifecycle(node, "velocity_commander", "deactivate")
+    steady = Clock(clock_type=ClockType.STEADY_TIME)  # the watch's clock
+    t0, seen = steady.now().nanoseconds * 1e-9, arm.count()
+    wait_for(lambda: steady.now().nanoseconds * 1e-9 - t0 > 4 * COMMANDER_HANG_TIMEOUT, timeout=60.0, interval=0.05,
+             what="four hang timeouts of the watch's clock")
+    assert arm.count() - seen <= 1, "the commander sent while inactive"  # (its deactivate's zero may come late)
+    assert lt.proc.poll() is None and "(hung?)" not in lt.output(), lt.output()[-3000:]
+    assert _lifecycle(node, "velocity_commander", "activate")
+    wait_for(lambda: arm.count() > seen + 10, timeout=START_TIMEOUT, interval=0.05, what="commands again")
+    (commander,) = [p for p in psutil.Process(lt.proc.pid).children()
+                    if "/velocity_commander" in " ".join(p.cmdline())]
+    commander.suspend()
+    try:
+        assert lt.proc.wait(120.0) == 1, lt.output()[-3000:]
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            commander.resume()
+    out = lt.output()
+    assert re.search(r"velocity_commander has sent nothing for [\d.]+ s after a zero command \(hung\?\): the launch "
+                     rf"sent the arm a zero on {topics.UR_TWIST} and is killing it", out), out[-3000:]
+    assert _speed(wait_for(arm.last, what="the arm's input")) == 0.0
+    exits = {p.rsplit("-", 1)[0]: c for p, c in lt.exits().items()}
+    assert exits["velocity_commander"] == -9, out[-3000:]
+    assert all(c == 0 for n, c in exits.items() if n in ("mocap_ingest", "parareal_predictor", "mpc_planner")), \
+        out[-3000:]
+
+
 def test_sigint_to_the_launch_alone_stops_the_stack_even_if_its_parent_ignored_sigint(launch):
     """``ros2 launch ... &`` in a start script, stopped later with ``kill -INT <its pid>``: the job starts with
     SIGINT ignored, and ``ros2 launch`` would ignore that SIGINT for good (the stack would go on running, and a process

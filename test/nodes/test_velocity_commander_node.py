@@ -414,6 +414,29 @@ def test_startup_waits_count_from_configure_and_activate_and_cleanup_takes_them_
     assert node._gripper_wait_since >= first_wait and lifecycle_state(node) == "active"
 
 
+@pytest.mark.parametrize("transition", ["deactivate", "shutdown"])
+def test_leaving_active_says_inactive_at_once(ros_executor, transition):
+    """Its status says ``inactive`` as the output goes silent, not a period later (a shutdown from active destroys
+    the status publisher right after): the launch's hang watch reads the status to tell a deactivated commander's
+    silence, by design, from a hung one's. The commander is spun by nothing here, so no tick can say it."""
+    ns = f"/cmd_leaves_active_{transition}"
+    node = VelocityCommanderNode(namespace=ns, parameter_overrides=[
+        Parameter("output", value="joint_velocity"), Parameter("gripper_enabled", value=False)])
+    try:
+        watcher = ros_executor.add(rclpy.create_node(f"status_watch_{transition}", namespace=ns))
+        said = []
+        watcher.create_subscription(String, f"{ns}/velocity_commander/status", lambda m: said.append(m.data),
+                                    LATCHED)
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        wait_for(lambda: node.status_pub.get_subscription_count() >= 1, what="the status subscription")
+        assert getattr(node, f"trigger_{transition}")() == TransitionCallbackReturn.SUCCESS
+        wait_for(lambda: any(text.startswith("inactive") for text in said), timeout=30.0,
+                 what=f"status 'inactive' at the {transition}")
+    finally:
+        node.destroy_node()
+
+
 @pytest.mark.parametrize("value, state", [(True, "active"), (False, "unconfigured")])
 def test_autostart_configures_and_activates_the_node_itself_or_leaves_it_waiting(ros_executor, value, state):
     """What each node's main() does before it spins (and parapush sim with the same parameters): no service call

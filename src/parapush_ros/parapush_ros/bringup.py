@@ -636,7 +636,7 @@ def _failed_node_ends_launch(name, event, context):
     return [OpaqueFunction(function=fail)]
 
 
-COMMANDER_HANG_TIMEOUT = 0.5  # s of silence after a non-zero command: 5 cm at the default speed limit, while a
+COMMANDER_HANG_TIMEOUT = 0.5  # s of silence of an active commander: 5 cm at the default speed limit, while a
 # loaded host's scheduling hiccups (tens of ms at the commander's 100 Hz) stay far below it
 
 
@@ -647,11 +647,11 @@ def _zero_when_the_commander_dies(context, commander, params: dict, watch_hang: 
     is made now, so DDS has matched it with the arm's driver long before it is needed.
 
     ``watch_hang`` (the robot, on the system clock): a commander that hangs without exiting (a deadlock, a stopped
-    process) is as dangerous and sends nothing at all, while a running one sends every period, zeros included; silent
-    for ``COMMANDER_HANG_TIMEOUT`` after a non-zero command, it is sent a zero by the launch and killed (a hung
-    process cannot be asked to stop; left alone, it might wake and resume at its old speed with the arm at rest), which
-    ends the launch as any failed node does. Not in simulation: there the commander's period is simulated time, and a
-    world slower than real time would look like a hang."""
+    process) is as dangerous and sends nothing at all, while an active one sends every period, zeros included; silent
+    for ``COMMANDER_HANG_TIMEOUT`` while active, it is sent a zero by the launch and killed (a hung process cannot be
+    asked to stop; left alone, it might wake and resume at its old speed with the arm at rest), which ends the launch
+    as any failed node does. Not in simulation: there the commander's period is simulated time, and a world slower
+    than real time would look like a hang."""
     from launch.actions import LogInfo, RegisterEventHandler  # noqa: PLC0415
     from launch.event_handlers import OnProcessExit  # noqa: PLC0415
     from launch_ros.ros_adapters import get_ros_node  # noqa: PLC0415
@@ -666,7 +666,7 @@ def _zero_when_the_commander_dies(context, commander, params: dict, watch_hang: 
     node = get_ros_node(context)
     publisher = node.create_publisher(msg_type, topic, qos.RELIABLE)
     if watch_hang:
-        _watch_for_a_hang(node, commander, publisher, p, msg_type, topic)
+        _watch_for_a_hang(context, node, commander, publisher, p, msg_type, topic)
 
     def on_exit(event, _context):
         if event.returncode == 0:  # it stopped as asked, after sending its own zero
@@ -681,18 +681,24 @@ def _zero_when_the_commander_dies(context, commander, params: dict, watch_hang: 
     return [RegisterEventHandler(OnProcessExit(target_action=commander, on_exit=on_exit))]
 
 
-def _watch_for_a_hang(node, commander, publisher, p: dict, msg_type, topic: str) -> None:
+def _watch_for_a_hang(context, node, commander, publisher, p: dict, msg_type, topic: str) -> None:
     """The hang watch of ``_zero_when_the_commander_dies``: the arm input as the launch's node receives it, judged
-    on the steady clock (a step of the system clock is not silence)."""
+    on the steady clock (a step of the system clock is not silence), from the commander's first command until it
+    says it is inactive (its lifecycle deactivate: silent by design) or the launch shuts down (its nodes stop). It
+    judges silence after a zero too: a commander stopped while it published reaches some subscribers and not others
+    (seen in ``soak --robot``: the arm's input had its first non-zero twist of a push, the launch's last was a zero),
+    so the launch cannot tell from what it heard that the arm is at rest."""
     from rclpy.clock import Clock, ClockType  # noqa: PLC0415
+    from std_msgs.msg import String  # noqa: PLC0415
 
+    from .core.robot.command_safety import INACTIVE, status_parts  # noqa: PLC0415
     from .nodes.velocity_commander import zero_output  # noqa: PLC0415
-    from .ros import qos  # noqa: PLC0415
+    from .ros import qos, topics  # noqa: PLC0415
 
     steady = Clock(clock_type=ClockType.STEADY_TIME)
     # "suspect": silent at the last check; fired only if still silent at the next one (the executor runs due timers
     # before waiting messages: after a stall of this node's own thread the first check has not yet seen them)
-    last = {"t": None, "moving": False, "fired": False, "suspect": False}
+    last = {"t": None, "moving": False, "fired": False, "suspect": False, "inactive": False}
 
     def moving(msg) -> bool:  # a TwistStamped or (joint_velocity) a Float64MultiArray
         if hasattr(msg, "twist"):
@@ -703,9 +709,14 @@ def _watch_for_a_hang(node, commander, publisher, p: dict, msg_type, topic: str)
     def on_command(msg):
         last["t"], last["moving"], last["suspect"] = steady.now().nanoseconds * 1e-9, moving(msg), False
 
+    def on_status(msg):
+        was, last["inactive"] = last["inactive"], status_parts(msg.data)[0] == INACTIVE
+        if was and not last["inactive"] and last["t"] is not None:  # activated again: silent until now by design
+            last["t"], last["suspect"] = steady.now().nanoseconds * 1e-9, False
+
     def check():
         details = commander.process_details
-        if last["fired"] or not last["moving"] or last["t"] is None or details is None:
+        if last["fired"] or last["t"] is None or last["inactive"] or context.is_shutdown or details is None:
             return
         silent = steady.now().nanoseconds * 1e-9 - last["t"]
         if silent < COMMANDER_HANG_TIMEOUT or not last["suspect"]:
@@ -713,12 +724,13 @@ def _watch_for_a_hang(node, commander, publisher, p: dict, msg_type, topic: str)
             return
         last["fired"] = True
         publisher.publish(zero_output(p, node.get_clock().now().to_msg()))
-        node.get_logger().error(f"velocity_commander has sent nothing for {silent:.2f} s after a non-zero command "
-                                f"(hung?): the launch sent the arm a zero on {topic} and is killing it "
-                                f"(pid {details['pid']})")
+        node.get_logger().error(f"velocity_commander has sent nothing for {silent:.2f} s after a "
+                                f"{'non-zero' if last['moving'] else 'zero'} command (hung?): the launch sent the arm "
+                                f"a zero on {topic} and is killing it (pid {details['pid']})")
         with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: its exit handler sends a zero too
             os.kill(details["pid"], signal.SIGKILL)
     node.create_subscription(msg_type, topic, on_command, qos.RELIABLE)
+    node.create_subscription(String, "/" + topics.COMMANDER_STATUS_OF_PLANNER, on_status, qos.LATCHED)
     node.create_timer(COMMANDER_HANG_TIMEOUT / 5.0, check, clock=steady)
 
 

@@ -240,6 +240,8 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             self.safety.output_stopped()
             self._active = False
             ret = super().on_deactivate(state)
+            self._tick()  # says inactive now, not a period later: its silence from here on is by design (the
+            # launch's hang watch reads the status; a shutdown from active destroys the status publisher next)
         self.get_logger().info("inactive: zero sent, output silent")
         return ret
 

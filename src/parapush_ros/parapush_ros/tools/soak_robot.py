@@ -29,8 +29,9 @@ every goal without a fault, the push loop's yardstick alone):
   teleop               a person's twist on ``pusher_cmd_teleop`` for 1.5 s mid-push (it has priority)
   sigint, sigterm      the whole stack's process group gets SIGINT (Ctrl-C) / SIGTERM (systemd, docker stop)
                        mid-push; every node must exit 0 and leave a zero twist last; then a fresh start
-  commander_hang       velocity_commander stopped (SIGSTOP: a hang, not an exit) mid-push; the launch must send the
-                       arm a zero, say so and kill it (``bringup.COMMANDER_HANG_TIMEOUT``), and end; the last twist
+  commander_hang       velocity_commander stopped (SIGSTOP: a hang, not an exit) mid-push (or idle, where the push
+                       ended first); the launch must send the arm a zero, say so and kill it
+                       (``bringup.COMMANDER_HANG_TIMEOUT``), and end; the last twist
                        must be zero, every other node exit 0; then a fresh start
 
 and, once per start, hostile parameter sets (a read-only parameter, a negative speed limit, a non-finite one, a
@@ -51,6 +52,10 @@ by its stamp, which the commander takes from the system clock the soak reads too
                        complaint on planner/status (it must, beyond its max_clock_offset)
   goals_reached        per fault kind: goals sent, reached
   exceptions           tracebacks and RCL errors in any node's output
+  estops_unasked       e-stops the stack latched by itself (the commander's follow check, ...), which the soak
+                       resets as an operator before its next goal: one of the follow check in a goal where the
+                       stand-in world stood still for FOLLOW_STALL (its host stalled: the simulated arm did not
+                       move) is explained; any other is a failure (an arm that worked was stopped)
   memory               each node's RSS (psutil): growth from the end of a start's warm-up (20 s) to its end
   fault_free           goals without a fault (the yardstick of the push loop): sent, reached, and the same over
                        the goals in which the stand-in world stood still (its host stalled, ``skipped_total_s`` of
@@ -88,7 +93,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..core.robot.command_safety import NOT_READY, RESET_HEARD, status_parts
+from ..core.robot.command_safety import ESTOP, NOT_READY, RESET_HEARD, SafetyConfig, status_parts
 from ..ros import topics
 
 FAULTS = ("none", "cancel", "estop", "mocap_offset_10ms", "mocap_offset_200ms", "mocap_offset_2s",
@@ -121,6 +126,8 @@ HOSTILE_SETS = (  # (node, parameter, value, what the refusal must name)
 PLANNERS = ("fast", "mpc")  # the soak's planners (``planner_parameters``): the first is the default
 STANDIN_STALL = 0.1  # s the stand-in world may stand still in a goal (its host stalled) and the goal still count
 # as one the stack alone decided: mocap_ingest's default timeout (a longer hole in the poses is a dropout)
+FOLLOW_STALL = 0.5 * SafetyConfig().follow_window  # s: a stand-in world that stood still this long in a goal
+# explains the commander's follow check e-stopping it (the simulated arm did not move while the commander sent)
 OUR_NODES = ("mocap_ingest", "parareal_predictor", "mpc_planner", "velocity_commander", "mujoco_sim")
 
 
@@ -241,6 +248,7 @@ class Results:
     hangs: list = field(default_factory=list)  # per commander_hang: moving when stopped, said, silence seen (s)
     faults_during_push: dict = field(default_factory=dict)
     episodes: list = field(default_factory=list)  # one record per goal (``RobotSoak._record``)
+    estops_unasked: list = field(default_factory=list)  # e-stops the soak did not ask for, reset as an operator
 
 
 class Monitor:
@@ -579,9 +587,34 @@ class RobotSoak:
                        mean_planning_s=round(float(result.mean_planning_time), 4), message=result.message[:200])
         self.results.episodes.append(rec)
 
+    def _reset_unasked_estop(self):
+        """An e-stop latched by the stack itself (the commander's checks: the pusher does not follow, a clock
+        jump) refuses every later goal: as an operator, note why, then reset it. One the follow check latched while
+        the stand-in world stood still for ``FOLLOW_STALL`` in that goal is the check doing its job (the simulated arm
+        did not move); any other is a problem: an e-stop of an arm that worked."""
+        m = self.monitor
+        state, detail = status_parts(m.commander_status)
+        if state != ESTOP:
+            return
+        last = self.results.episodes[-1] if self.results.episodes else {}
+        rec = {"after_fault": last.get("fault"), "reason": detail[:240],
+               "standin_skipped_s": last.get("standin_skipped_s", 0.0)}
+        rec["explained"] = "does not follow" in detail and rec["standin_skipped_s"] >= FOLLOW_STALL
+        self.results.estops_unasked.append(rec)
+        if not rec["explained"]:
+            self.results.problems.append(f"the commander e-stopped itself after a {rec['after_fault']!r} goal in "
+                                         f"which the stand-in stood still {rec['standin_skipped_s']:g} s "
+                                         f"(< {FOLLOW_STALL:g} s): {detail[:200]}")
+        t_reset = m.now()
+        res, _ = m.call("/velocity_commander/reset", "e-stop reset")
+        if not res.success:
+            self.results.problems.append(f"reset of an e-stop the soak did not ask for refused: {res.message}")
+        m.pause(ANSWER_TIMEOUT, lambda: m.said_since(t_reset, RESET_HEARD))
+
     def episode(self, fault: str) -> bool:
         """One goal with ``fault`` in it; False when the stack was stopped (a start must follow)."""
         m = self.monitor
+        self._reset_unasked_estop()
         g = self.results.goals[fault]
         goal = self._goal()
         obj, pusher = m.object_xy(self.target), m.pusher_xy()
@@ -677,9 +710,9 @@ class RobotSoak:
         return False
 
     def _hang_commander(self):
-        """SIGSTOP to velocity_commander: the launch must notice its silence after a non-zero command, send the arm
-        a zero, kill it and end (a commander stopped while the arm is at rest sends nothing dangerous and is left to
-        the soak's own stop)."""
+        """SIGSTOP to velocity_commander, mid-push where the push lasts: the launch must notice its silence (after
+        a zero too: the launch may not have heard the last twist the arm did), send the arm a zero, kill it and
+        end."""
         import psutil  # noqa: PLC0415
 
         from ..bringup import COMMANDER_HANG_TIMEOUT  # noqa: PLC0415
@@ -707,16 +740,16 @@ class RobotSoak:
         self.signals.append((t, "commander_hang"))
         commander.suspend()
         try:
-            self.launch.proc.wait(COMMANDER_HANG_TIMEOUT + EXIT_TIMEOUT if moving else COMMANDER_HANG_TIMEOUT + 2.0)
+            self.launch.proc.wait(COMMANDER_HANG_TIMEOUT + EXIT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            if moving:
-                self.results.problems.append("the launch did not end after the commander hung mid-push")
+            self.results.problems.append(f"the launch did not end after the commander hung "
+                                         f"{'mid-push' if moving else 'idle'}")
             commander.resume()
-        said = re.search(r"velocity_commander has sent nothing for ([\d.]+) s after a non-zero command \(hung\?\)",
-                         self.launch.output())
+        said = re.search(r"velocity_commander has sent nothing for ([\d.]+) s after a (?:non-zero|zero) command "
+                         r"\(hung\?\)", self.launch.output())
         self.results.hangs.append({"moving": moving, "said": bool(said),
                                    "silent_s": float(said[1]) if said else None})
-        if moving and not said:
+        if not said:
             self.results.problems.append("the launch did not say it stopped a hung commander")
         self.stop(signal.SIGINT, kind="commander_hang", family=family)
 
@@ -867,6 +900,8 @@ class RobotSoak:
             "teardown_hangs": sum(len(e.get("teardown_hangs", [])) for e in r.exits),
             "twists_received": len(twists), "twist_rate_hz": round(len(twists) / span, 1) if span > 0 else 0.0,
             "exception_lines": r.exceptions[:20], "rss_growth_mb": rss_growth, "problems": r.problems,
+            "estops_unasked": {"count": len(r.estops_unasked),
+                               "explained": sum(e["explained"] for e in r.estops_unasked), "events": r.estops_unasked},
             "episodes": r.episodes,
         }
         failures = []
@@ -952,6 +987,8 @@ def _print_table(s: dict):
             ("unsafe commands", s["unsafe_commands"]), ("non-zero after stop", s["nonzero_after_stop"]),
             ("param sets ignored", f"{s['param_sets_ignored']} of {s['param_sets']}"),
             ("teleop twists followed", f"{s['teleop']['followed']} / {s['teleop']['twists']}"),
+            ("e-stops not asked for (explained)", f"{s['estops_unasked']['count']} "
+                                                  f"({s['estops_unasked']['explained']})"),
             ("exceptions", s["exceptions"]),
             ("RSS growth (MB)", ", ".join(f"{k} {v}" for k, v in s["rss_growth_mb"].items())),
             ("result", "FAILED" if s["failures"] else "ok")]

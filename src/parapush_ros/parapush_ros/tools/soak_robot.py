@@ -605,11 +605,18 @@ class RobotSoak:
             self.results.problems.append(f"the commander e-stopped itself after a {rec['after_fault']!r} goal in "
                                          f"which the stand-in stood still {rec['standin_skipped_s']:g} s "
                                          f"(< {FOLLOW_STALL:g} s): {detail[:200]}")
+        self._reset_estop("an e-stop the soak did not ask for")
+
+    def _reset_estop(self, what: str) -> bool:
+        """``velocity_commander/reset``, then wait, as an operator, until planner/status says the reset was heard
+        (goals are refused until then); whether it said so within ``ANSWER_TIMEOUT``."""
+        m = self.monitor
         t_reset = m.now()
         res, _ = m.call("/velocity_commander/reset", "e-stop reset")
         if not res.success:
-            self.results.problems.append(f"reset of an e-stop the soak did not ask for refused: {res.message}")
+            self.results.problems.append(f"reset of {what} refused: {res.message}")
         m.pause(ANSWER_TIMEOUT, lambda: m.said_since(t_reset, RESET_HEARD))
+        return m.said_since(t_reset, RESET_HEARD)
 
     def episode(self, fault: str) -> bool:
         """One goal with ``fault`` in it; False when the stack was stopped (a start must follow)."""
@@ -661,13 +668,7 @@ class RobotSoak:
             self.windows.append(window)
             m.pause(self.rng.uniform(0.5, 1.5))
             window.end = m.now()  # stamps after the reset was asked may be the reset's motion
-            t_reset = m.now()
-            res, _ = m.call("/velocity_commander/reset", "e-stop reset")
-            if not res.success:
-                self.results.problems.append(f"e-stop reset refused: {res.message}")
-            # as an operator, the next goal once planner/status says the reset was heard (goals are refused until)
-            m.pause(ANSWER_TIMEOUT, lambda: m.said_since(t_reset, RESET_HEARD))
-            if not m.said_since(t_reset, RESET_HEARD):
+            if not self._reset_estop("the e-stop"):
                 self.results.problems.append(f"planner/status did not say {RESET_HEARD!r} within "
                                              f"{ANSWER_TIMEOUT:g} s of the e-stop's reset")
         elif fault in MOCAP_OFFSETS:

@@ -625,6 +625,11 @@ def test_parameters_are_read_only_or_applied_at_once_through_a_parameter_client(
     assert set_param("max_speed", 0.1).successful  # restored to its start value
     h.wait_output(lambda m: speed(m) == pytest.approx(0.1), "clipped to the restored max_speed")
     assert set_param("max_speed", 0.02).successful
+    with h.lock:
+        t_set = h.t
+    # (the refusal below names the last output: wait for the period that took the new limit, as a slow host may
+    # answer the set before it)
+    h.wait_output(lambda m: speed(m) == pytest.approx(0.02), "clipped to max_speed again", since=t_set + 0.5 / RATE)
     # the output frame's yaw turns the arm's velocity at once: refused while it moves, applied once it stands still
     r = set_param("table_yaw_in_output_frame", 0.5)
     assert not r.successful and r.reason.startswith("parameter table_yaw_in_output_frame: not changed while the "

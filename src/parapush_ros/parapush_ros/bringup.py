@@ -638,6 +638,8 @@ def _failed_node_ends_launch(name, event, context):
 
 COMMANDER_HANG_TIMEOUT = 0.5  # s of silence of an active commander: 5 cm at the default speed limit, while a
 # loaded host's scheduling hiccups (tens of ms at the commander's 100 Hz) stay far below it
+COMMANDER_HANG_AFTER_ZERO = 2.0  # s of silence after a zero: the arm is then at most at one ramp step of speed
+# (max_acceleration x period, 5 mm/s), while a commander starting on a busy host was once silent 0.6 s
 
 
 def _zero_when_the_commander_dies(context, commander, params: dict, watch_hang: bool) -> list:
@@ -719,8 +721,9 @@ def _watch_for_a_hang(context, node, commander, publisher, p: dict, msg_type, to
         if last["fired"] or last["t"] is None or last["inactive"] or context.is_shutdown or details is None:
             return
         silent = steady.now().nanoseconds * 1e-9 - last["t"]
-        if silent < COMMANDER_HANG_TIMEOUT or not last["suspect"]:
-            last["suspect"] = silent >= COMMANDER_HANG_TIMEOUT
+        limit = COMMANDER_HANG_TIMEOUT if last["moving"] else COMMANDER_HANG_AFTER_ZERO
+        if silent < limit or not last["suspect"]:
+            last["suspect"] = silent >= limit
             return
         last["fired"] = True
         publisher.publish(zero_output(p, node.get_clock().now().to_msg()))

@@ -361,6 +361,27 @@ def test_goal_pose_starts_a_push(harness):
     wait_for(lambda: h.status and h.status[-1].startswith("reached"), timeout=30.0, what="status 'reached'")
 
 
+def test_while_the_commander_is_e_stopped_a_valid_goal_is_refused_and_an_invalid_one_fails_naming_its_field(harness):
+    """A refused ROS 2 goal carries no reason: an invalid goal sent while the commander is e-stopped must still be
+    told which field is wrong (the soak's hostile goals were once refused mutely when they met an e-stop), while a
+    valid one is refused until the reset."""
+    h, _ = harness
+    h.publish_static(h.scene.initial_state())
+    commander = h.node.create_publisher(String, topics.COMMANDER_STATUS_OF_PLANNER, LATCHED)
+    commander.publish(String(data="estop: e-stop service called"))
+    wait_for(lambda: h.status and h.status[-1].startswith("e-stopped"), timeout=30.0, what="status 'e-stopped'")
+    goal = PushObject.Goal(target_object="cylinder", goal_x=0.1, goal_y=0.0, yaw_tolerance=-1.0)
+    assert not wait_future(h.client.send_goal_async(goal), what="goal response").accepted
+    res = wait_future(h.send(0.1, 0.0, position_tolerance=float("nan")).get_result_async(), timeout=30.0,
+                      what="result")
+    assert res.result.outcome == PushObject.Result.FAILED and "position_tolerance" in res.result.message, \
+        res.result.message
+    assert all(zero(m) for _, m in h.cmds)
+    commander.publish(String(data="waiting for command"))
+    wait_for(lambda: h.status and "reset" in h.status[-1], timeout=30.0, what="status '... reset'")
+    assert h.send(0.1, 0.0).accepted
+
+
 @pytest.mark.parametrize("name, value, words", [
     ("optimiser", "adam", "parameter optimiser: 'adam'"),
     ("model", "oracle", "parameter model: unknown model 'oracle'"),

@@ -142,9 +142,16 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
         self.cmd_pub = self.path_pub = self.marker_pub = self.plan_pub = self.status_pub = None
 
     def _on_goal(self, goal):
+        """Refuse a goal the planner cannot run now. A ROS 2 goal refusal carries no reason, so a goal that is itself
+        invalid is accepted in any active state and fails at once naming its bad field (as it would when the arm is
+        ready): its sender learns what to mend, not only that the commander is stopped."""
         if not self._active:
             self.get_logger().warning("push_object goal refused: the planner is not active")
             return GoalResponse.REJECT
+        try:
+            self.strategy.check_goal(self._goal_of(goal))
+        except ValueError:
+            return GoalResponse.ACCEPT  # _run_push fails it with the reason (and ends the running push, if any)
         state, detail = self._commander
         if state == ESTOP:
             self.get_logger().warning(f"push_object goal refused: the velocity commander is e-stopped ({detail}): "

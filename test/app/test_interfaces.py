@@ -5,7 +5,7 @@ import threading
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse  # noqa: E402
+from rclpy.action import ActionServer, CancelResponse, GoalResponse  # noqa: E402
 from rclpy.callback_groups import ReentrantCallbackGroup  # noqa: E402
 from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy  # noqa: E402
 
@@ -16,6 +16,7 @@ from parapush_msgs.msg import ObjectState, PushControl, PushPlan, SceneState  # 
 from parapush_msgs.srv import PredictTrajectory  # noqa: E402
 
 from conftest import wait_for, wait_future  # noqa: E402
+from parapush_ros.ros.actions import ActionClient  # noqa: E402
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -6,7 +6,7 @@ rclpy = pytest.importorskip("rclpy")
 from action_msgs.msg import GoalStatus  # noqa: E402
 from parapush_msgs.action import PushObject  # noqa: E402
 from parapush_msgs.msg import SceneState  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
+from parapush_ros.ros.actions import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 

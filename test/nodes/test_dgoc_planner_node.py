@@ -18,7 +18,7 @@ from geometry_msgs.msg import TwistStamped  # noqa: E402
 from nav_msgs.msg import Path  # noqa: E402
 from parapush_msgs.action import PushObject  # noqa: E402
 from parapush_msgs.msg import PushPlan, SceneState  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
+from parapush_ros.ros.actions import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402

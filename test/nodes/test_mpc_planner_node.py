@@ -22,7 +22,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: E402
 from nav_msgs.msg import Path  # noqa: E402
 from parapush_msgs.action import PushObject  # noqa: E402
 from parapush_msgs.msg import PushPlan, SceneState  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
+from parapush_ros.ros.actions import ActionClient  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from rclpy.time import Time  # noqa: E402
@@ -512,6 +512,22 @@ def test_an_unconfigured_or_inactive_planner_publishes_nothing_and_refuses_goals
             assert zero(last) and last_stamp <= deactivated + 1e-9  # one zero, then silent (no stop_hold zeros)
         finally:
             h.close()
+
+
+def test_a_destroyed_planner_leaves_no_action_server_behind(ros_context):
+    """Destroyed without a shutdown transition (``parapush sim`` at exit, a test's teardown), the planner takes its
+    push_object server with it: rclpy's destroy_node leaves action servers alive while the node object lives, and a
+    client in the same process once sent its goal to such a server, which never answered."""
+    ns = "destroy_test"
+    with BackgroundExecutor(ros_context) as ex:
+        client = ActionClient(ex.add(rclpy.create_node("destroy_test_client", namespace=ns)), PushObject,
+                              topics.PUSH_ACTION)
+        spinner = BackgroundExecutor(ros_context).start()
+        planner = spinner.add(bring_up(MPCPlannerNode(namespace=ns, parameter_overrides=[  # noqa: F841 - kept
+            Parameter(k, value=v) for k, v in PLANNER_PARAMETERS.items()])))  # referenced, as by a frame or a cycle
+        assert client.wait_for_server(timeout_sec=30.0)
+        spinner.shutdown()  # stop spinning, destroy the node (no lifecycle shutdown)
+        wait_for(lambda: not client.server_is_ready(), timeout=30.0, what="the destroyed planner's server to go")
 
 
 def test_stop_is_final_no_command_tick_publishes_after_the_stops_zero(harness):

@@ -274,7 +274,7 @@ class _PushClient:
 
     def __init__(self, node, stack, args):
         from parapush_msgs.action import PushObject  # noqa: PLC0415
-        from rclpy.action import ActionClient  # noqa: PLC0415
+        from .ros.actions import ActionClient  # noqa: PLC0415
         self.PushObject = PushObject
         self.node, self.stack, self.args = node, stack, args
         self.client = ActionClient(node, PushObject, topics.PUSH_ACTION)

@@ -549,7 +549,7 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
         self._gripper_wait_since = time.monotonic()  # the wait starts at activate, not at construction
         try:
             from control_msgs.action import GripperCommand  # noqa: PLC0415 - only on a full ROS install
-            from rclpy.action import ActionClient  # noqa: PLC0415
+            from ..ros.actions import ActionClient  # noqa: PLC0415
         except ImportError:
             self.grasp = "skipped (control_msgs not installed)"
             self.get_logger().warning(

@@ -356,6 +356,15 @@ class ManagedEntities:
             self.on_deactivate(state)
         self._take_down()
 
+    def destroy_node(self):
+        """rclpy's ``destroy_node`` destroys a node's publishers, services and timers but not its waitables: an
+        action server made by configure would outlive a node destroyed without its shutdown transition (``parapush
+        sim``, a test) until garbage collection, still advertised by the process's DDS participant and answering no
+        one. A client in that process then took it for the planner and sent it its goal (a launch test after node
+        tests: the goal was never answered). What configure made goes with the node."""
+        self._take_down()
+        super().destroy_node()
+
     def _take_down(self):
         for destroy, entity in reversed(getattr(self, "_entities", [])):
             destroy(entity)

@@ -635,7 +635,7 @@ class Soak:
     def __init__(self, stack, node, scene, seed: int, minutes: float, status_period: float):
         from geometry_msgs.msg import PoseStamped, TwistStamped  # noqa: PLC0415
         from rcl_interfaces.srv import SetParameters  # noqa: PLC0415
-        from rclpy.action import ActionClient  # noqa: PLC0415
+        from ..ros.actions import ActionClient  # noqa: PLC0415
         from std_srvs.srv import Trigger  # noqa: PLC0415
 
         from parapush_msgs.action import PushObject  # noqa: PLC0415

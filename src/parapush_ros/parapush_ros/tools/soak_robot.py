@@ -263,7 +263,7 @@ class Monitor:
         from geometry_msgs.msg import TwistStamped  # noqa: PLC0415
         from parapush_msgs.action import PushObject  # noqa: PLC0415
         from parapush_msgs.msg import SceneState  # noqa: PLC0415
-        from rclpy.action import ActionClient  # noqa: PLC0415
+        from ..ros.actions import ActionClient  # noqa: PLC0415
         from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor  # noqa: PLC0415
         from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: PLC0415
         from std_msgs.msg import String  # noqa: PLC0415

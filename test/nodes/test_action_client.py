@@ -2,12 +2,12 @@
 (ros2/rclpy#1123: rclpy's own client logs "Ignoring unexpected goal response" and the future never completes; a
 launch test's goal went unanswered that way under ``make test-stress``).
 
-The interleaving is forced, not hoped for: the client's rcl handle is wrapped so that each request pauses after it
-has gone out, before rclpy files its future. With rclpy's class the pause lasts until the background executor has
-handled the goal's answer, which it then drops (``test_rclpy_s_own_client_loses_it``: the race is real and the test
-meets it). With ours the answer waits for the filing, so no pause of any length can lose it."""
+The interleaving is forced, not hoped for, and waits on conditions, not on the wall clock: the client's rcl handle is
+wrapped so that each request pauses after it has gone out, before rclpy files its future, until the background
+executor has taken the answer. With rclpy's class the pause lasts until the executor has handled the goal's answer,
+which it then drops (``test_rclpy_s_own_client_loses_it``: the race is real and the test meets it). With ours the
+taken answer waits for the filing."""
 import threading
-import time
 
 import pytest
 
@@ -22,27 +22,30 @@ from conftest import wait_future  # noqa: E402
 from parapush_ros.ros.actions import ActionClient  # noqa: E402
 
 ACTION = "/action_client_test/push_object"
-SENT_TO_FILED = 0.3  # s: the pause for parapush's class (any length: its answers wait for the filing)
-
-
 class SlowToFile:
-    """The client's rcl handle, with a pause after each request is sent (before rclpy files its future): until
-    ``until`` is set (at most 30 s), or ``SENT_TO_FILED`` without one."""
+    """The client's rcl handle, with a pause after each request is sent (before rclpy files its future) that lasts
+    until the executor has taken the request's answer, or until ``until`` is set (at most 30 s either way)."""
 
     def __init__(self, handle, until=None):
-        self._handle, self._until = handle, until
+        self._handle, self._until, self._taken = handle, until, threading.Event()
 
     def __getattr__(self, name):
         attr = getattr(self._handle, name)
+        if name.startswith("take_") and name.endswith("_response"):
+            def take_and_say(*args):
+                taken = attr(*args)
+                if all(taken):  # (None, None) when there was nothing to take
+                    self._taken.set()
+                return taken
+            return take_and_say
         if not name.startswith("send_"):
             return attr
 
         def sent_then_pause(*args):
+            self._taken.clear()
             sequence_number = attr(*args)
-            if self._until is None:
-                time.sleep(SENT_TO_FILED)  # forces the interleaving (not a pacing of the test's world)
-            else:
-                assert self._until.wait(30.0), "the executor did not handle the goal's answer in 30 s"
+            waited = self._until or self._taken
+            assert waited.wait(30.0), "the executor did not take the request's answer in 30 s"
             return sequence_number
         return sent_then_pause
 

@@ -6,6 +6,10 @@ and waits for the commander's output for that period before the next tick (lock-
 test slower, never different, so the watchdog is checked against its exact bound in simulated time.
 """
 import math
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -24,7 +28,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from rclpy.time import Time  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 
-from conftest import lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
+from conftest import BackgroundExecutor, lifecycle_state, wait_for, wait_future, wait_sim  # noqa: E402
 from parapush_ros.nodes.velocity_commander import VelocityCommanderNode  # noqa: E402
 from parapush_ros.ros.node import autostart, bring_up  # noqa: E402
 from parapush_ros.ros.qos import LATCHED, RELIABLE  # noqa: E402
@@ -732,3 +736,74 @@ def test_transitions_from_another_thread_never_let_a_non_zero_out_after_the_stop
         last_off = max(k for k, m in enumerate(out) if stamp(m) <= t_off)
         assert vel(out[last_off]) == (0.0, 0.0)  # deactivate's zero ...
         assert all(stamp(m) >= t_on for m in out[last_off + 1:])  # ... then nothing until the activation
+
+
+# A reader of the arm's input in a process of its own: prints each twist's x as it takes it, and "flood" once it
+# is matched to the flood topic's publisher (by then to the commander's output too: both are asked for at start).
+STARVED_READER = """
+import sys, rclpy
+from geometry_msgs.msg import TwistStamped
+from std_msgs.msg import String
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+rclpy.init()
+node = rclpy.create_node("starved_reader")
+qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+node.create_subscription(TwistStamped, sys.argv[1], lambda m: print("x", m.twist.linear.x, flush=True), qos)
+node.create_subscription(String, sys.argv[2], lambda m: None, qos)
+try:
+    rclpy.spin(node)
+except BaseException:
+    pass
+"""
+
+
+def test_a_stopping_commander_repeats_its_zero_until_a_reader_that_missed_it_has_it(ros_context):
+    """The robot soak once saw a non-zero twist last after a stop under load. A reader starved of the CPU (here
+    stopped outright) while samples pile up has its queue overrun and loses the stop's zero; DDS repairs a lost sample
+    only while its writer lives and only after the writer's next heartbeat (Fast DDS: every 3 s), and the commander's
+    process ends right after its stop. The commander repeats the zero until every reader has acknowledged it, so the
+    reader that lost the first one, running again, gets a zero before the commander is gone (on the old single zero
+    and a 1 s acknowledgement wait, the reader's last twist stayed non-zero)."""
+    ns = "/cmd_starved_reader"
+    reader = subprocess.Popen([sys.executable, "-c", STARVED_READER, f"{ns}/servo_twist", f"{ns}/flood"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(iter(reader.stdout.readline, "")), daemon=True).start()
+    stopper = None
+    try:
+        with BackgroundExecutor(ros_context) as watch_ex:
+            watch = watch_ex.add(rclpy.create_node("stop_watch", namespace=ns, context=ros_context))
+            flood = watch.create_publisher(String, "flood", RELIABLE)
+            seen = []
+            watch.create_subscription(TwistStamped, "servo_twist", lambda m: seen.append(vel(m)), RELIABLE)
+            commander_ex = BackgroundExecutor(ros_context).start()
+            h = Harness(ros_context, commander_ex, ns, output="servo", output_topic="servo_twist")
+            h.subscribe(TwistStamped, "servo_twist")
+            h.command((0.03, 0.0))
+            wait_for(lambda: flood.get_subscription_count() >= 1 and any(
+                ln.startswith("x ") and float(ln.split()[1]) > 0.0 for ln in lines), timeout=60.0,
+                what="the reader process taking the commander's motion")
+            os.kill(reader.pid, signal.SIGSTOP)  # starved: its queue fills, and what comes next is lost
+            for k in range(3000):
+                flood.publish(String(data=str(k)))
+            h.wait_sim(0.2)  # motion goes on into the full queue
+            h.close()
+            n_seen = len(seen)
+            stopper = threading.Thread(target=commander_ex.shutdown)  # what a node's process does on SIGINT:
+            stopper.start()  # stop_activity (the zero), then destroy the node (its writer is gone)
+            wait_for(lambda: any(v == (0.0, 0.0) for v in seen[n_seen:]), timeout=30.0, what="the stop's first zero")
+            os.kill(reader.pid, signal.SIGCONT)  # the reader runs again, having lost the first zero
+            stopper.join(30.0)
+            assert not stopper.is_alive()
+        wait_for(lambda: [ln for ln in lines if ln.startswith("x ")][-1].split()[1] == "0.0", timeout=20.0,
+                 what="a zero as the reader's last twist")
+    finally:
+        if stopper is None or stopper.is_alive():
+            os.kill(reader.pid, signal.SIGCONT)
+        reader.send_signal(signal.SIGINT)
+        try:
+            reader.wait(10.0)
+        except subprocess.TimeoutExpired:
+            reader.kill()
+            reader.wait()
+        reader.stdout.close()

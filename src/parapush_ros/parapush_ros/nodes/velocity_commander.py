@@ -78,6 +78,7 @@ from ..ros.node import ManagedEntities, config_setter, declare_config, node_main
 from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = topics.COMMANDER_OUTPUTS
+STOP_ACK_TIMEOUT = 2.0  # s a stopping commander repeats its zero for, until every reader has acknowledged it
 
 
 def output_of(p: dict) -> tuple:
@@ -295,14 +296,40 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
 
     def stop_activity(self, timeout: float = 5.0) -> bool:
         """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
-        controller would hold the last command forever); an inactive commander sends nothing."""
+        controller would hold the last command forever); an inactive commander sends nothing.
+
+        The process ends right after, and DDS repairs a sample a reader missed (a queue overrun on a starved
+        host) only while the writer lives and only after the writer's next heartbeat, which Fast DDS sends every
+        3 s unless one rides on a new sample (measured: one zero and ``wait_for_all_acked``, acknowledged after up
+        to 2.9 s on a quiet host; a zero every period, within 0.4 s). So the zero is repeated every period until
+        every matched reader has acknowledged it, for at most ``STOP_ACK_TIMEOUT``."""
         with self._output_lock:
             if self.safety is None:
                 return True
             self.safety.estop("shutdown")
+            active = self._active
             self._send(np.zeros(2))
-        # the process may end right after this: let the arm's driver acknowledge the zero first (reliable QoS)
-        return self.out_pub.wait_for_all_acked(Duration(seconds=min(timeout, 1.0)))
+        if not active:  # its output is silent: nothing went out
+            return True
+        limit = min(timeout, STOP_ACK_TIMEOUT)
+        period = 1.0 / self.p["rate"]
+        start, sent = time.monotonic(), 1
+        while not (acked := self.out_pub.wait_for_all_acked(Duration(seconds=period))):
+            if time.monotonic() - start >= limit:
+                break
+            with self._output_lock:
+                self._send(np.zeros(2))
+            sent += 1
+        took, readers = time.monotonic() - start, self.out_pub.get_subscription_count()
+        if acked:
+            self.get_logger().info(f"stopped: zero sent on {self.output_topic} ({sent}x), acknowledged by every "
+                                   f"one of its {readers} reader(s) after {took:.2f} s")
+        else:  # the arm's driver may be among the readers that have it: only it can say
+            self.get_logger().warning(
+                f"stopped: zero sent on {self.output_topic} ({sent}x), but not every one of its {readers} matched "
+                f"reader(s) acknowledged it within {limit:g} s (a reader whose process ended without leaving DDS, "
+                f"such as a ros2 launch ended by SIGTERM, never does): make sure the arm is still")
+        return acked
 
     def _on_estop(self, req, res):
         with self._output_lock:  # no tick computed before the latch can publish after it

@@ -467,8 +467,11 @@ def test_a_commander_killed_mid_push_still_leaves_a_zero_as_the_arms_last_comman
     assert _speed(last) == 0.0, f"last twist on the arm's input is not zero: {last.twist}"
     assert any(_speed(m) > 1e-3 for m in arm.msgs)  # it did move before
     out = lt.output()
-    assert "velocity_commander exited with status -9: the launch sent the arm a zero command on " \
-           "/servo_node/delta_twist_cmds" in out, out[-3000:]
+    # repeated until every reader acknowledged it (a reader that lost it on a starved host gets a later one), which
+    # it says (within 2 s of wall clock, or not: either is said, so a loaded host is not a failure here)
+    assert re.search(r"velocity_commander exited with status -9: the launch sent the arm a zero command on "
+                     r"/servo_node/delta_twist_cmds \(\d+x, (acknowledged by every reader after [\d.]+ s|NOT "
+                     r"acknowledged by every reader within [\d.]+ s: make sure the arm is still)\)", out), out[-3000:]
 
 
 def _send_goal_cli(lt: Launch, goal: str, out: Path) -> str:

@@ -769,37 +769,41 @@ def test_a_stopping_commander_repeats_its_zero_until_a_reader_that_missed_it_has
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     threading.Thread(target=lambda: lines.extend(iter(reader.stdout.readline, "")), daemon=True).start()
-    stopper = None
+    watch_ex, commander_ex = BackgroundExecutor(ros_context).start(), BackgroundExecutor(ros_context).start()
+    h = stopper = None
     try:
-        with BackgroundExecutor(ros_context) as watch_ex:
-            watch = watch_ex.add(rclpy.create_node("stop_watch", namespace=ns, context=ros_context))
-            flood = watch.create_publisher(String, "flood", RELIABLE)
-            seen = []
-            watch.create_subscription(TwistStamped, "servo_twist", lambda m: seen.append(vel(m)), RELIABLE)
-            commander_ex = BackgroundExecutor(ros_context).start()
-            h = Harness(ros_context, commander_ex, ns, output="servo", output_topic="servo_twist")
-            h.subscribe(TwistStamped, "servo_twist")
-            h.command((0.03, 0.0))
-            wait_for(lambda: flood.get_subscription_count() >= 1 and any(
-                ln.startswith("x ") and float(ln.split()[1]) > 0.0 for ln in lines), timeout=60.0,
-                what="the reader process taking the commander's motion")
-            os.kill(reader.pid, signal.SIGSTOP)  # starved: its queue fills, and what comes next is lost
-            for k in range(3000):
-                flood.publish(String(data=str(k)))
-            h.wait_sim(0.2)  # motion goes on into the full queue
-            h.close()
-            n_seen = len(seen)
-            stopper = threading.Thread(target=commander_ex.shutdown)  # what a node's process does on SIGINT:
-            stopper.start()  # stop_activity (the zero), then destroy the node (its writer is gone)
-            wait_for(lambda: any(v == (0.0, 0.0) for v in seen[n_seen:]), timeout=30.0, what="the stop's first zero")
-            os.kill(reader.pid, signal.SIGCONT)  # the reader runs again, having lost the first zero
-            stopper.join(30.0)
-            assert not stopper.is_alive()
+        watch = watch_ex.add(rclpy.create_node("stop_watch", namespace=ns, context=ros_context))
+        flood = watch.create_publisher(String, "flood", RELIABLE)
+        seen = []
+        watch.create_subscription(TwistStamped, "servo_twist", lambda m: seen.append(vel(m)), RELIABLE)
+        h = Harness(ros_context, commander_ex, ns, output="servo", output_topic="servo_twist")
+        h.subscribe(TwistStamped, "servo_twist")
+        h.command((0.03, 0.0))
+        wait_for(lambda: flood.get_subscription_count() >= 1 and any(
+            ln.startswith("x ") and float(ln.split()[1]) > 0.0 for ln in lines), timeout=60.0,
+            what="the reader process taking the commander's motion")
+        os.kill(reader.pid, signal.SIGSTOP)  # starved: its queue fills, and what comes next is lost
+        for k in range(3000):
+            flood.publish(String(data=str(k)))
+        h.wait_sim(0.2)  # motion goes on into the full queue
+        h.close()  # the simulated clock stands still: the commander's last tick sent motion
+        n_seen = len(seen)
+        # what a node's process does on SIGINT: stop_activity (the zero), then destroy the node (its writer goes)
+        stopper = threading.Thread(target=commander_ex.shutdown)
+        stopper.start()
+        wait_for(lambda: any(v == (0.0, 0.0) for v in seen[n_seen:]), timeout=30.0, what="the stop's first zero")
+        os.kill(reader.pid, signal.SIGCONT)  # the reader runs again, having lost that zero
+        stopper.join(30.0)
+        assert not stopper.is_alive()
         wait_for(lambda: [ln for ln in lines if ln.startswith("x ")][-1].split()[1] == "0.0", timeout=20.0,
                  what="a zero as the reader's last twist")
     finally:
-        if stopper is None or stopper.is_alive():
-            os.kill(reader.pid, signal.SIGCONT)
+        os.kill(reader.pid, signal.SIGCONT)
+        if h is not None:
+            h.close()
+        if stopper is None:
+            commander_ex.shutdown(check=False)
+        watch_ex.shutdown(check=False)
         reader.send_signal(signal.SIGINT)
         try:
             reader.wait(10.0)

@@ -673,13 +673,17 @@ def _zero_when_the_commander_dies(context, commander, params: dict, watch_hang: 
     def on_exit(event, _context):
         if event.returncode == 0:  # it stopped as asked, after sending its own zero
             return None
-        try:
-            publisher.publish(zero_output(p, node.get_clock().now().to_msg()))
+        try:  # repeated until acknowledged: the launch itself may end right after (blocks its loop for at most 2 s)
+            acked, sent, took = qos.repeat_until_acknowledged(
+                publisher, lambda: publisher.publish(zero_output(p, node.get_clock().now().to_msg())),
+                1.0 / p["rate"])
         except Exception as e:  # noqa: BLE001 - the launch's ROS node may already be shutting down
             return [LogInfo(msg=f"ERROR: velocity_commander exited with status {event.returncode} and the launch "
                                 f"could not send the arm a zero on {topic}: {e!r}")]
+        heard = (f"acknowledged by every reader after {took:.2f} s" if acked else
+                 f"NOT acknowledged by every reader within {took:.1f} s: make sure the arm is still")
         return [LogInfo(msg=f"velocity_commander exited with status {event.returncode}: the launch sent the arm a "
-                            f"zero command on {topic}")]
+                            f"zero command on {topic} ({sent}x, {heard})")]
     return [RegisterEventHandler(OnProcessExit(target_action=commander, on_exit=on_exit))]
 
 

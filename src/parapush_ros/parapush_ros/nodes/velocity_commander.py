@@ -52,7 +52,6 @@ from geometry_msgs.msg import TwistStamped
 from parapush_msgs.msg import SceneState
 from rcl_interfaces.srv import GetParameters
 from rclpy.clock import Clock, ClockType
-from rclpy.duration import Duration
 from rclpy.lifecycle import LifecycleNode
 from rclpy.parameter import parameter_value_to_python
 from std_msgs.msg import Float64MultiArray, String
@@ -78,7 +77,6 @@ from ..ros.node import ManagedEntities, config_setter, declare_config, node_main
 from ..ros.params import COMMANDER_IO, declare_all
 
 OUTPUTS = topics.COMMANDER_OUTPUTS
-STOP_ACK_TIMEOUT = 2.0  # s a stopping commander repeats its zero for, until every reader has acknowledged it
 
 
 def output_of(p: dict) -> tuple:
@@ -296,31 +294,22 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
 
     def stop_activity(self, timeout: float = 5.0) -> bool:
         """At shutdown: latch the e-stop and send zero at once, so the robot is left still (a forward velocity
-        controller would hold the last command forever); an inactive commander sends nothing.
-
-        The process ends right after, and DDS repairs a sample a reader missed (a queue overrun on a starved
-        host) only while the writer lives and only after the writer's next heartbeat, which Fast DDS sends every
-        3 s unless one rides on a new sample (measured: one zero and ``wait_for_all_acked``, acknowledged after up
-        to 2.9 s on a quiet host; a zero every period, within 0.4 s). So the zero is repeated every period until
-        every matched reader has acknowledged it, for at most ``STOP_ACK_TIMEOUT``."""
+        controller would hold the last command forever); an inactive commander sends nothing. The process ends right
+        after: the zero is repeated every period until every reader has acknowledged it (a reader that lost it on a
+        starved host gets it: ``qos.repeat_until_acknowledged``), for at most ``qos.LAST_MESSAGE_ACK_TIMEOUT``."""
         with self._output_lock:
             if self.safety is None:
                 return True
             self.safety.estop("shutdown")
-            active = self._active
-            self._send(np.zeros(2))
-        if not active:  # its output is silent: nothing went out
-            return True
-        limit = min(timeout, STOP_ACK_TIMEOUT)
-        period = 1.0 / self.p["rate"]
-        start, sent = time.monotonic(), 1
-        while not (acked := self.out_pub.wait_for_all_acked(Duration(seconds=period))):
-            if time.monotonic() - start >= limit:
-                break
+            if not self._active:  # its output is silent: nothing goes out
+                return True
+
+        def send_zero():
             with self._output_lock:
                 self._send(np.zeros(2))
-            sent += 1
-        took, readers = time.monotonic() - start, self.out_pub.get_subscription_count()
+        limit = min(timeout, qos.LAST_MESSAGE_ACK_TIMEOUT)
+        acked, sent, took = qos.repeat_until_acknowledged(self.out_pub, send_zero, 1.0 / self.p["rate"], limit)
+        readers = self.out_pub.get_subscription_count()
         if acked:
             self.get_logger().info(f"stopped: zero sent on {self.output_topic} ({sent}x), acknowledged by every "
                                    f"one of its {readers} reader(s) after {took:.2f} s")

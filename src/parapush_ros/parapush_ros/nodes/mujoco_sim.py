@@ -398,7 +398,7 @@ class MujocoSimNode(Node):
             stamp, v = self._last_taken
             when = "" if stamp is None else f" stamped {stamp:.3f} s"
             self.get_logger().info(f"last command taken: {np.array2string(np.asarray(v), precision=4)}{when} "
-                                   f"({'zero' if not np.any(v) else 'NOT zero'})")
+                                   f"({'zero' if not np.any(v) else 'not zero: its sender had not stopped yet'})")
         super().destroy_node()
 
 

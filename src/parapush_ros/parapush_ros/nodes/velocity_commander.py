@@ -308,16 +308,19 @@ class VelocityCommanderNode(ManagedEntities, LifecycleNode):
             with self._output_lock:
                 self._send(np.zeros(2))
         limit = min(timeout, qos.LAST_MESSAGE_ACK_TIMEOUT)
+        readers = self.out_pub.get_subscription_count()  # as the stop begins (the arm's driver may stop too)
         acked, sent, took = qos.repeat_until_acknowledged(self.out_pub, send_zero, 1.0 / self.p["rate"], limit)
-        readers = self.out_pub.get_subscription_count()
-        if acked:
+        if not readers:
+            self.get_logger().info(f"stopped: zero sent on {self.output_topic}, to no reader (none was matched as "
+                                   f"the stop began: the arm's driver had gone first)")
+        elif acked:
             self.get_logger().info(f"stopped: zero sent on {self.output_topic} ({sent}x), acknowledged by every "
-                                   f"one of its {readers} reader(s) after {took:.2f} s")
+                                   f"reader ({readers} as the stop began) after {took:.2f} s")
         else:  # the arm's driver may be among the readers that have it: only it can say
             self.get_logger().warning(
-                f"stopped: zero sent on {self.output_topic} ({sent}x), but not every one of its {readers} matched "
-                f"reader(s) acknowledged it within {limit:g} s (a reader whose process ended without leaving DDS, "
-                f"such as a ros2 launch ended by SIGTERM, never does): make sure the arm is still")
+                f"stopped: zero sent on {self.output_topic} ({sent}x), but not every reader ({readers} as the stop "
+                f"began) acknowledged it within {limit:g} s (a reader whose process ended without leaving DDS, such "
+                f"as a ros2 launch ended by SIGTERM, never does): make sure the arm is still")
         return acked
 
     def _on_estop(self, req, res):

@@ -115,7 +115,6 @@ class MujocoSimNode(Node):
         self._load(load_scene(p["scene"]))
         self._cmd = None  # (stamp s, v_table)
         self._cmd_note = "no command yet"
-        self._last_taken = None  # (stamp s, command as sent): what the arm was left with, said at the end
         self.clock_pub = self.create_publisher(ClockMsg, topics.CLOCK, qos.RELIABLE) if p["publish_clock"] else None
         self.diag_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, qos.RELIABLE)
         self.command_topic = p["command_topic"] or COMMANDS[p["command_interface"]]
@@ -260,7 +259,6 @@ class MujocoSimNode(Node):
         # held (no stamp to age) where the arm's controller has no timeout (twist_hold: the UR twist controller)
         self._cmd = (None if self.p["twist_hold"] else stamp,
                      rotate_planar(v * self.twist_gain, -self.p["table_yaw_in_command_frame"]))
-        self._last_taken = (stamp, v)
 
     def _on_joint_velocity(self, msg: Float64MultiArray):
         q = np.asarray(msg.data, dtype=float)
@@ -269,7 +267,6 @@ class MujocoSimNode(Node):
                                       f"{list(msg.data)}", throttle_duration_sec=1.0)
             return
         self._cmd = (None, np.linalg.solve(self.joint_matrix, q))  # held forever, like ros2_control
-        self._last_taken = (None, q)
 
     def _command_now(self) -> np.ndarray:
         if self._cmd is None:
@@ -392,12 +389,12 @@ class MujocoSimNode(Node):
             if self.sim is not None:
                 self.sim.close()
         # what a real arm would be left doing: a stack that stops must have left it a zero
-        if self._last_taken is None:
+        if self._cmd is None:
             self.get_logger().info("last command taken: none")
         else:
-            stamp, v = self._last_taken
+            stamp, v = self._cmd
             when = "" if stamp is None else f" stamped {stamp:.3f} s"
-            self.get_logger().info(f"last command taken: {np.array2string(np.asarray(v), precision=4)}{when} "
+            self.get_logger().info(f"last command taken: {np.array2string(v, precision=4)} m/s in the table{when} "
                                    f"({'zero' if not np.any(v) else 'not zero: its sender had not stopped yet'})")
         super().destroy_node()
 

@@ -20,7 +20,7 @@ from parapush_ros.core.scene.projection import deepest_penetration
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
 from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, pusher_clearance,
-                                         reaction_time, recovery_time)
+                                         reach_time, reaction_time, recovery_time)
 from parapush_ros.core.sim.world import SimWorld
 from parapush_ros.ros.params import PLANNER
 
@@ -339,6 +339,27 @@ def test_recovery_time_counts_until_the_progress_lost_is_made_good():
     r = recovery_time(scene, goal, times, path, 0.95, before, 0.02)
     assert r is not None and 1.0 < r < 2.0
     assert recovery_time(scene, goal, times[:12], path[:12], 0.95, before, 0.02) is None
+
+
+def test_reach_time_is_the_straight_drive_back_behind_the_shoved_object_at_the_speed_limit():
+    """``reach_time``: from the pusher to the point behind the object facing the goal (the disc's radius plus the
+    pusher's behind its centre), plus 5 mm of pushing, at ``max_speed``."""
+    scene = load_scene("cylinder_slider")
+    goal = PushTask(scene).goal
+    L = scene.layout
+    x = scene.initial_state()
+    centre = L.object_poses(x)[0, :2].copy()
+    to_goal = (np.asarray(goal.position) - centre) / np.linalg.norm(np.asarray(goal.position) - centre)
+    contact = scene.objects[0].footprint.radius + scene.pusher.radius
+    L.pusher_pos(x)[:] = centre - contact * to_goal  # touching it from behind: only the 5 mm of pushing are left
+    assert reach_time(scene, goal, x, 0.1, 0.02) == pytest.approx(0.05, abs=1e-9)
+    shoved = x.copy()
+    L.object_poses(shoved)[0, :2] = centre + 0.08 * np.array([-to_goal[1], to_goal[0]])  # 8 cm sideways
+    new_centre = L.object_poses(shoved)[0, :2]
+    d = (np.asarray(goal.position) - new_centre) / np.linalg.norm(np.asarray(goal.position) - new_centre)
+    way = np.linalg.norm(new_centre - contact * d - L.pusher_pos(shoved))
+    assert reach_time(scene, goal, shoved, 0.1, 0.02) == pytest.approx((way + 0.005) / 0.1, abs=1e-9)
+    assert reach_time(scene, goal, shoved, 0.2, 0.02) == pytest.approx((way + 0.005) / 0.2, abs=1e-9)
 
 
 def test_reaction_time_is_when_the_first_plan_that_saw_the_shove_acts():

@@ -174,7 +174,8 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
     for key, s in res["summary"].items():
         for name in ("replan_rate_hz", "cycle_time_p95_s", "fine_fraction", "time_to_goal_s",
                      "disturbance_success_rate", "recovery_time_s", "reaction_time_s", "cycles_abandoned",
-                     "recovered_before_reaction", "shove_clearance_median_m"):
+                     "recovered_before_reaction", "shove_clearance_median_m", "recovery_reach_time_s",
+                     "recovery_over_reach_median"):
             assert name in s, (key, name)
         assert s["replan_rate_hz"] > 0.0 and s["cycle_time_p95_s"] > 0.0  # their values depend on the host's speed
         assert 0 <= s["recovered_before_reaction"] <= s["recovered"]
@@ -189,6 +190,8 @@ def test_bench_mpc_replan_rate_and_shove_small(tmp_path):
         if s["applied"]:
             assert np.linalg.norm(s["delta_m"]) == pytest.approx(s["distance_m"])
             assert -1e-3 < s["clearance_m"] < s["distance_m"] + 0.1  # the pusher's gap to the shoved object
+            # straight back behind it at 0.1 m/s takes at least the gap's time and no more than 2 s more
+            assert (max(s["clearance_m"], 0.0) + 0.005) / 0.1 - 1e-9 <= s["reach_time_s"] < s["clearance_m"] / 0.1 + 2.0
     # a plan acts on the shove no sooner than one control (1 Hz: 0.5 s here) or one re-plan period (fast) after it
     for r in res["runs"]:
         if r["shove"]["applied"] and r["reaction_time_s"] is not None:

@@ -16,6 +16,11 @@ toward the goal counts only once the pusher pushes it on). None if that never ha
 ``reaction_time``: from the shove until the first plan made from a state measured at or after it starts to act: how long
 the pusher runs on plans that have not seen the shove (the 1 Hz planner: one to two controls; the fast one: one to
 two re-plan periods). Recovery can be shorter than it where the running plan happens to push the shoved object on.
+
+``reach_time``: how long driving straight at the speed limit from the pusher's place right after the shove to the
+point behind the shoved object that faces its path to the goal, and pushing ``RECOVERY_PROGRESS`` on, takes: what is
+left of a recovery once a planner has reacted, for a pusher that has to get behind the object again (not a strict
+bound: pushing it on from the side can be quicker, and anything in the way or the acceleration limit slower).
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from ..planning.tasks import Goal
 from ..scene.geometry import disc_penetration
 from ..scene.projection import deepest_penetration
 from ..scene.queries import path_to_goal
+from ..scene.shapes import pusher_behind
 from ..scene.spec import Scene
 
 SHOVE_DISTANCE = (0.02, 0.04)  # m
@@ -110,6 +116,18 @@ def reaction_time(plans, shove_time: float) -> float | None:
     # is measured there: one at the shove's own instant has seen it
     acting = [a for measured, a in plans if measured is not None and measured > shove_time - 1e-6]
     return float(min(acting) - shove_time) if acting else None
+
+
+def reach_time(scene: Scene, goal: Goal, state, max_speed: float, margin: float) -> float:
+    """Seconds to drive straight at ``max_speed`` from the pusher in ``state`` (right after a shove) to the point
+    behind the goal's object that faces the first leg of its path to the goal, and push it ``RECOVERY_PROGRESS`` on."""
+    L = scene.layout
+    x = np.asarray(state, dtype=float)
+    body = scene.objects[goal.object_index].footprint
+    pose = L.object_poses(x)[goal.object_index]
+    _, direction = path_to_goal(scene, pose[:2], goal.position, body.bounding_radius + margin)
+    behind = pusher_behind(body, pose, direction, scene.pusher.radius, 0.0)
+    return float((np.linalg.norm(behind - L.pusher_pos(x)) + RECOVERY_PROGRESS) / max_speed)
 
 
 def goal_path_length(scene: Scene, goal: Goal, states, margin: float) -> np.ndarray:

@@ -50,7 +50,7 @@ from ...core.config import ConfigError, from_values, knobs
 from ...core.planning.optimisers import OPTIMISERS, SamplingConfig
 from ...core.planning.planner import MPCPlanner, PlannerConfig
 from ...core.sim.closed_loop import WorldIO, run_closed_loop
-from ...core.sim.shove import (SHOVE_DISTANCE, apply_shove, draw_shove, pusher_clearance, reaction_time,
+from ...core.sim.shove import (SHOVE_DISTANCE, apply_shove, draw_shove, pusher_clearance, reach_time, reaction_time,
                                recovery_time)
 from ...core.sim.world import SimWorld, WorldConfig
 from ...core.planning.fast_mpc import FastConfig, FastMPCPush, FastPlanner
@@ -281,7 +281,7 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
     t0 = time.perf_counter()
     shove, shoved = draw_shove(args.seed, index, args.shove_distance) if args.shove else None, {}
     events = () if shove is None else [(shove.time, lambda w=world, sh=shove, out=shoved, g=task.goal:
-                                         _shove(w, g, sh, out))]
+                                         _shove(w, g, sh, out, config.sampling.max_speed, weights.path_margin))]
     # the cpu clock spreads this process's CPU time over the unit's threads (the cores it declared)
     clock = {"wall": PLAN_CLOCKS["wall"], "cpu": lambda: time.process_time() / threads,
              "critical": PLAN_CLOCKS["critical"]}[args.plan_clock]
@@ -297,7 +297,8 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
         cycles["shove"] = {"time_s": shoved.get("time", shove.time), "drawn_time_s": shove.time,
                            "distance_m": shove.distance, "applied": applied,
                            "delta_m": np.asarray(shoved.get("delta", [])).tolist(), "why_not": why_not,
-                           "clearance_m": shoved.get("clearance")}  # pusher to object right after it
+                           "clearance_m": shoved.get("clearance"),  # pusher to object right after it
+                           "reach_time_s": shoved.get("reach")}  # straight back behind it at the speed limit
         if shoved.get("why"):
             print(f"\n  bench mpc: scene {index} {world_kind}/{model}: {shoved['why']}: not shoved", flush=True)
         cycles["recovery_time_s"] = None if not applied else recovery_time(
@@ -364,13 +365,15 @@ def parse_shove_distance(text) -> tuple:
     return (lo, hi)
 
 
-def _shove(world: SimWorld, goal, shove, out: dict) -> None:
+def _shove(world: SimWorld, goal, shove, out: dict, max_speed: float, margin: float) -> None:
     """The ``--shove`` event: shove the target now, recording when, the state before and the displacement (or why
-    no direction was free: the run goes on unshoved, and the summary counts ``shoves_applied``)."""
+    no direction was free: the run goes on unshoved, and the summary counts ``shoves_applied``), and how far it put
+    the object from the pusher: the clearance and the ``reach_time`` back behind it at ``max_speed``."""
     out.update(time=world.time, before=world.planar_state())
     try:
         out["delta"] = apply_shove(world, goal, shove)
         out["clearance"] = pusher_clearance(world.scene, goal, world.planar_state())
+        out["reach"] = reach_time(world.scene, goal, world.planar_state(), max_speed, margin)
     except ValueError as e:
         out["why"] = str(e)
 
@@ -455,6 +458,12 @@ def cycle_summary(records: list, shove: bool) -> dict:
         out["disturbance_success_rate"] = (sum(r["outcome"] == Outcome.REACHED.value for r in shoved) / len(shoved)
                                            if shoved else None)
         out["recovery_time_s"] = float(np.mean(rec)) if rec else None
+        # the part of it the speed limit sets where the pusher has to get back behind the object (core.sim.shove)
+        reach = [(r["recovery_time_s"], r["shove"]["reach_time_s"]) for r in shoved
+                 if r.get("recovery_time_s") is not None and r["outcome"] == Outcome.REACHED.value
+                 and r["shove"].get("reach_time_s") is not None]
+        out["recovery_reach_time_s"] = float(np.mean([b for _, b in reach])) if reach else None
+        out["recovery_over_reach_median"] = float(np.median([a / b for a, b in reach])) if reach else None
         out["recovery_time_median_s"] = float(np.median(rec)) if rec else None
         out["recovered"] = len(rec)
         react = [r["reaction_time_s"] for r in records if r.get("reaction_time_s") is not None]
@@ -788,7 +797,8 @@ def print_summary(res: dict, title: str) -> None:
     cycles = [(*key.split("/"), s["replan_rate_hz"], s["cycle_time_p95_s"], f"{s['cycles_late']}/{s['cycles']}",
                s["cycles_abandoned"], s["fine_fraction"], s["time_to_goal_s"] or "-", *(
                    ("-" if s["disturbance_success_rate"] is None else f"{100 * s['disturbance_success_rate']:.0f}%",
-                    s["recovery_time_s"] or "-", f"{s['recovered']}/{s['shoves_applied']}",
+                    s["recovery_time_s"] or "-", s.get("recovery_reach_time_s") or "-",
+                    f"{s['recovered']}/{s['shoves_applied']}",
                     s.get("reaction_time_s") or "-",
                     s.get("recovered_before_reaction", "-"),
                     "-" if s.get("shove_clearance_median_m") is None else s["shove_clearance_median_m"] * 1e3)
@@ -797,7 +807,7 @@ def print_summary(res: dict, title: str) -> None:
     if cycles:
         print_table(["world", "model", "re-plan Hz", "cycle p95 s", "late", "abandoned", "fine fraction",
                      "time to goal s",
-                     *(["shove success", "recovery s", "recovered/shoved", "reaction s", "recovered first",
+                     *(["shove success", "recovery s", "reach s", "recovered/shoved", "reaction s", "recovered first",
                         "clearance mm"] if len(cycles[0]) > 8 else [])],
                     cycles,
                     title=f"{title}: planning cycles")
@@ -925,7 +935,8 @@ def add_parser(sub, parent):
     p.add_argument("--shove", action="store_true",
                    help="shove the pushed object sideways (2-4 cm, --shove-distance) at a random instant 1.5-3.5 s "
                         "into the push (seeded per scene, the same for every planner); adds disturbance_success_rate, "
-                        "recovery_time_s, reaction_time_s, recovered_before_reaction and shove_clearance_median_m")
+                        "recovery_time_s, reaction_time_s, recovered_before_reaction, shove_clearance_median_m, "
+                        "recovery_reach_time_s and recovery_over_reach_median")
     p.add_argument("--shove-distance", default=None, metavar="LO,HI",
                    help="--shove: how far (m), drawn uniformly per scene; default 0.02,0.04 (issue 29's: the "
                         "object stays in the pusher's way; further off, the running plan no longer pushes it)")

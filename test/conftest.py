@@ -87,9 +87,20 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its exit status is not the run's, so its controller judges
+        workeroutput["unretrieved_futures"] = list(_UNRETRIEVED)
+        return
     if _UNRETRIEVED and session.exitstatus == 0:
         print(f"\n{len(_UNRETRIEVED)} rclpy future exception(s) never retrieved: {_UNRETRIEVED[:5]}")
         session.exitstatus = 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller (``make test`` runs the suite on workers): each worker's never-retrieved rclpy
+    future exceptions, for the check above."""
+    _UNRETRIEVED.extend(getattr(node, "workeroutput", {}).get("unretrieved_futures", []))
 
 
 def pytest_report_header(config):

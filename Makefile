@@ -19,8 +19,9 @@ TEST_WALL_TIMEOUT ?= 3600
 # pytest-xdist workers (0: one process). About half the suite's time is real-time waiting (soaks, real launches,
 # nodes in their own processes), half CPU: two workers overlap them on a 2-core machine (889 tests in 9.0 min against
 # 15.5 min in one process). A test file stays on one worker (--dist loadfile: its module fixtures run once); every
-# worker is its own process with its own ROS domain (test/conftest.py).
-TEST_WORKERS ?= 2
+# worker is its own process with its own ROS domain (test/conftest.py); tests marked `alone` run after, by
+# themselves (scripts/run-tests.sh says why).
+export TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 # The real ROS 2 launch system for machines without a ROS 2 install (see ../shared/ros2-launch/README.md)
 LAUNCH_SOURCES ?= ../shared/ros2-launch
@@ -38,7 +39,7 @@ test: setup
 		"$(LAUNCH_SOURCES)/build.sh" "$(LAUNCH_OVERLAY)"; fi
 	@if [ -x "$(LAUNCH_OVERLAY)/run" ]; then run="$(LAUNCH_OVERLAY)/run"; export PARAPUSH_REQUIRE_LAUNCH=1; \
 	else run=./env.sh; fi; \
-	PARAPUSH_REQUIRE_ROS=1 timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) $$run python -m pytest test -q --timeout=$(TEST_TIMEOUT) -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PARAPUSH_REQUIRE_ROS=1 timeout --signal=INT --kill-after=30 $(TEST_WALL_TIMEOUT) $$run scripts/run-tests.sh --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
 
 test-stress:
 	./scripts/test-stress.sh

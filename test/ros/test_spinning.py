@@ -99,3 +99,46 @@ def test_stop_activity_runs_before_the_nodes_are_destroyed(ros_context):
     busy = nodes.add(Busy())
     nodes.start()
     assert nodes.shutdown() == [] and not busy.thread.is_alive()
+
+
+
+def test_an_action_goal_accepted_as_the_spinning_stops_is_closed_not_left_never_awaited(ros_context):
+    """rclpy queues an accepted goal's execution as a task (``ActionServer.notify_execute``); one accepted after the
+    last spin is never started. The teardown closes it: its execute callback never runs, and the garbage collector
+    finds no coroutine "never awaited" (seen under make test-stress: a RuntimeWarning, an error of the next test)."""
+    import gc
+    import sys
+
+    from rclpy.action import ActionClient, ActionServer
+    from parapush_msgs.action import PushObject
+    from parapush_ros.ros.spinning import SpinningNodes
+
+    accepted, executed = [], []
+
+    def execute(goal_handle):
+        executed.append(goal_handle)
+        goal_handle.abort()
+        return PushObject.Result()
+
+    nodes = SpinningNodes(ros_context, num_threads=2, name="spin-goal")
+    server_node = nodes.add(rclpy.create_node("spin_goal_server", context=ros_context))
+    ActionServer(server_node, PushObject, "spin_goal", execute_callback=execute,
+                 handle_accepted_callback=accepted.append)  # executed only when the test says so
+    client_node = nodes.add(rclpy.create_node("spin_goal_client", context=ros_context))
+    client = ActionClient(client_node, PushObject, "spin_goal")
+    nodes.start()
+    assert client.wait_for_server(timeout_sec=10.0)
+    client.send_goal_async(PushObject.Goal(target_object="slider"))
+    wait_for(lambda: accepted, timeout=10.0, what="the goal accepted")
+    nodes.spin.stop()  # the last spin is over
+    accepted[0].execute()  # what the default handle_accepted_callback does: queue _execute_goal as a task
+    unraisable, previous = [], sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        assert nodes.shutdown() == []
+        accepted.clear()
+        del nodes, client, server_node, client_node  # the queued task goes with the executor
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert executed == [] and [str(u.exc_value) for u in unraisable] == []

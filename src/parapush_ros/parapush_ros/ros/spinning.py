@@ -12,10 +12,13 @@ still runs makes that callback fail ("cannot use Destroyable because destruction
 that fails after the last ``spin_once`` is reported by nobody but rclpy's ``Future.__del__`` ("The following
 exception was never retrieved"). So: stop spinning, let every node end its own long-running work
 (``stop_activity()``, e.g. a push in progress), wait for the callbacks in flight and collect their exceptions,
-and only then destroy the nodes.
+and only then destroy the nodes. A task queued but never started (rclpy queues an accepted action goal's execution
+as one) is closed at the stop: it never runs, and its coroutine is not left for the garbage collector to report as
+"never awaited".
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import time
@@ -190,7 +193,21 @@ class SpinningNodes:
         for node in self.nodes:
             self.executor.remove_node(node)
         self.executor.shutdown(timeout_sec=timeout)
+        self._close_unstarted_tasks()
         return self.errors
+
+    def _close_unstarted_tasks(self) -> None:
+        """Close the coroutines of tasks queued on the executor that no spin will start any more (an action goal
+        accepted as the spinning stopped: ``ActionServer.notify_execute`` queues ``_execute_goal`` with
+        ``create_task``). A coroutine never started is closed without running any of it."""
+        with self.executor._tasks_lock:  # rclpy keeps its queued tasks here (Executor.create_task)
+            tasks = [entry[0] for entry in self.executor._tasks]
+        for task in tasks:
+            coroutine = getattr(task, "_handler", None)
+            if (not task.done() and inspect.iscoroutine(coroutine)
+                    and inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED):
+                coroutine.close()
+                task.cancel()
 
     def destroy(self) -> list:
         """The middleware's cleanup, after ``stop``: destroy the nodes (last added first); returns ``errors``."""

@@ -101,7 +101,6 @@ def test_stop_activity_runs_before_the_nodes_are_destroyed(ros_context):
     assert nodes.shutdown() == [] and not busy.thread.is_alive()
 
 
-
 def test_an_action_goal_accepted_as_the_spinning_stops_is_closed_not_left_never_awaited(ros_context):
     """rclpy queues an accepted goal's execution as a task (``ActionServer.notify_execute``); one accepted after the
     last spin is never started. The teardown closes it: its execute callback never runs, and the garbage collector

@@ -236,15 +236,25 @@ def test_nothing_is_published_before_every_body_was_seen(ingest):
     stream(pubs, 30.0, 20, slider=False)
     clock = [30.2]
 
-    def all_accepted():
-        """The ingest's diagnostics (every 0.2 s of sim time) count the pusher's 20 samples; until they do, the clock
-        moves on a period at a time, so a busy host only takes longer (no states flow to lock-step on here)."""
+    def counts():
         b = body_status(diags, "pusher")
-        if b is not None and dict((kv.key, kv.value) for kv in b.values)["accepted"] == "20":
+        return {} if b is None else {kv.key: int(kv.value) for kv in b.values if kv.key in ("received", "accepted")}
+
+    def pusher_seen():
+        """The ingest's diagnostics (every 0.2 s of sim time) count the pusher's samples; until they show it seen, the
+        clock moves on a period at a time, so a busy host only takes longer (no states flow to lock-step on here).
+        Not all 20 need arrive: the pose subscriptions keep the driver's sensor-data depth (best effort, 5), and a
+        starved ingest loses the oldest of a burst, as on a robot (seen under make test-stress)."""
+        if counts().get("accepted", 0) >= 1:
             return True
         clock[0] = round(clock[0] + 1 / RATE, 9)
         tick(pubs, clock[0])
         return False
 
-    wait_for(all_accepted, timeout=120.0, interval=0.0, what="the pusher's 20 samples accepted")  # it has seen them...
+    wait_for(pusher_seen, timeout=50.0, interval=0.0, what="the pusher's samples accepted")  # it has seen it...
+    for _ in range(round(0.4 * RATE)):  # two more diagnostics periods, the pusher lost by now (timeout 0.2 s)
+        clock[0] = round(clock[0] + 1 / RATE, 9)
+        tick(pubs, clock[0])
+    c = counts()
+    assert 1 <= c["accepted"] == c["received"] <= 20  # every sample that arrived was taken
     assert states.last() is None  # ...and still publishes nothing: the slider was never seen

@@ -453,15 +453,15 @@ def cycle_summary(records: list, shove: bool) -> dict:
     if shove:
         shoved = [r for r in records if r["shove"]["applied"]]
         # recovered: back on a path that reaches the goal, so only in runs that reached it
-        rec = [r["recovery_time_s"] for r in shoved
-               if r.get("recovery_time_s") is not None and r["outcome"] == Outcome.REACHED.value]
+        recovered = [r for r in shoved
+                     if r.get("recovery_time_s") is not None and r["outcome"] == Outcome.REACHED.value]
+        rec = [r["recovery_time_s"] for r in recovered]
         out["disturbance_success_rate"] = (sum(r["outcome"] == Outcome.REACHED.value for r in shoved) / len(shoved)
                                            if shoved else None)
         out["recovery_time_s"] = float(np.mean(rec)) if rec else None
         # the part of it the speed limit sets where the pusher has to get back behind the object (core.sim.shove)
-        reach = [(r["recovery_time_s"], r["shove"]["reach_time_s"]) for r in shoved
-                 if r.get("recovery_time_s") is not None and r["outcome"] == Outcome.REACHED.value
-                 and r["shove"].get("reach_time_s") is not None]
+        reach = [(r["recovery_time_s"], r["shove"]["reach_time_s"]) for r in recovered
+                 if r["shove"].get("reach_time_s") is not None]
         out["recovery_reach_time_s"] = float(np.mean([b for _, b in reach])) if reach else None
         out["recovery_over_reach_median"] = float(np.median([a / b for a, b in reach])) if reach else None
         out["recovery_time_median_s"] = float(np.median(rec)) if rec else None

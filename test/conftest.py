@@ -114,14 +114,15 @@ SIGINT_IGNORED = [sys.executable, "-c", "import os, signal, sys; signal.signal(s
 
 
 def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):
-    """Poll ``predicate()`` until it is truthy; return its value or fail the test after ``timeout`` seconds."""
+    """Poll ``predicate()`` until it is truthy; return its value or fail the test after ``timeout`` seconds.
+    ``what`` may be a callable, called at the failure: a log's state then, not when the wait began."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.1f} s waiting for {what}")
+            pytest.fail(f"timed out after {timeout:.1f} s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
 
 

@@ -161,6 +161,9 @@ class MPCPlannerNode(ManagedEntities, LifecycleNode):
             self.get_logger().warning(f"push_object goal refused: the velocity commander {NOT_READY[state]} "
                                       f"({detail})")
             return GoalResponse.REJECT
+        yaw = f", yaw {goal.goal_yaw:.3f} rad" if goal.yaw_tolerance >= 0.0 else ""
+        self.get_logger().info(f"push_object goal accepted: '{goal.target_object or self.target_name}' to "
+                               f"({goal.goal_x:.3f}, {goal.goal_y:.3f}) m{yaw}")
         return GoalResponse.ACCEPT
 
     def _on_commander_status(self, msg: String):

@@ -230,8 +230,10 @@ def _send_readme_goal(lt: Launch, node):
 
     Sent again (at most twice) when its answer is lost on the way: the planner logs that it could not deliver it
     (``LOST_ANSWER``), or 30 s pass with no answer. The second was seen once on CI (two test workers on a loaded
-    host): no answer in 60 s and nothing in the launch output. These tests are about what follows the goal; a
-    planner that is stuck stays stuck for the next goal and still fails the test."""
+    host): no answer in 60 s and nothing in the launch output. rmw_fastrtps answers a request whose caller its
+    server has not yet paired (request writer with reply reader, in discovery) into nothing and returns success
+    (ros2/rmw_fastrtps#467; holding such requests back was designed in #418, never merged). These tests are about
+    what follows the goal; a planner that is stuck stays stuck for the next goal and still fails the test."""
     from parapush_msgs.action import PushObject
     from parapush_ros.ros import topics
     from parapush_ros.ros.actions import ActionClient

@@ -57,7 +57,8 @@ TOTALS = {
     "robot": ("unsafe_commands", "nonzero_after_stop", "param_sets_ignored", "param_sets", "clock_faults",
               "faults_during_push", "goals_reached", "hostile.count", "hostile.refused", "teleop", "exceptions",
               "twists_received", "fault_free.sent", "fault_free.reached", "fault_free.standin_ran",
-              "fault_free.reached_standin_ran", "estops_unasked.count", "estops_unasked.explained"),
+              "fault_free.reached_standin_ran", "estops_unasked.count", "estops_unasked.explained",
+              "goal_answers_lost"),
 }
 WORST = {
     "sim": ("max_stop_time_s", "stop_events.by_kind.*.max_s", "worst_reaction_within_allowance_s", "rss_growth_mb"),

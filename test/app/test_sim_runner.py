@@ -1,4 +1,6 @@
 """``parapush sim``'s stack: the launch file's nodes and parameter files in one process, over real ROS."""
+import re
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,21 @@ def test_parapush_sim_started_with_sigint_ignored_still_stops_on_sigint(tmp_path
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     assert "parapush sim: interrupted" in log.read_text(), log.read_text()[-3000:]
+
+
+@pytest.mark.timeout(400)
+def test_parapush_sim_push_sends_the_goal_and_reports_the_result_and_its_plot(tmp_path):
+    """``parapush sim --push`` (``make demo``'s command) end to end in its own process: the goal through the
+    planner's action (``ros.actions.ResentGoal``), the result printed, the executed path's PNG written, exit 0."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "parapush_ros.cli", "sim", "--push", "--scene", "cylinder_slider", "--model",
+            "coarse", "--goal", "0.12", "0.0", "--tolerance", "0.03", "--real-time-factor", "2", "--out",
+            str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=360, stdin=subprocess.DEVNULL)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "parapush sim: pushing 'cylinder' to (+0.120, +0.000)" in out, out[-3000:]
+    assert re.search(r"outcome\s+REACHED", out), out[-3000:]
+    assert (tmp_path / "sim_push_cylinder_slider.png").stat().st_size > 1000

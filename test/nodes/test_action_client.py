@@ -18,8 +18,8 @@ from rclpy.action import ActionClient as RclpyActionClient  # noqa: E402
 from rclpy.action import ActionServer, CancelResponse, GoalResponse  # noqa: E402
 from rclpy.callback_groups import ReentrantCallbackGroup  # noqa: E402
 
-from conftest import wait_future  # noqa: E402
-from parapush_ros.ros.actions import ActionClient  # noqa: E402
+from conftest import wait_for, wait_future  # noqa: E402
+from parapush_ros.ros.actions import ActionClient, ResentGoal  # noqa: E402
 
 ACTION = "/action_client_test/push_object"
 class SlowToFile:
@@ -109,3 +109,79 @@ def test_rclpy_s_own_client_loses_it(ros_executor, server):
     client = _client(ros_executor, Observed, until=answered)
     future = client.send_goal_async(PushObject.Goal(target_object="slider"))
     assert answered.is_set() and not future.done()  # answered, and the answer is gone: the future never completes
+
+
+@pytest.fixture
+def holding_server(ros_executor):
+    """A server that holds back its answer to the first ``hold`` goals (their goal callback waits until the test
+    ends), as a transport that lost the answer would, and accepts the rest: (node, goals seen, goals held)."""
+    node = ros_executor.add(rclpy.create_node("action_client_test_holding_server"))
+    release, seen, held = threading.Event(), [], []
+    hold = [0]
+
+    def on_goal(goal):
+        seen.append(goal.target_object)
+        if len(seen) <= hold[0]:
+            held.append(goal.target_object)
+            release.wait(60.0)
+        return GoalResponse.ACCEPT
+
+    def execute(goal_handle):
+        goal_handle.succeed()
+        return PushObject.Result(outcome=PushObject.Result.REACHED, message="reached")
+
+    ActionServer(node, PushObject, ACTION, execute_callback=execute, goal_callback=on_goal,
+                 callback_group=ReentrantCallbackGroup())
+    yield hold, seen, held
+    release.set()
+
+
+def _plain_client(ros_executor):
+    node = ros_executor.add(rclpy.create_node("action_client_test_client"))
+    client = ActionClient(node, PushObject, ACTION)
+    assert client.wait_for_server(timeout_sec=30.0), "the test's action server was not discovered"
+    return client
+
+
+def test_a_goal_whose_answer_does_not_come_is_sent_again(ros_executor, holding_server):
+    """The first goal's answer never comes (held back): once ``timeout`` has passed on the caller's clock (a test
+    clock here, so no wall time is waited) the goal is sent again, with a goal id of its own, and that answer is
+    the one returned."""
+    hold, seen, held = holding_server
+    hold[0] = 1
+    now = [0.0]
+    goal = ResentGoal(_plain_client(ros_executor), PushObject.Goal(target_object="slider"), timeout=30.0,
+                      attempts=3, clock=lambda: now[0])
+    wait_for(lambda: held, timeout=30.0, what="the server to hold the first goal")
+    assert goal.poll() is None and goal.sent == 1
+    now[0] = 29.9
+    assert goal.poll() is None and goal.sent == 1  # not yet due
+    first = goal.future
+    now[0] = 30.0
+    assert goal.poll() is None and goal.sent == 2 and goal.lost == 1
+    handle = wait_for(goal.poll, timeout=30.0, what="the second goal's answer")
+    assert handle.accepted and not first.done() and len(seen) == 2
+    res = wait_future(handle.get_result_async(), timeout=30.0, what="the goal's result")
+    assert res.status == GoalStatus.STATUS_SUCCEEDED
+
+
+def test_no_answer_to_any_goal_is_an_error_naming_how_often_it_was_sent(ros_executor, holding_server):
+    hold, _seen, held = holding_server
+    hold[0] = 2
+    now = [0.0]
+    goal = ResentGoal(_plain_client(ros_executor), PushObject.Goal(target_object="slider"), timeout=5.0,
+                      attempts=2, clock=lambda: now[0])
+    wait_for(lambda: len(held) == 1, timeout=30.0, what="the server to hold the first goal")
+    now[0] = 5.0
+    assert goal.poll() is None and goal.sent == 2
+    wait_for(lambda: len(held) == 2, timeout=30.0, what="the server to hold the second goal")
+    now[0] = 10.0
+    with pytest.raises(TimeoutError, match=r"no answer to the goal, sent 2 times, 5 s each"):
+        goal.poll()
+
+
+def test_resent_goal_refuses_a_timeout_or_attempts_that_cannot_work():
+    with pytest.raises(ValueError, match="timeout must be > 0"):
+        ResentGoal(None, None, timeout=0.0)
+    with pytest.raises(ValueError, match="attempts >= 1"):
+        ResentGoal(None, None, attempts=0)

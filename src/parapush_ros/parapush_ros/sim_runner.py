@@ -274,12 +274,12 @@ class _PushClient:
 
     def __init__(self, node, stack, args):
         from parapush_msgs.action import PushObject  # noqa: PLC0415
-        from .ros.actions import ActionClient  # noqa: PLC0415
-        self.PushObject = PushObject
+        from .ros.actions import ActionClient, ResentGoal  # noqa: PLC0415
+        self.PushObject, self.ResentGoal = PushObject, ResentGoal
         self.node, self.stack, self.args = node, stack, args
         self.client = ActionClient(node, PushObject, topics.PUSH_ACTION)
         self.scene = stack.nodes["mpc_planner"].scene
-        self.sent = None
+        self.sent = None  # the goal sent (``ResentGoal``: sent again when its answer does not come)
         self.result = None
         self.start_wall = None
         self.late_plans = 0  # the feedback's count of plans that arrived after their switch
@@ -315,11 +315,18 @@ class _PushClient:
                   + f" with planner {self.planner}", flush=True)
             self.goal = goal
             self.start_wall = time.monotonic()
-            self.sent = self.client.send_goal_async(goal, feedback_callback=self._on_feedback)
+            self.sent = self.ResentGoal(self.client, goal, feedback_callback=self._on_feedback)
             return False
-        if not self.sent.done():
+        lost = self.sent.lost
+        try:
+            handle = self.sent.poll()
+        except TimeoutError as e:
+            raise SystemExit(f"parapush sim: the planner did not answer: {e}") from None
+        if self.sent.lost > lost:
+            print(f"parapush sim: no answer to the goal within {self.sent.timeout:g} s (an answer Fast DDS lost?): "
+                  f"sent it again", file=sys.stderr, flush=True)
+        if handle is None:
             return False
-        handle = self.sent.result()
         if not handle.accepted:
             self.result = None
             print("parapush sim: the planner rejected the goal", file=sys.stderr)

@@ -356,17 +356,14 @@ class Monitor:
         return future.result()
 
     def send_goal(self, goal, timeout: float = 30.0):
-        """A PushObject goal, sent again (a new goal id; it pre-empts the first, were that one started) when its
-        answer does not come within ``timeout``: rmw_fastrtps answers a caller its server has not yet paired in
-        discovery into nothing (ros2/rmw_fastrtps#467, #418; seen once on CI as a goal unanswered for 60 s).
-        Returns (goal handle, answers lost)."""
-        for attempt in range(ANSWER_ATTEMPTS):
-            try:
-                return self.wait(self.action.send_goal_async(goal), timeout, "the goal's answer"), attempt
-            except TimeoutError:
-                if attempt == ANSWER_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
+        """A PushObject goal, sent again when its answer does not come within ``timeout`` (``ros.actions.ResentGoal``:
+        a lost answer would otherwise stop the soak). Returns (goal handle, answers lost)."""
+        from ..ros.actions import ResentGoal  # noqa: PLC0415
+
+        sent = ResentGoal(self.action, goal, timeout=timeout, attempts=ANSWER_ATTEMPTS)
+        while (handle := sent.poll()) is None:
+            self.pause(1.0, lambda: sent.future.done())
+        return handle, sent.lost
 
     def request(self, srv_type, service: str, request, what: str):
         """One service request, sent again when its answer does not come: with Fast DDS a request sent as soon as

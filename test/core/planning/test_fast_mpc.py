@@ -20,7 +20,7 @@ from parapush_ros.core.scene.projection import deepest_penetration
 from parapush_ros.core.scene.spec import load_scene
 from parapush_ros.core.sim.closed_loop import WorldIO, run_closed_loop
 from parapush_ros.core.sim.shove import (SHOVE_DISTANCE, SHOVE_WINDOW, apply_shove, draw_shove, pusher_clearance,
-                                         reach_time, reaction_time, recovery_time)
+                                         reach_time, reaction_time, recovery_time, way_round)
 from parapush_ros.core.sim.world import SimWorld
 from parapush_ros.ros.params import PLANNER
 
@@ -341,9 +341,10 @@ def test_recovery_time_counts_until_the_progress_lost_is_made_good():
     assert recovery_time(scene, goal, times[:12], path[:12], 0.95, before, 0.02) is None
 
 
-def test_reach_time_is_the_straight_drive_back_behind_the_shoved_object_at_the_speed_limit():
+def test_reach_time_is_the_drive_back_behind_the_shoved_object_at_the_speed_limit():
     """``reach_time``: from the pusher to the point behind the object facing the goal (the disc's radius plus the
-    pusher's behind its centre), plus 5 mm of pushing, at ``max_speed``."""
+    pusher's behind its centre), plus 5 mm of pushing, at ``max_speed``; straight where that misses the object, round
+    it where the pusher is on its far side."""
     scene = load_scene("cylinder_slider")
     goal = PushTask(scene).goal
     L = scene.layout
@@ -357,9 +358,49 @@ def test_reach_time_is_the_straight_drive_back_behind_the_shoved_object_at_the_s
     L.object_poses(shoved)[0, :2] = centre + 0.08 * np.array([-to_goal[1], to_goal[0]])  # 8 cm sideways
     new_centre = L.object_poses(shoved)[0, :2]
     d = (np.asarray(goal.position) - new_centre) / np.linalg.norm(np.asarray(goal.position) - new_centre)
-    way = np.linalg.norm(new_centre - contact * d - L.pusher_pos(shoved))
+    # the straight line to behind it grazes the inflated disc (the pusher was behind its old place): round it
+    way = way_round(L.pusher_pos(shoved), new_centre - contact * d, new_centre, contact)
+    assert way > np.linalg.norm(new_centre - contact * d - L.pusher_pos(shoved))
     assert reach_time(scene, goal, shoved, 0.1, 0.02) == pytest.approx((way + 0.005) / 0.1, abs=1e-9)
     assert reach_time(scene, goal, shoved, 0.2, 0.02) == pytest.approx((way + 0.005) / 0.2, abs=1e-9)
+    # the pusher 3 cm behind that point and 2 cm to the side: the straight line misses the object
+    far = shoved.copy()
+    c = new_centre
+    L.pusher_pos(far)[:] = c - (contact + 0.03) * d + 0.02 * np.array([-d[1], d[0]])
+    straight = np.linalg.norm(c - contact * d - L.pusher_pos(far))
+    assert way_round(L.pusher_pos(far), c - contact * d, c, contact) == pytest.approx(straight)
+    assert reach_time(scene, goal, far, 0.1, 0.02) == pytest.approx((straight + 0.005) / 0.1, abs=1e-9)
+    # the pusher on the goal's side of the object, touching it: half way round the inflated disc to behind it
+    L.pusher_pos(x)[:] = centre + contact * to_goal
+    assert reach_time(scene, goal, x, 0.1, 0.02) == pytest.approx((np.pi * contact + 0.005) / 0.1, abs=1e-9)
+
+
+def test_the_way_round_a_disc_is_the_straight_line_or_the_tangents_and_the_arc():
+    assert way_round([0.0, -1.0], [0.0, 1.0], [1.0, 0.0], 0.5) == pytest.approx(2.0)  # misses the disc
+    assert way_round([0.0, -1.0], [0.0, 1.0], [1.0, 0.0], 1.0) == pytest.approx(2.0)  # grazes it
+    # through it: a tangent from each end (sqrt(3) for ends 2 from a unit disc) and the arc between the tangent points
+    assert way_round([-2.0, 0.0], [2.0, 0.0], [0.0, 0.0], 1.0) == pytest.approx(2 * np.sqrt(3) + np.pi / 3)
+    assert way_round([-2.0, 0.0], [1.0, 0.0], [0.0, 0.0], 1.0) == pytest.approx(np.sqrt(3) + 2 * np.pi / 3)
+    # never shorter than the straight line, and symmetric in its ends
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        a, b = rng.uniform(-3.0, 3.0, (2, 2))
+        if min(np.linalg.norm(a), np.linalg.norm(b)) < 1.0:
+            continue
+        way = way_round(a, b, [0.0, 0.0], 1.0)
+        assert way >= np.linalg.norm(a - b) - 1e-12
+        assert way == pytest.approx(way_round(b, a, [0.0, 0.0], 1.0))
+
+
+def test_reach_time_s_disc_inside_a_box_is_its_half_width_at_any_yaw():
+    """For a box ``reach_time`` goes round the disc about its origin inside it (the outline's signed distance there):
+    its half width, so the way round that disc is no longer than any way round the box."""
+    from parapush_ros.core.scene.geometry import Footprint
+
+    box = Footprint("box", half_extents=(0.06, 0.03))
+    for yaw in (0.0, 0.4, -2.0):
+        pose = np.array([0.1, 0.2, yaw])
+        assert -float(box.sdf(pose[None, :2], pose)[0][0]) == pytest.approx(0.03)
 
 
 def test_reaction_time_is_when_the_first_plan_that_saw_the_shove_acts():

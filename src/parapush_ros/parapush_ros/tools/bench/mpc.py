@@ -298,7 +298,7 @@ def run_scene(scene, index: int, model: str, world_kind: str, config: PlannerCon
                            "distance_m": shove.distance, "applied": applied,
                            "delta_m": np.asarray(shoved.get("delta", [])).tolist(), "why_not": why_not,
                            "clearance_m": shoved.get("clearance"),  # pusher to object right after it
-                           "reach_time_s": shoved.get("reach")}  # straight back behind it at the speed limit
+                           "reach_time_s": shoved.get("reach")}  # back behind it, round it, at the speed limit
         if shoved.get("why"):
             print(f"\n  bench mpc: scene {index} {world_kind}/{model}: {shoved['why']}: not shoved", flush=True)
         cycles["recovery_time_s"] = None if not applied else recovery_time(

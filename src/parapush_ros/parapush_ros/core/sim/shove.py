@@ -22,7 +22,8 @@ behind the shoved object that faces its path to the goal, by the shortest way ro
 pushing ``RECOVERY_PROGRESS`` on, takes: what is left of a recovery once a planner has reacted, for a pusher that has
 to get behind the object again (not a strict bound: pushing it on from the side can be quicker; the other objects,
 the obstacles and the acceleration limit make it slower). Until 2026-12-04 the way was the straight line, through
-the object where the pusher was on its far side (half the shoved runs in clutter, seed 6061).
+the edge of the object where that grazed it (about half the shoved runs in clutter on seed 6061; 0.00-0.03 s less
+on average).
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ Fixtures / helpers for ROS tests:
 """
 import fcntl
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -111,6 +112,31 @@ def pytest_report_header(config):
 # ``nohup make test &``): with SIGINT ignored, which exec keeps
 SIGINT_IGNORED = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                   "os.execvp(sys.argv[1], sys.argv[1:])"]
+
+
+# A line Fast DDS logs on a process's stdout (its own logger, not ROS's): "2026-12-04 05:10:34.784 [RTPS_TRANSPORT_SHM
+# Error] Failed init_port fastrtps_port7001: open_and_lock_file failed -> Function open_port_internal", in colour.
+# Seen under make test-stress as the first line of a node's output: a shared-memory port whose lock file a killed
+# process left behind; Fast DDS then talks over UDP, so it is noise to a test that reads what the node printed.
+FASTDDS_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[\w+ (Error|Warning|Info)\]")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def is_fastdds_log(line: str) -> bool:
+    return bool(FASTDDS_LOG_LINE.match(ANSI_ESCAPE.sub("", line).strip()))
+
+
+def printed_lines(text: str) -> list:
+    """The lines a process printed itself: without Fast DDS's log lines."""
+    return [line for line in text.splitlines() if not is_fastdds_log(line)]
+
+
+def read_printed_line(stream) -> str:
+    """The next line a process printed itself (stripped), skipping Fast DDS's log lines; "" at the end."""
+    while True:
+        line = stream.readline()
+        if not line or not is_fastdds_log(line):
+            return line.strip()
 
 
 def wait_for(predicate, timeout=5.0, interval=0.005, what="condition"):

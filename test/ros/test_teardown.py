@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from conftest import wait_for
+from conftest import printed_lines, read_printed_line, wait_for
 from parapush_ros.ros.node import DESTROY_LIMIT_S
 
 pytestmark = pytest.mark.timeout(90)
@@ -49,7 +49,7 @@ NODE = textwrap.dedent("""
 def test_a_hung_destroy_node_after_a_clean_stop_exits_0_with_its_traceback():
     proc = subprocess.Popen([sys.executable, "-c", NODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "up"
+        assert read_printed_line(proc.stdout) == "up"
         proc.send_signal(signal.SIGINT)
         t_signal = time.monotonic()
         out, err = proc.communicate(timeout=60)
@@ -57,7 +57,7 @@ def test_a_hung_destroy_node_after_a_clean_stop_exits_0_with_its_traceback():
         proc.kill()
     elapsed = time.monotonic() - t_signal
     assert proc.returncode == 0, err
-    assert out.split() == ["stopped"]  # the stop ran (and said so) before the cleanup that hung
+    assert printed_lines(out) == ["stopped"]  # the stop ran (and said so) before the cleanup that hung
     assert "Timeout" in err and "in destroy_node" in err  # the hung thread's traceback, for whoever reads the log
     assert elapsed >= DESTROY_LIMIT_S  # it waited for the cleanup as long as it said (no upper bound: host speed)
 
@@ -139,7 +139,7 @@ def test_a_node_wedged_below_python_still_ends_on_sigterm_with_every_threads_tra
     proc = subprocess.Popen([sys.executable, "-c", WEDGED, gil, str(threads)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "wedged"
+        assert read_printed_line(proc.stdout) == "wedged"
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
     finally:
@@ -179,7 +179,7 @@ def test_a_single_threaded_node_busy_in_a_long_callback_is_not_ended_by_the_watc
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "done"
+        assert read_printed_line(proc.stdout) == "done"
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
     finally:

@@ -222,6 +222,19 @@ def test_a_node_whose_parent_has_ended_stops_without_any_signal():
     assert "has ended: stopping" in proc.stderr
 
 
+def test_a_node_whose_launch_has_ended_stops_though_its_stderr_is_a_broken_pipe(tmp_path):
+    """Its stderr is a pipe to the launch, which a launch ended by SIGTERM leaves with no reader: saying why it
+    stops raises ``BrokenPipeError`` there (Python ignores SIGPIPE), and the stop-signal thread once said it before
+    it set the stop, so it died saying it and the node ran on. The stop comes first, and the line cannot raise."""
+    read, write = os.pipe()
+    os.close(read)  # the launch's end: gone
+    out = tmp_path / "out.txt"
+    with open(out, "w") as stdout:
+        proc = subprocess.run([sys.executable, "-c", PARENT_GONE], stdout=stdout, stderr=write, timeout=120)
+    os.close(write)
+    assert proc.returncode == 0 and out.read_text().strip() == "stopped", out.read_text()
+
+
 def test_a_node_executable_hears_a_stop_before_it_imports_its_node(tmp_path):
     """A node's imports (rclpy, MuJoCo, torch) take half a second to seconds: a Ctrl-C then met Python's default
     handler and killed the node with a traceback and status -2 (``ros2 launch`` reported parareal_predictor so).

@@ -8,11 +8,21 @@ soon as its imports are done. Only the standard library is imported in this modu
 the interpreter's own start."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
+import sys
 import threading
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def say(text: str) -> None:
+    """One line on stderr that never raises: a node's stderr is a pipe to its ``ros2 launch``, and a launch ended
+    by SIGTERM or SIGKILL leaves it broken (Python ignores SIGPIPE, so the write raises ``BrokenPipeError``). What
+    a node says while it stops (its launch gone) must not end the thread that says it before it acts."""
+    with contextlib.suppress(OSError, ValueError):  # a broken pipe; a closed stream
+        print(text, file=sys.stderr, flush=True)
 
 
 def hear_stop(stop: threading.Event | None = None) -> threading.Event:

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 
 from ..core.config import ConfigError, knobs
-from ..executable import STOP_SIGNALS, hear_stop
+from ..executable import STOP_SIGNALS, hear_stop, say
 
 SIGNAL_POLL_S = 0.05  # s: how often the main thread looks whether a stop was asked or the spin ended
 # s the stop-signal thread waits for a signal before it re-arms the watchdog (each arming starts a thread of
@@ -109,15 +109,14 @@ def stop_with_parent(stop: threading.Event) -> None:
     parent = os.getppid()
     pr_set_pdeathsig = 1
     if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGINT), 0, 0, 0) != 0:
-        print(f"{name}: cannot ask for a signal at the parent's death (errno {ctypes.get_errno()}): this node "
-              f"outlives a launch that is killed", file=sys.stderr, flush=True)
+        say(f"{name}: cannot ask for a signal at the parent's death (errno {ctypes.get_errno()}): this node "
+            f"outlives a launch that is killed")
     launch = os.environ.get(LAUNCH_PID_ENV, "")
     if os.getppid() != parent:  # it died before the request took effect
         stop.set()
     elif launch.isdigit() and _ended(int(launch)):
-        print(f"{name}: the ros2 launch that started this node (pid {launch}) has already ended: stopping",
-              file=sys.stderr, flush=True)
         stop.set()
+        say(f"{name}: the ros2 launch that started this node (pid {launch}) has already ended: stopping")
 
 
 def _ended(launch: int) -> bool:
@@ -166,9 +165,9 @@ def listen_for_stop(stop: threading.Event, parent: int | None = None):
                 stop.set()
                 return
             if parent is not None and os.getppid() != parent and not done.is_set():
-                print(f"{os.path.basename(sys.argv[0])}: the process that started it (pid {parent}) has ended: "
-                      f"stopping", file=sys.stderr, flush=True)
-                stop.set()
+                stop.set()  # first: its launch gone, the line below goes to a broken pipe (``say``)
+                say(f"{os.path.basename(sys.argv[0])}: the process that started it (pid {parent}) has ended: "
+                    f"stopping")
                 return
 
     listener = threading.Thread(target=listen, name="stop-signals", daemon=True)
@@ -214,8 +213,7 @@ def run_node(node_class, args=None, num_threads: int = 1, stop: threading.Event 
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
         if stop.is_set():
-            print(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: stopped while starting", file=sys.stderr,
-                  flush=True)
+            say(f"{os.path.basename(sys.argv[0]) or node_class.__name__}: stopped while starting")
             return
         try:
             node = node_class()

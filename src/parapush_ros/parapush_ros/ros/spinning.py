@@ -19,10 +19,11 @@ as one) is closed at the stop: it never runs, and its coroutine is not left for 
 from __future__ import annotations
 
 import inspect
-import sys
 import threading
 import time
 import traceback
+
+from ..executable import say
 
 
 def parallel_executor(num_threads: int, context=None):
@@ -114,8 +115,8 @@ class BackgroundSpin:
 
     def record(self, error: BaseException):
         self.errors.append(error)
-        print(f"[{self.name}] callback raised {error!r}:\n"
-              + "".join(traceback.format_exception(type(error), error, error.__traceback__)), file=sys.stderr)
+        say(f"[{self.name}] callback raised {error!r}:\n"
+            + "".join(traceback.format_exception(type(error), error, error.__traceback__)))
 
     @property
     def running(self) -> bool:
@@ -188,8 +189,8 @@ class SpinningNodes:
                 stop_activity(timeout)
         stuck = self.spin.drain(timeout)
         if stuck:
-            print(f"[{self.spin.name}] {len(stuck)} callback(s) still running after {timeout:g} s; destroying the "
-                  f"nodes anyway", file=sys.stderr)
+            say(f"[{self.spin.name}] {len(stuck)} callback(s) still running after {timeout:g} s; destroying the "
+                f"nodes anyway")
         for node in self.nodes:
             self.executor.remove_node(node)
         self.executor.shutdown(timeout_sec=timeout)

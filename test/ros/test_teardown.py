@@ -284,3 +284,40 @@ def test_a_node_stopped_while_it_starts_exits_0_without_a_traceback():
         proc.kill()
     assert proc.returncode == 0, err[-2000:]
     assert "Traceback" not in err, err[-2000:]
+
+
+STOP_RAISES = textwrap.dedent("""
+    from rclpy.node import Node
+
+    from parapush_ros.ros.node import run_node
+
+
+    class StopRaises(Node):
+        def __init__(self):
+            super().__init__("stop_raises")
+            print("up", flush=True)
+
+        def stop_activity(self, timeout):
+            raise RuntimeError("boom in the stop")
+
+
+    run_node(StopRaises)
+""")
+
+
+def test_an_exception_in_a_node_s_stop_is_in_its_ros_log_file_too(tmp_path):
+    """A node's stderr is a pipe to its launch, which may be gone when the node stops (SIGTERM): the exception
+    that ended the stop is also in the node's ROS log file, with its traceback (``ros.node.log_failure``)."""
+    env = {**os.environ, "ROS_LOG_DIR": str(tmp_path / "log")}
+    proc = subprocess.Popen([sys.executable, "-c", STOP_RAISES], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert read_printed_line(proc.stdout) == "up"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err[-2000:]
+    logs = "".join(p.read_text() for p in (tmp_path / "log").glob("*.log"))
+    assert "[stop_raises]: the stop raised RuntimeError('boom in the stop')" in logs, logs[-2000:]
+    assert "in stop_activity" in logs, logs[-2000:]

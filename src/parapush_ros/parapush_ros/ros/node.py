@@ -234,11 +234,18 @@ def run_node(node_class, args=None, num_threads: int = 1, stop: threading.Event 
                 spinning.start()  # does (fail-safe: the launch then ends and the arm is sent its zero)
                 while not stop.wait(SIGNAL_POLL_S) and rclpy.ok() and spinning.spin.running and not spinning.errors:
                     pass
+        except Exception as e:
+            log_failure(node, "the spin", e)
+            raise
         finally:  # stop spinning, let the node stop (its zeros go out), wait for callbacks, destroy it
             stop_listening()
             # faulthandler's watchdog thread needs no GIL: a stop that hangs ends with its traceback and status 1
             faulthandler.dump_traceback_later(STOP_LIMIT_S, exit=True)
-            errors = spinning.stop(timeout=5.0)
+            try:
+                errors = spinning.stop(timeout=5.0)
+            except Exception as e:
+                log_failure(node, "the stop", e)
+                raise
             faulthandler.cancel_dump_traceback_later()
             # The node has stopped: what is left is the middleware's cleanup (and the interpreter's exit, which
             # destroys the context). rclpy 7.1's destroy_node can block there for ever, below Python and holding
@@ -259,6 +266,16 @@ def run_node(node_class, args=None, num_threads: int = 1, stop: threading.Event 
         # would meet the default action (exit -2), as Python resets its handlers there, but not an ignored signal
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+
+
+def log_failure(node, what: str, error: BaseException) -> None:
+    """An exception that ends a node, with its traceback, in the node's ROS log file too (``~/.ros/log``): its
+    stderr, where Python prints it, is a pipe to a ``ros2 launch`` that may be gone (ended by SIGTERM: the stop
+    of a node is then the one moment no one reads it)."""
+    import traceback  # noqa: PLC0415
+    with contextlib.suppress(Exception):  # (the logger may be gone with the context)
+        node.get_logger().fatal(f"{what} raised {error!r}:\n"
+                                + "".join(traceback.format_exception(type(error), error, error.__traceback__)))
 
 
 def node_main(node_class, num_threads: int = 1):

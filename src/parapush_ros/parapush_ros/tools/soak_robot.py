@@ -142,11 +142,11 @@ def launch_available() -> str:
 class Process:
     """A command in its own process group (as a terminal or a service manager runs it), output in a file."""
 
-    def __init__(self, argv: list, log: Path):
+    def __init__(self, argv: list, log: Path, env: dict | None = None):
         self.argv, self.log = argv, log
         self._out = open(log, "w")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, env=None if env is None else {**os.environ, **env})
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -475,9 +475,12 @@ class RobotSoak:
         self.monitor.commander_status = ""  # (the last start's is stale)
         self.standin = Process(["ros2", "run", "parapush_ros", "mujoco_sim", "--ros-args", "--params-file",
                                 str(standin)], self.out / f"standin_{self.starts}.log")
+        # each node's ROS log file in the soak's output: what a node said after its launch was gone (SIGTERM) is
+        # only there (``ros.node.log_failure``)
         self.launch = Process(["ros2", "launch", "parapush_ros", "robot.launch.py", "rviz:=false",
                                f"scene:={self.scene.name}", f"params_file:={stack}"],
-                              self.out / f"ros2_launch_{self.starts}.log")
+                              self.out / f"ros2_launch_{self.starts}.log",
+                              env={"ROS_LOG_DIR": str(self.out / f"ros_log_{self.starts}")})
         self.starts += 1
         m = self.monitor
         ready = {"planner active": lambda: "[mpc_planner]: active" in self.launch.output(),
